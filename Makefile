@@ -1,0 +1,77 @@
+# Build, test and benchmark the engine.
+#   make            optimised ./run for this machine (OpenMP where the compiler has it)
+#   make portable   ./run-portable: plain C99, no OpenMP, no arch flags
+#   make asan       ./run-asan: AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test       the whole suite (optimised, asan and portable builds)
+#   make run        build and tell a story with the default model
+CC ?= cc
+PYTHON ?= /usr/bin/python3
+MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),$(if $(wildcard ../shared/models/stories260K.bin),../shared/models,models))
+WARN = -Wall -Wextra
+OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+CFLAGS_FAST = -std=c99 -O3 -march=native $(OPENMP) $(WARN)
+CFLAGS_PORTABLE = -std=c99 -O2 $(WARN)
+CFLAGS_ASAN = -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(OPENMP) $(WARN)
+SRC = run.c tokenizer.c
+HDR = model.h tokenizer.h
+LIBS = -lm
+
+.PHONY: all portable asan test test-bins run bench clean norm-table
+all: build/run.stamp
+
+# ./run is the binary, `make run` the story: the binary's rule keys on a stamp
+build/run.stamp: $(SRC) $(HDR)
+	@mkdir -p build
+	$(CC) $(CFLAGS_FAST) -o run $(SRC) $(LIBS)
+	@touch $@
+
+portable: run-portable
+run-portable: $(SRC) $(HDR)
+	$(CC) $(CFLAGS_PORTABLE) -o $@ $(SRC) $(LIBS)
+
+asan: run-asan
+run-asan: $(SRC) $(HDR)
+	$(CC) $(CFLAGS_ASAN) -o $@ $(SRC) $(LIBS)
+
+# test programs: fast, asan and portable twins
+build/%: tests/%.c $(HDR) tokenizer.c
+	@mkdir -p build
+	$(CC) $(CFLAGS_FAST) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+build/%-asan: tests/%.c $(HDR) tokenizer.c
+	@mkdir -p build
+	$(CC) $(CFLAGS_ASAN) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+build/%-portable: tests/%.c $(HDR) tokenizer.c
+	@mkdir -p build
+	$(CC) $(CFLAGS_PORTABLE) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+
+TEST_PROGS = test_kernels logits test_tokenizer_unit
+test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable)
+
+# One run, three builds; ends with the line "N passed, N failed".
+test: test-bins
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py \
+	  --variant "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=build/test_tokenizer_unit" \
+	  --variant "asan:RUN=./run-asan,LOGITS=build/logits-asan,KERNELS=build/test_kernels-asan,TOKUNIT=build/test_tokenizer_unit-asan" \
+	  --variant "portable:RUN=./run-portable,LOGITS=build/logits-portable,KERNELS=build/test_kernels-portable,TOKUNIT=build/test_tokenizer_unit-portable,PORTABLE=1"
+
+# Build and tell a story from the default model (downloads it if ../shared is absent).
+TINYLLAMAS = https://huggingface.co/karpathy/tinyllamas/resolve/main/stories260K
+models/stories260K.bin models/tok512.bin:
+	@mkdir -p models
+	curl -fL -o $@ $(TINYLLAMAS)/$(notdir $@)
+run: build/run.stamp $(if $(wildcard ../shared/models/stories260K.bin),,models/stories260K.bin models/tok512.bin)
+	./run $(MODELS)/stories260K.bin -z $(MODELS)/tok512.bin -n 256 -i "Once upon a time"
+
+clean:
+	rm -rf run run-portable run-asan build
+
+# Perplexity of stories260K on tests/data/stories.txt under the 8 norm variants (README's table).
+NORM_TEXT ?= tests/data/stories.txt
+norm-table: build/run.stamp
+	@echo "| norm | position | final norm | tokens | mean NLL | perplexity |"
+	@echo "| --- | --- | --- | --- | --- | --- |"
+	@for n in rms layer; do for p in pre post; do for f in on off; do \
+	  ./run $(MODELS)/stories260K.bin -z $(MODELS)/tok512.bin -m eval -f $(NORM_TEXT) \
+	    --norm $$n --norm-pos $$p --final-norm $$f 2>/dev/null | \
+	  awk -v n=$$n -v p=$$p -v f=$$f '{ printf "| %s | %s | %s | %s | %s | %s |\n", n, p, f, $$2, $$4, $$6 }'; \
+	done; done; done

@@ -1,0 +1,1219 @@
+/* model.h -- a small Llama-style transformer engine in one header.
+ *
+ * Contract: loads a checkpoint from bytes the caller owns (a mapped file, a
+ * buffer, or const data in flash) and reads the weights in place; all working
+ * memory comes from one caller-provided arena whose size llm_state_size()
+ * tells up front. No I/O, no exit, no malloc, no globals: every function
+ * returns a status and leaves a message in the struct it was given.
+ *
+ *   #define MODEL_IMPLEMENTATION
+ *   #include "model.h"
+ *
+ *   llm_model m;
+ *   if (llm_load(&m, bytes, n_bytes) != LLM_OK) puts(m.error);
+ *   size_t need = llm_state_size(&m.cfg, ctx_len, max_batch, 0);
+ *   llm_state s;
+ *   llm_state_init(&s, &m, ctx_len, max_batch, 0, arena, need);
+ *   llm_forward(&m, &s, prompt, n_prompt, 0, LLM_LOGITS_LAST);  // batched prefill
+ *   llm_forward(&m, &s, &next, 1, n_prompt, LLM_LOGITS_LAST);    // one decode step
+ *   // logits of the last token: s.logits (vocab_size floats)
+ *
+ * The block (norm position and type come from the checkpoint or the caller):
+ *   pre-norm:  h = x + attn(norm(x));  y = h + ffn(norm(h))
+ *   post-norm: h = norm(x + attn(x));  y = norm(h + ffn(h))
+ * then an optional final norm and the LM head. Attention: RoPE, grouped-query
+ * heads, a KV cache. FFN: SwiGLU.
+ *
+ * Compile-time hooks: MODEL_ASSERT(x) (default: none), MODEL_NO_OPENMP.
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ===================================================================== */
+/* Format and config                                                      */
+/* ===================================================================== */
+
+typedef enum llm_status {
+    LLM_OK = 0,
+    LLM_ERR_FORMAT = -1,    /* not a checkpoint we know, or inconsistent    */
+    LLM_ERR_SIZE = -2,      /* file size differs from what the header says  */
+    LLM_ERR_CONFIG = -3,    /* a field out of range                         */
+    LLM_ERR_VERSION = -4,   /* a newer format version than this reader      */
+    LLM_ERR_ARENA = -5,     /* arena too small or misaligned                */
+    LLM_ERR_ARG = -6        /* bad argument to forward (token, position...) */
+} llm_status;
+
+enum llm_norm_type { LLM_NORM_RMS = 0, LLM_NORM_LAYER = 1 };
+enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1 };
+enum llm_dtype { LLM_F32 = 0, LLM_F16 = 1, LLM_Q8_0 = 2 };
+enum llm_rope_layout { LLM_ROPE_INTERLEAVED = 0, LLM_ROPE_HALF = 1 };
+enum llm_format { LLM_FORMAT_LEGACY = 0, LLM_FORMAT_LLMW = 1 };
+enum llm_logits { LLM_LOGITS_LAST = 0, LLM_LOGITS_ALL = 1 };
+
+#define LLM_MAGIC "LLMW"
+#define LLM_VERSION 1
+#define LLM_HEADER_SIZE 256
+#define LLM_ALIGN 64
+#define LLM_MAX_DIM (1 << 16)       /* limits that reject hostile headers */
+#define LLM_MAX_LAYERS 1024
+#define LLM_MAX_VOCAB (1 << 22)
+#define LLM_MAX_SEQ (1 << 20)
+
+typedef struct llm_config {
+    int dim;            /* residual stream width                       */
+    int hidden_dim;     /* FFN inner width                             */
+    int n_layers;
+    int n_heads;        /* query heads                                 */
+    int n_kv_heads;     /* key/value heads (grouped-query attention)   */
+    int vocab_size;
+    int seq_len;        /* the model's context length                  */
+    int head_size;      /* dim / n_heads                               */
+    int norm_type;      /* llm_norm_type                               */
+    int norm_pos;       /* llm_norm_pos                                */
+    int final_norm;     /* 1: norm before the LM head                  */
+    float norm_eps;
+    float rope_theta;
+    int rope_layout;    /* llm_rope_layout                             */
+    int shared_classifier;
+    int weight_type;    /* llm_dtype of the matrices                   */
+    int group_size;     /* q8_0 group length                           */
+    int norm_bias;      /* 1: LayerNorm biases are stored              */
+    int format;         /* llm_format the file came in                 */
+} llm_config;
+
+/* A weight matrix (rows, cols) read in place: W[r][c] in its dtype. */
+typedef struct llm_matrix {
+    const void *data;       /* f32, f16 (uint16) or int8 values, row-major */
+    const float *scale;     /* q8_0: (rows, ceil(cols/group)) scales        */
+    int type, rows, cols, group;
+} llm_matrix;
+
+/* One tensor of every layer: layer l lives at base + l * stride bytes. */
+typedef struct llm_tensor {
+    const unsigned char *base;
+    size_t stride;          /* bytes from one layer's tensor to the next  */
+    size_t scale_offset;    /* q8_0: bytes from the values to the scales  */
+    int rows, cols;
+} llm_tensor;
+
+typedef struct llm_weights {
+    llm_matrix tok_embeddings;      /* (vocab, dim)                       */
+    llm_tensor attn_norm, attn_norm_bias;   /* (dim,) f32 per layer       */
+    llm_tensor wq;                  /* (n_heads*head_size, dim)           */
+    llm_tensor wk, wv;              /* (n_kv_heads*head_size, dim)        */
+    llm_tensor wo;                  /* (dim, n_heads*head_size)           */
+    llm_tensor ffn_norm, ffn_norm_bias;     /* (dim,)                     */
+    llm_tensor w1, w3;              /* (hidden_dim, dim) gate, up         */
+    llm_tensor w2;                  /* (dim, hidden_dim) down             */
+    const float *final_norm;        /* (dim,)                             */
+    const float *final_norm_bias;   /* (dim,) or NULL                     */
+    llm_matrix classifier;          /* (vocab, dim)                       */
+} llm_weights;
+
+typedef struct llm_model {
+    llm_config cfg;
+    llm_weights w;
+    char error[200];
+} llm_model;
+
+/* Byte sizes of everything the state carves from the arena. */
+typedef struct llm_plan {
+    size_t x, xb, xb2, q, hb, hb2, rope, logits, act_q, key_cache, value_cache;
+    size_t total;           /* sum, each part rounded up to LLM_ALIGN     */
+} llm_plan;
+
+/* Activations and KV cache for one sequence. */
+typedef struct llm_state {
+    int ctx_len;            /* positions the KV cache holds               */
+    int max_batch;          /* tokens one forward call may take           */
+    int all_logits;         /* 1: logits has room for every token's row    */
+    int n_threads;          /* OpenMP threads (1 = serial)                */
+    float *x;               /* (B, dim) residual stream                   */
+    float *xb;              /* (B, dim) normed input / attention output   */
+    float *xb2;             /* (B, dim) projection output                 */
+    float *q;               /* (B, n_heads*head_size) queries             */
+    float *hb, *hb2;        /* (B, hidden_dim) FFN gate and up            */
+    float *rope;            /* (B, head_size) cos,sin pairs per position  */
+    float *logits;          /* (B, vocab) with LLM_LOGITS_ALL, else (vocab,) */
+    int8_t *act_q;          /* (B, max(dim,hidden)) q8_0 activations      */
+    float *act_scale;       /* their group scales                         */
+    float *key_cache;       /* (layer, ctx, n_kv_heads*head_size)         */
+    float *value_cache;
+    char error[200];
+} llm_state;
+
+/* Parse and validate a checkpoint (llama2.c legacy or LLMW) in place. */
+int llm_load(llm_model *m, const void *bytes, size_t n_bytes);
+/* Check the config after the caller changed norm settings. */
+int llm_check_config(llm_model *m);
+/* The arena plan for a context of ctx_len positions and batches of max_batch. */
+/* all_logits: 1 if forward may be asked for LLM_LOGITS_ALL ((B, vocab) logits). */
+llm_plan llm_state_plan(const llm_config *c, int ctx_len, int max_batch, int all_logits);
+size_t llm_state_size(const llm_config *c, int ctx_len, int max_batch, int all_logits);
+int llm_state_init(llm_state *s, const llm_model *m, int ctx_len, int max_batch, int all_logits,
+                   void *arena, size_t arena_size);
+/* Run n tokens at positions pos..pos+n-1 as one batch; logits in s->logits. */
+int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int n, int pos,
+                int which_logits);
+/* Bytes of weights the checkpoint holds (for reports). */
+size_t llm_weight_bytes(const llm_config *c);
+const char *llm_status_text(int status);
+/* Parse "rms"/"layer", "pre"/"post", "on"/"off": the value, or -1. */
+int llm_parse_norm_type(const char *s);
+int llm_parse_norm_pos(const char *s);
+int llm_parse_on_off(const char *s);
+const char *llm_norm_type_name(int t);
+const char *llm_norm_pos_name(int p);
+const char *llm_dtype_name(int t);
+
+/* Scalar kernels, public so tests can check them against their formulas. */
+void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps);
+void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n,
+                   float eps);
+void llm_matvec(float *out, const llm_matrix *w, const float *x, int8_t *xq, float *xs);
+void llm_softmax(float *x, int n);
+float llm_f16_to_f32(uint16_t h);
+uint16_t llm_f32_to_f16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MODEL_H */
+
+/* ===================================================================== */
+/* Implementation                                                         */
+/* ===================================================================== */
+#ifdef MODEL_IMPLEMENTATION
+#ifndef MODEL_IMPLEMENTATION_DONE
+#define MODEL_IMPLEMENTATION_DONE
+
+#include <math.h>
+#include <string.h>
+#include <stdio.h>   /* snprintf only: no file I/O */
+
+#ifndef MODEL_ASSERT
+#define MODEL_ASSERT(x) ((void)0)
+#endif
+
+#if defined(_OPENMP) && !defined(MODEL_NO_OPENMP)
+#define LLM__OMP 1
+#define LLM__PRAGMA(x) _Pragma(#x)
+#else
+#define LLM__OMP 0
+#define LLM__PRAGMA(x)
+#endif
+/* Threads pay only above this many multiply-adds: below it, waking them costs
+ * more than the work (stories260K's matrices are all smaller). */
+#ifndef LLM_PARALLEL_MIN_WORK
+#define LLM_PARALLEL_MIN_WORK (1L << 16)
+#endif
+/* Parallel for over independent iterations; serial when `cond` is false. */
+#if LLM__OMP
+#define LLM__PARALLEL_FOR(nthreads, cond) \
+    LLM__PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(cond))
+#else
+#define LLM__PARALLEL_FOR(nthreads, cond) (void)(nthreads); (void)(cond);
+#endif
+
+/* --------------------------------------------------------------------- */
+/* Small helpers                                                          */
+/* --------------------------------------------------------------------- */
+
+static size_t llm__align(size_t n) { return (n + (LLM_ALIGN - 1)) & ~(size_t)(LLM_ALIGN - 1); }
+
+/* a * b, or SIZE_MAX on overflow (callers check the total). */
+static size_t llm__mul(size_t a, size_t b) {
+    if (a != 0 && b > SIZE_MAX / a) return SIZE_MAX;
+    return a * b;
+}
+static size_t llm__add(size_t a, size_t b) { return (b > SIZE_MAX - a) ? SIZE_MAX : a + b; }
+
+static int32_t llm__i32(const unsigned char *p) {
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    int32_t r;
+    memcpy(&r, &v, 4);
+    return r;
+}
+static uint32_t llm__u32(const unsigned char *p) { return (uint32_t)llm__i32(p); }
+static float llm__f32(const unsigned char *p) {
+    uint32_t v = llm__u32(p);
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+static uint64_t llm__u64(const unsigned char *p) {
+    return (uint64_t)llm__u32(p) | (uint64_t)llm__u32(p + 4) << 32;
+}
+
+const char *llm_status_text(int status) {
+    switch (status) {
+    case LLM_OK: return "ok";
+    case LLM_ERR_FORMAT: return "bad checkpoint format";
+    case LLM_ERR_SIZE: return "checkpoint size mismatch";
+    case LLM_ERR_CONFIG: return "bad model configuration";
+    case LLM_ERR_VERSION: return "unsupported format version";
+    case LLM_ERR_ARENA: return "arena too small";
+    case LLM_ERR_ARG: return "bad argument";
+    }
+    return "unknown status";
+}
+
+int llm_parse_norm_type(const char *s) {
+    if (!strcmp(s, "rms")) return LLM_NORM_RMS;
+    if (!strcmp(s, "layer")) return LLM_NORM_LAYER;
+    return -1;
+}
+int llm_parse_norm_pos(const char *s) {
+    if (!strcmp(s, "pre")) return LLM_NORM_PRE;
+    if (!strcmp(s, "post")) return LLM_NORM_POST;
+    return -1;
+}
+int llm_parse_on_off(const char *s) {
+    if (!strcmp(s, "on")) return 1;
+    if (!strcmp(s, "off")) return 0;
+    return -1;
+}
+const char *llm_norm_type_name(int t) { return t == LLM_NORM_LAYER ? "layer" : "rms"; }
+const char *llm_norm_pos_name(int p) { return p == LLM_NORM_POST ? "post" : "pre"; }
+const char *llm_dtype_name(int t) {
+    return t == LLM_F16 ? "f16" : t == LLM_Q8_0 ? "q8_0" : "f32";
+}
+
+/* IEEE binary16 <-> binary32, exact, portable. */
+float llm_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do { e++; man <<= 1; } while (!(man & 0x400));
+            bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | man << 13;
+    } else {
+        bits = sign | (exp + 127 - 15) << 23 | man << 13;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t llm_f32_to_f16(float f) { /* round to nearest even */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow to inf */
+    if (ax < 0x38800000u) { /* subnormal or zero in f16 */
+        if (ax < 0x33000000u) return (uint16_t)sign;
+        uint32_t e = ax >> 23, man = (ax & 0x7fffff) | 0x800000, shift = 126 - e;
+        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = ((ax - 0x38000000u) >> 13), rem = ax & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+/* ===================================================================== */
+/* Loading: llama2.c legacy (headerless) and LLMW                         */
+/* ===================================================================== */
+
+static int llm__fail(llm_model *m, int status, const char *msg) {
+    snprintf(m->error, sizeof m->error, "%s", msg);
+    return status;
+}
+
+size_t llm_weight_bytes(const llm_config *c) {
+    size_t kv = (size_t)c->n_kv_heads * c->head_size, qd = (size_t)c->n_heads * c->head_size;
+    size_t per_layer = qd * c->dim * 2 + kv * c->dim * 2 + (size_t)c->hidden_dim * c->dim * 3;
+    size_t n = per_layer * c->n_layers + (size_t)c->vocab_size * c->dim * (c->shared_classifier ? 1 : 2);
+    size_t bytes_per = c->weight_type == LLM_F32 ? 4 : c->weight_type == LLM_F16 ? 2 : 1;
+    size_t b = n * bytes_per;
+    if (c->weight_type == LLM_Q8_0 && c->group_size > 0) b += n / c->group_size * 4;
+    return b;
+}
+
+/* Range checks shared by every format. Message names the field. */
+int llm_check_config(llm_model *m) {
+    llm_config *c = &m->cfg;
+    char *e = m->error;
+    size_t E = sizeof m->error;
+#define LLM__CHECK(cond, ...) do { if (!(cond)) { snprintf(e, E, __VA_ARGS__); return LLM_ERR_CONFIG; } } while (0)
+    LLM__CHECK(c->dim > 0 && c->dim <= LLM_MAX_DIM, "dim %d out of range (1..%d)", c->dim, LLM_MAX_DIM);
+    LLM__CHECK(c->hidden_dim > 0 && c->hidden_dim <= 8 * LLM_MAX_DIM, "hidden_dim %d out of range", c->hidden_dim);
+    LLM__CHECK(c->n_layers > 0 && c->n_layers <= LLM_MAX_LAYERS, "n_layers %d out of range (1..%d)", c->n_layers, LLM_MAX_LAYERS);
+    LLM__CHECK(c->n_heads > 0 && c->n_heads <= c->dim, "n_heads %d out of range", c->n_heads);
+    LLM__CHECK(c->n_kv_heads > 0 && c->n_kv_heads <= c->n_heads, "n_kv_heads %d out of range (1..n_heads=%d)", c->n_kv_heads, c->n_heads);
+    LLM__CHECK(c->vocab_size > 0 && c->vocab_size <= LLM_MAX_VOCAB, "vocab_size %d out of range", c->vocab_size);
+    LLM__CHECK(c->seq_len > 0 && c->seq_len <= LLM_MAX_SEQ, "seq_len %d out of range", c->seq_len);
+    LLM__CHECK(c->dim % c->n_heads == 0, "dim %d is not a multiple of n_heads %d", c->dim, c->n_heads);
+    LLM__CHECK(c->n_heads % c->n_kv_heads == 0, "n_heads %d is not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
+    LLM__CHECK(c->head_size > 0 && c->head_size % 2 == 0, "head size %d must be even", c->head_size);
+    LLM__CHECK(c->norm_type == LLM_NORM_RMS || c->norm_type == LLM_NORM_LAYER, "norm_type %d unknown", c->norm_type);
+    LLM__CHECK(c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_POST, "norm_pos %d unknown", c->norm_pos);
+    LLM__CHECK(c->final_norm == 0 || c->final_norm == 1, "final_norm %d must be 0 or 1", c->final_norm);
+    LLM__CHECK(c->norm_eps > 0.0f && c->norm_eps < 1.0f, "norm eps %g out of range (0, 1)", (double)c->norm_eps);
+    LLM__CHECK(c->rope_theta > 0.0f, "rope_theta %g must be positive", (double)c->rope_theta);
+    LLM__CHECK(c->rope_layout == LLM_ROPE_INTERLEAVED || c->rope_layout == LLM_ROPE_HALF, "rope_layout %d unknown", c->rope_layout);
+    LLM__CHECK(c->weight_type >= LLM_F32 && c->weight_type <= LLM_Q8_0, "weight type %d unknown", c->weight_type);
+    LLM__CHECK(c->weight_type != LLM_Q8_0 || (c->group_size > 0 && c->group_size <= 4096), "q8_0 group size %d out of range (1..4096)", c->group_size);
+#undef LLM__CHECK
+    return LLM_OK;
+}
+
+/* A layer tensor view at `base` with `rows` x `cols`; stride set by the layout. */
+static llm_tensor llm__tensor(const unsigned char *base, size_t stride, int rows, int cols) {
+    llm_tensor t;
+    t.base = base; t.stride = stride; t.scale_offset = 0; t.rows = rows; t.cols = cols;
+    return t;
+}
+
+static llm_matrix llm__matrix(const void *data, const float *scale, int type, int rows, int cols, int group) {
+    llm_matrix w;
+    w.data = data; w.scale = scale; w.type = type; w.rows = rows; w.cols = cols; w.group = group;
+    return w;
+}
+
+/* Layer l of a matrix tensor, in the model's weight type. */
+static llm_matrix llm__layer_matrix(const llm_model *m, const llm_tensor *t, int l) {
+    const unsigned char *p = t->base + (size_t)l * t->stride;
+    const float *scale = t->scale_offset ? (const float *)(const void *)(p + t->scale_offset) : NULL;
+    return llm__matrix(p, scale, m->cfg.weight_type, t->rows, t->cols, m->cfg.group_size);
+}
+static const float *llm__layer_vector(const llm_tensor *t, int l) {
+    return t->base ? (const float *)(const void *)(t->base + (size_t)l * t->stride) : NULL;
+}
+
+/* llama2.c legacy: 7 int32, then f32 tensors each stacked over layers. */
+static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n) {
+    llm_config *c = &m->cfg;
+    if (n < 28) return llm__fail(m, LLM_ERR_SIZE, "file too short for a llama2.c header (28 bytes)");
+    c->dim = llm__i32(b); c->hidden_dim = llm__i32(b + 4); c->n_layers = llm__i32(b + 8);
+    c->n_heads = llm__i32(b + 12); c->n_kv_heads = llm__i32(b + 16);
+    int vocab = llm__i32(b + 20);
+    c->seq_len = llm__i32(b + 24);
+    c->shared_classifier = vocab > 0;
+    c->vocab_size = vocab == INT32_MIN ? 0 : (vocab < 0 ? -vocab : vocab);
+    c->head_size = c->n_heads > 0 ? c->dim / c->n_heads : 0;
+    c->norm_type = LLM_NORM_RMS; c->norm_pos = LLM_NORM_PRE; c->final_norm = 1;
+    c->norm_eps = 1e-5f; c->rope_theta = 10000.0f; c->rope_layout = LLM_ROPE_INTERLEAVED;
+    c->weight_type = LLM_F32; c->group_size = 0; c->norm_bias = 0; c->format = LLM_FORMAT_LEGACY;
+    int st = llm_check_config(m);
+    if (st != LLM_OK) return st;
+
+    size_t L = (size_t)c->n_layers, D = (size_t)c->dim, H = (size_t)c->hidden_dim, V = (size_t)c->vocab_size;
+    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
+    /* float counts, in file order; all fit in 64 bits given the limits above */
+    size_t counts[13] = { V * D, L * D, L * qd * D, L * kvd * D, L * kvd * D, L * D * qd, L * D,
+                          L * H * D, L * D * H, L * H * D, D,
+                          (size_t)c->seq_len * c->head_size, /* freq_cis_real + imag (unused) */
+                          c->shared_classifier ? 0 : V * D };
+    size_t want = 28;
+    for (int i = 0; i < 13; i++) want = llm__add(want, llm__mul(counts[i], 4));
+    if (want != n) {
+        snprintf(m->error, sizeof m->error,
+                 "checkpoint is %zu bytes but its header (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, seq_len %d) implies %zu: truncated or not a llama2.c file",
+                 n, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len, want);
+        return LLM_ERR_SIZE;
+    }
+    const float *f = (const float *)(const void *)(b + 28);
+    llm_weights *w = &m->w;
+    memset(w, 0, sizeof *w);
+    w->tok_embeddings = llm__matrix(f, NULL, LLM_F32, (int)V, (int)D, 0); f += V * D;
+    w->attn_norm = llm__tensor((const unsigned char *)f, D * 4, 1, (int)D); f += L * D;
+    w->wq = llm__tensor((const unsigned char *)f, qd * D * 4, (int)qd, (int)D); f += L * qd * D;
+    w->wk = llm__tensor((const unsigned char *)f, kvd * D * 4, (int)kvd, (int)D); f += L * kvd * D;
+    w->wv = llm__tensor((const unsigned char *)f, kvd * D * 4, (int)kvd, (int)D); f += L * kvd * D;
+    w->wo = llm__tensor((const unsigned char *)f, D * qd * 4, (int)D, (int)qd); f += L * D * qd;
+    w->ffn_norm = llm__tensor((const unsigned char *)f, D * 4, 1, (int)D); f += L * D;
+    w->w1 = llm__tensor((const unsigned char *)f, H * D * 4, (int)H, (int)D); f += L * H * D;
+    w->w2 = llm__tensor((const unsigned char *)f, D * H * 4, (int)D, (int)H); f += L * D * H;
+    w->w3 = llm__tensor((const unsigned char *)f, H * D * 4, (int)H, (int)D); f += L * H * D;
+    w->final_norm = f; f += D;
+    f += counts[11];
+    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix(f, NULL, LLM_F32, (int)V, (int)D, 0);
+    return LLM_OK;
+}
+
+/* Bytes a (rows, cols) matrix takes in the LLMW file, and where its scales start. */
+static size_t llm__matrix_bytes(const llm_config *c, size_t rows, size_t cols, size_t *scale_offset) {
+    *scale_offset = 0;
+    if (c->weight_type == LLM_F32) return llm__mul(llm__mul(rows, cols), 4);
+    if (c->weight_type == LLM_F16) return llm__mul(llm__mul(rows, cols), 2);
+    size_t groups = (cols + (size_t)c->group_size - 1) / (size_t)c->group_size;
+    *scale_offset = llm__align(llm__mul(rows, cols));
+    return llm__add(*scale_offset, llm__mul(llm__mul(rows, groups), 4));
+}
+
+/* LLMW: 256-byte header, then 64-byte-aligned tensors, layer by layer. */
+static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
+    llm_config *c = &m->cfg;
+    if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than the 256-byte LLMW header: truncated");
+    uint32_t version = llm__u32(b + 4);
+    if (version > LLM_VERSION) {
+        snprintf(m->error, sizeof m->error,
+                 "checkpoint format version %u is newer than this engine reads (%d): update the engine",
+                 (unsigned)version, LLM_VERSION);
+        return LLM_ERR_VERSION;
+    }
+    if (version == 0) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 0 is invalid");
+    if (llm__u32(b + 8) != LLM_HEADER_SIZE || llm__u32(b + 12) != LLM_ALIGN)
+        return llm__fail(m, LLM_ERR_FORMAT, "LLMW header size or alignment field is not 256/64: corrupt header");
+    c->dim = llm__i32(b + 16); c->hidden_dim = llm__i32(b + 20); c->n_layers = llm__i32(b + 24);
+    c->n_heads = llm__i32(b + 28); c->n_kv_heads = llm__i32(b + 32); c->vocab_size = llm__i32(b + 36);
+    c->seq_len = llm__i32(b + 40); c->head_size = llm__i32(b + 44);
+    c->norm_type = (int)llm__u32(b + 48); c->norm_pos = (int)llm__u32(b + 52);
+    c->final_norm = (int)llm__u32(b + 56); c->norm_eps = llm__f32(b + 60);
+    c->rope_theta = llm__f32(b + 64); c->rope_layout = (int)llm__u32(b + 68);
+    c->shared_classifier = (int)llm__u32(b + 72); c->weight_type = (int)llm__u32(b + 76);
+    c->group_size = (int)llm__u32(b + 80); c->norm_bias = (int)llm__u32(b + 84);
+    c->format = LLM_FORMAT_LLMW;
+    uint64_t file_size = llm__u64(b + 88);
+    int st = llm_check_config(m);
+    if (st != LLM_OK) return st;
+    if (c->head_size * c->n_heads != c->dim) return llm__fail(m, LLM_ERR_CONFIG, "head_size * n_heads != dim");
+    if (c->shared_classifier > 1 || c->norm_bias > 1 || c->shared_classifier < 0 || c->norm_bias < 0)
+        return llm__fail(m, LLM_ERR_FORMAT, "shared_classifier/norm_bias flags must be 0 or 1");
+
+    size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, V = (size_t)c->vocab_size;
+    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
+    size_t vec = llm__align(D * 4), so_emb, so_q, so_k, so_o, so_1, so_2;
+    size_t emb = llm__align(llm__matrix_bytes(c, V, D, &so_emb));
+    size_t mq = llm__align(llm__matrix_bytes(c, qd, D, &so_q));
+    size_t mk = llm__align(llm__matrix_bytes(c, kvd, D, &so_k));
+    size_t mo = llm__align(llm__matrix_bytes(c, D, qd, &so_o));
+    size_t m1 = llm__align(llm__matrix_bytes(c, H, D, &so_1));
+    size_t m2 = llm__align(llm__matrix_bytes(c, D, H, &so_2));
+    size_t nb = c->norm_bias ? 2 : 1;
+    size_t layer = llm__add(llm__add(llm__mul(vec, 2 * nb), llm__add(mq, llm__mul(mk, 2))),
+                            llm__add(mo, llm__add(llm__mul(m1, 2), m2)));
+    size_t off = LLM_HEADER_SIZE;
+    size_t o_emb = off; off = llm__add(off, emb);
+    size_t o_layers = off; off = llm__add(off, llm__mul(layer, (size_t)c->n_layers));
+    size_t o_final = off;
+    size_t o_cls = llm__add(off, llm__mul(vec, nb)), cls_so = so_emb;
+    /* the file ends right after its last tensor: the last norm vector or the classifier */
+    size_t end = c->shared_classifier ? llm__add(o_final, (nb - 1) * vec + D * 4)
+                                      : llm__add(o_cls, llm__matrix_bytes(c, V, D, &cls_so));
+    if (end == SIZE_MAX || (uint64_t)end != file_size || file_size != (uint64_t)n) {
+        snprintf(m->error, sizeof m->error,
+                 "checkpoint is %zu bytes, its header records %llu and its shape implies %zu: truncated or corrupt; re-export with export.py",
+                 n, (unsigned long long)file_size, end);
+        return LLM_ERR_SIZE;
+    }
+    llm_weights *w = &m->w;
+    memset(w, 0, sizeof *w);
+    const unsigned char *p = b + o_emb;
+    w->tok_embeddings = llm__matrix(p, so_emb ? (const float *)(const void *)(p + so_emb) : NULL,
+                                    c->weight_type, (int)V, (int)D, c->group_size);
+    p = b + o_layers;
+#define LLM__NEXT(field, bytes, so, rows, cols) \
+    do { w->field = llm__tensor(p, layer, (int)(rows), (int)(cols)); w->field.scale_offset = (so); p += (bytes); } while (0)
+    LLM__NEXT(attn_norm, vec, 0, 1, D);
+    if (c->norm_bias) LLM__NEXT(attn_norm_bias, vec, 0, 1, D);
+    LLM__NEXT(wq, mq, so_q, qd, D);
+    LLM__NEXT(wk, mk, so_k, kvd, D);
+    LLM__NEXT(wv, mk, so_k, kvd, D);
+    LLM__NEXT(wo, mo, so_o, D, qd);
+    LLM__NEXT(ffn_norm, vec, 0, 1, D);
+    if (c->norm_bias) LLM__NEXT(ffn_norm_bias, vec, 0, 1, D);
+    LLM__NEXT(w1, m1, so_1, H, D);
+    LLM__NEXT(w2, m2, so_2, D, H);
+    LLM__NEXT(w3, m1, so_1, H, D);
+#undef LLM__NEXT
+    w->final_norm = (const float *)(const void *)(b + o_final);
+    w->final_norm_bias = c->norm_bias ? (const float *)(const void *)(b + o_final + vec) : NULL;
+    if (c->shared_classifier) {
+        w->classifier = w->tok_embeddings;
+    } else {
+        p = b + o_cls;
+        w->classifier = llm__matrix(p, cls_so ? (const float *)(const void *)(p + cls_so) : NULL,
+                                    c->weight_type, (int)V, (int)D, c->group_size);
+    }
+    return LLM_OK;
+}
+
+int llm_load(llm_model *m, const void *bytes, size_t n_bytes) {
+    const unsigned char *b = (const unsigned char *)bytes;
+    memset(m, 0, sizeof *m);
+    if (!b) return llm__fail(m, LLM_ERR_ARG, "no checkpoint bytes given");
+    if ((uintptr_t)b % 4 != 0) return llm__fail(m, LLM_ERR_ARG, "checkpoint bytes must be 4-byte aligned in memory");
+    if (n_bytes >= 4 && memcmp(b, LLM_MAGIC, 4) == 0) return llm__load_llmw(m, b, n_bytes);
+    if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u)
+        return llm__fail(m, LLM_ERR_FORMAT, "llama2.c versioned (ak42) checkpoints are not read yet: convert with export.py");
+    return llm__load_legacy(m, b, n_bytes);
+}
+
+/* ===================================================================== */
+/* Size plan                                                              */
+/* ===================================================================== */
+
+llm_plan llm_state_plan(const llm_config *c, int ctx_len, int max_batch, int all_logits) {
+    llm_plan p;
+    size_t B = (size_t)(max_batch > 0 ? max_batch : 1), D = (size_t)c->dim, H = (size_t)c->hidden_dim;
+    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
+    size_t widest = D > H ? D : H, groups = c->group_size > 0 ? (widest + c->group_size - 1) / c->group_size : 0;
+    p.x = llm__mul(B * D, 4);
+    p.xb = llm__mul(B * (D > qd ? D : qd), 4);
+    p.xb2 = p.x;
+    p.q = llm__mul(B * qd, 4);
+    p.hb = llm__mul(B * H, 4);
+    p.hb2 = p.hb;
+    p.rope = llm__mul(B * (size_t)c->head_size, 4);
+    p.logits = llm__mul((all_logits ? B : 1) * (size_t)c->vocab_size, 4);
+    p.act_q = c->weight_type == LLM_Q8_0 ? llm__add(llm__align(B * widest), llm__mul(B * groups, 4)) : 0;
+    p.key_cache = llm__mul(llm__mul((size_t)c->n_layers * (size_t)(ctx_len > 0 ? ctx_len : 0), kvd), 4);
+    p.value_cache = p.key_cache;
+    size_t parts[11] = { p.x, p.xb, p.xb2, p.q, p.hb, p.hb2, p.rope, p.logits, p.act_q, p.key_cache, p.value_cache };
+    p.total = 0;
+    for (int i = 0; i < 11; i++) p.total = llm__add(p.total, llm__align(parts[i]));
+    return p;
+}
+
+size_t llm_state_size(const llm_config *c, int ctx_len, int max_batch, int all_logits) {
+    return llm_state_plan(c, ctx_len, max_batch, all_logits).total;
+}
+
+/* Carve `bytes` from the arena at *at, aligned. */
+static void *llm__carve(unsigned char *arena, size_t *at, size_t bytes) {
+    void *p = arena + *at;
+    *at += llm__align(bytes);
+    return p;
+}
+
+int llm_state_init(llm_state *s, const llm_model *m, int ctx_len, int max_batch, int all_logits,
+                   void *arena, size_t arena_size) {
+    const llm_config *c = &m->cfg;
+    memset(s, 0, sizeof *s);
+    s->n_threads = 1;
+    if (ctx_len < 1 || ctx_len > c->seq_len) {
+        snprintf(s->error, sizeof s->error, "context length %d out of range (1..%d, the model's seq_len)", ctx_len, c->seq_len);
+        return LLM_ERR_ARG;
+    }
+    if (max_batch < 1 || max_batch > ctx_len) {
+        snprintf(s->error, sizeof s->error, "batch size %d out of range (1..%d)", max_batch, ctx_len);
+        return LLM_ERR_ARG;
+    }
+    llm_plan p = llm_state_plan(c, ctx_len, max_batch, all_logits);
+    if (p.total == SIZE_MAX || arena_size < p.total || !arena || (uintptr_t)arena % LLM_ALIGN) {
+        snprintf(s->error, sizeof s->error, "arena of %zu bytes at %p is too small or not %d-aligned: need %zu",
+                 arena_size, arena, LLM_ALIGN, p.total);
+        return LLM_ERR_ARENA;
+    }
+    unsigned char *a = (unsigned char *)arena;
+    size_t at = 0;
+    s->ctx_len = ctx_len;
+    s->max_batch = max_batch;
+    s->all_logits = all_logits ? 1 : 0;
+    s->x = (float *)llm__carve(a, &at, p.x);
+    s->xb = (float *)llm__carve(a, &at, p.xb);
+    s->xb2 = (float *)llm__carve(a, &at, p.xb2);
+    s->q = (float *)llm__carve(a, &at, p.q);
+    s->hb = (float *)llm__carve(a, &at, p.hb);
+    s->hb2 = (float *)llm__carve(a, &at, p.hb2);
+    s->rope = (float *)llm__carve(a, &at, p.rope);
+    s->logits = (float *)llm__carve(a, &at, p.logits);
+    s->act_q = (int8_t *)llm__carve(a, &at, p.act_q);
+    if (p.act_q) {
+        size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, widest = D > H ? D : H;
+        s->act_scale = (float *)(void *)((unsigned char *)s->act_q + llm__align((size_t)max_batch * widest));
+    }
+    s->key_cache = (float *)llm__carve(a, &at, p.key_cache);
+    s->value_cache = (float *)llm__carve(a, &at, p.value_cache);
+    MODEL_ASSERT(at == p.total);
+    memset(arena, 0, p.total);
+    return LLM_OK;
+}
+
+/* ===================================================================== */
+/* Scalar kernels (the reference twins)                                   */
+/* ===================================================================== */
+
+/* y = g * x / sqrt(mean(x^2) + eps)          x (n,) -> out (n,) */
+void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = g[i] * (x[i] * inv);
+}
+
+/* y = g * (x - mean) / sqrt(var + eps) + b, biased var   x (n,) -> out (n,) */
+void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n, float eps) {
+    float mean = 0.0f, var = 0.0f;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= (float)n;
+    for (int i = 0; i < n; i++) { float d = x[i] - mean; var += d * d; }
+    var /= (float)n;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (int i = 0; i < n; i++) out[i] = g[i] * ((x[i] - mean) * inv) + (b ? b[i] : 0.0f);
+}
+
+void llm_softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+/* w_row (n,) . x (n,), f32 */
+static float llm__dot_f32(const float *w, const float *x, int n) {
+    float acc = 0.0f;
+    for (int j = 0; j < n; j++) acc += w[j] * x[j];
+    return acc;
+}
+
+/* w_row (n,) f16 . x (n,) */
+static float llm__dot_f16(const uint16_t *w, const float *x, int n) {
+    float acc = 0.0f;
+    for (int j = 0; j < n; j++) acc += llm_f16_to_f32(w[j]) * x[j];
+    return acc;
+}
+
+/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): x ~ xq * xs */
+static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G) {
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int len = n - g0 < G ? n - g0 : G;
+        float amax = 0.0f;
+        for (int j = 0; j < len; j++) { float a = fabsf(x[g0 + j]); if (a > amax) amax = a; }
+        float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        xs[gi] = scale;
+        for (int j = 0; j < len; j++) xq[g0 + j] = (int8_t)lroundf(x[g0 + j] * inv);
+    }
+}
+
+/* int8 row (n,) in groups of G with scales ws . int8 xq with scales xs: integer sums per group */
+static float llm__dot_q8(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
+    float acc = 0.0f;
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int len = n - g0 < G ? n - g0 : G;
+        int32_t isum = 0;
+        for (int j = 0; j < len; j++) isum += (int32_t)w[g0 + j] * (int32_t)xq[g0 + j];
+        acc += (float)isum * ws[gi] * xs[gi];
+    }
+    return acc;
+}
+
+/* Row r of W times one activation vector (x, or its q8 form xq/xs). */
+static float llm__row_dot(const llm_matrix *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    size_t n = (size_t)w->cols;
+    switch (w->type) {
+    case LLM_F16: return llm__dot_f16((const uint16_t *)w->data + (size_t)r * n, x, (int)n);
+    case LLM_Q8_0: {
+        size_t groups = (n + (size_t)w->group - 1) / (size_t)w->group;
+        return llm__dot_q8((const int8_t *)w->data + (size_t)r * n, w->scale + (size_t)r * groups, xq, xs, (int)n, w->group);
+    }
+    default: return llm__dot_f32((const float *)w->data + (size_t)r * n, x, (int)n);
+    }
+}
+
+/* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for q8_0 activations. */
+void llm_matvec(float *out, const llm_matrix *w, const float *x, int8_t *xq, float *xs) {
+    if (w->type == LLM_Q8_0) llm__quantize_q8(xq, xs, x, w->cols, w->group);
+    for (int r = 0; r < w->rows; r++) out[r] = llm__row_dot(w, r, x, xq, xs);
+}
+
+/* Row r of an embedding-like matrix as f32: out (cols,) */
+static void llm__dequant_row(float *out, const llm_matrix *w, int r) {
+    size_t n = (size_t)w->cols;
+    if (w->type == LLM_F32) {
+        memcpy(out, (const float *)w->data + (size_t)r * n, n * 4);
+    } else if (w->type == LLM_F16) {
+        const uint16_t *p = (const uint16_t *)w->data + (size_t)r * n;
+        for (size_t j = 0; j < n; j++) out[j] = llm_f16_to_f32(p[j]);
+    } else {
+        size_t groups = (n + (size_t)w->group - 1) / (size_t)w->group;
+        const int8_t *p = (const int8_t *)w->data + (size_t)r * n;
+        const float *sc = w->scale + (size_t)r * groups;
+        for (size_t j = 0; j < n; j++) out[j] = (float)p[j] * sc[j / (size_t)w->group];
+    }
+}
+
+/* ===================================================================== */
+/* Fast kernels: SIMD tiles of rows x tokens, each beside its scalar twin  */
+/* ===================================================================== */
+/* One vector type per ISA behind a few mapping macros (ggml's way). Every
+ * product below computes each (row, token) dot product the same way whatever
+ * the tile around it, so a batch of T tokens gives bit for bit what T single
+ * tokens give. Leftover columns (n not a multiple of the vector width) go
+ * through a scalar loop; the scalar twins above are the reference. */
+
+#if defined(__GNUC__)
+#define LLM__INLINE static inline __attribute__((always_inline))
+#else
+#define LLM__INLINE static inline
+#endif
+
+#if !defined(MODEL_NO_SIMD) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define LLM__SIMD "avx512"
+#define LLM__VL 16
+#define LLM__NC 4                      /* tokens per tile; rows per tile is 4 */
+typedef __m512 llm__vf;
+#define llm__vzero() _mm512_setzero_ps()
+#define llm__vload(p) _mm512_loadu_ps(p)
+#define llm__vload_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define llm__vfma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define llm__vsum(v) _mm512_reduce_add_ps(v)
+#elif !defined(MODEL_NO_SIMD) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define LLM__SIMD "avx2"
+#define LLM__VL 8
+#define LLM__NC 2
+typedef __m256 llm__vf;
+#define llm__vzero() _mm256_setzero_ps()
+#define llm__vload(p) _mm256_loadu_ps(p)
+#define llm__vload_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define llm__vfma(a, b, c) _mm256_fmadd_ps(a, b, c)
+LLM__INLINE float llm__vsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#elif !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#define LLM__SIMD "neon"
+#define LLM__VL 4
+#define LLM__NC 4
+typedef float32x4_t llm__vf;
+#define llm__vzero() vdupq_n_f32(0.0f)
+#define llm__vload(p) vld1q_f32(p)
+#define llm__vload_f16(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(p))))
+#define llm__vfma(a, b, c) vfmaq_f32(c, a, b)
+#define llm__vsum(v) vaddvq_f32(v)
+#else
+#define LLM__SIMD "scalar"
+#endif
+
+#define LLM__NR 4                      /* rows per tile */
+#ifdef LLM__NC
+#define LLM__NC_OR_1 LLM__NC
+#else
+#define LLM__NC_OR_1 1
+#endif
+
+#ifdef LLM__VL
+/* Out[t][r] = W[r] . X[t] for nr rows (W rows of n, f32 or f16) and nc tokens.
+ * nr, nc are constants at every call, so the accumulators live in registers. */
+#define LLM__DEFINE_TILE(name, wtype, wload, wscalar)                                          \
+    LLM__INLINE void name(float *out, int ldo, const wtype *w, const float *x, int n, int nr,  \
+                          int nc) {                                                            \
+        llm__vf acc[LLM__NR][LLM__NC];                                                         \
+        for (int a = 0; a < nr; a++)                                                           \
+            for (int b = 0; b < nc; b++) acc[a][b] = llm__vzero();                             \
+        int nv = n - n % LLM__VL;                                                              \
+        for (int j = 0; j < nv; j += LLM__VL) {                                                \
+            llm__vf xv[LLM__NC];                                                               \
+            for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j);            \
+            for (int a = 0; a < nr; a++) {                                                     \
+                llm__vf wv = wload(w + (size_t)a * n + j);                                     \
+                for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);      \
+            }                                                                                  \
+        }                                                                                      \
+        for (int a = 0; a < nr; a++) {                                                         \
+            for (int b = 0; b < nc; b++) {                                                     \
+                float s = llm__vsum(acc[a][b]);                                                \
+                for (int j = nv; j < n; j++) s += wscalar(w[(size_t)a * n + j]) * x[(size_t)b * n + j]; \
+                out[(size_t)b * ldo + a] = s;                                                  \
+            }                                                                                  \
+        }                                                                                      \
+    }
+#define LLM__F32_SCALAR(v) (v)
+LLM__DEFINE_TILE(llm__tile_f32, float, llm__vload, LLM__F32_SCALAR)
+LLM__DEFINE_TILE(llm__tile_f16, uint16_t, llm__vload_f16, llm_f16_to_f32)
+
+/* Dispatch a tile of any size to the fully unrolled kernels: the full 4 x NC
+ * tile in the hot loop, smaller ones at the edges. */
+#define LLM__DEFINE_TILE_ANY(name, tile, wtype)                                                \
+    static void name(float *out, int ldo, const wtype *w, const float *x, int n, int nr, int nc) { \
+        if (nr == LLM__NR && nc == LLM__NC) { tile(out, ldo, w, x, n, LLM__NR, LLM__NC); return; } \
+        for (int b = 0; b < nc; b++) {                                                         \
+            int a = 0;                                                                         \
+            for (; a + 4 <= nr; a += 4) tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, x + (size_t)b * n, n, 4, 1); \
+            for (; a < nr; a++) tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, x + (size_t)b * n, n, 1, 1); \
+        }                                                                                      \
+    }
+LLM__DEFINE_TILE_ANY(llm__tile_any_f32, llm__tile_f32, float)
+LLM__DEFINE_TILE_ANY(llm__tile_any_f16, llm__tile_f16, uint16_t)
+#endif /* LLM__VL */
+
+#if defined(LLM__VL) && (defined(__AVX512VNNI__) || defined(__AVXVNNI__) || defined(__AVX2__))
+#define LLM__Q8_SIMD 1
+/* Sum over 32 int8 pairs of w*x as 8 int32 lanes added to acc: |w| as unsigned
+ * times x with w's sign (the maddubs/VNNI trick; |-128| reads as 128). */
+LLM__INLINE __m256i llm__dot32_i8(__m256i acc, __m256i w, __m256i x) {
+    __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, aw, sx);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, aw, sx);
+#else
+    __m256i p16 = _mm256_maddubs_epi16(aw, sx);   /* |w|*x pairs fit in int16: 2*128*127 */
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+#endif
+}
+
+LLM__INLINE __m256i llm__load32_i8(const int8_t *p, int len) {
+    if (len == 32) return _mm256_loadu_si256((const __m256i *)(const void *)p);
+    int8_t buf[32] = { 0 };           /* short chunk: zero-padded copy */
+    memcpy(buf, p, (size_t)len);
+    return _mm256_loadu_si256((const __m256i *)(const void *)buf);
+}
+
+LLM__INLINE float llm__hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* q8_0 tile: nr weight rows (int8 in groups of G, scales ws) times nc
+ * quantized tokens (xq, xs): integer dot per group, scaled and summed in
+ * float lanes. Any G and any n (short last groups) work. */
+LLM__INLINE void llm__tile_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                              const float *xs, int n, int G, int nr, int nc) {
+    int groups = (n + G - 1) / G;
+    __m256 acc[LLM__NR][LLM__NC];
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < nc; b++) acc[a][b] = _mm256_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
+        __m256i isum[LLM__NR][LLM__NC];
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) isum[a][b] = _mm256_setzero_si256();
+        for (int c0 = 0; c0 < glen; c0 += 32) {
+            int len = glen - c0 < 32 ? glen - c0 : 32;
+            __m256i xv[LLM__NC];
+            for (int b = 0; b < nc; b++) xv[b] = llm__load32_i8(xq + (size_t)b * n + g0 + c0, len);
+            for (int a = 0; a < nr; a++) {
+                __m256i wv = llm__load32_i8(w + (size_t)a * n + g0 + c0, len);
+                for (int b = 0; b < nc; b++) isum[a][b] = llm__dot32_i8(isum[a][b], wv, xv[b]);
+            }
+        }
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++)
+                acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a][b]),
+                                            _mm256_set1_ps(ws[(size_t)a * groups + g] * xs[(size_t)b * groups + g]),
+                                            acc[a][b]);
+    }
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__hsum8(acc[a][b]);
+}
+
+static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                             const float *xs, int n, int G, int nr, int nc) {
+    int groups = (n + G - 1) / G;
+    if (nr == LLM__NR && nc == LLM__NC) { llm__tile_q8(out, ldo, w, ws, xq, xs, n, G, LLM__NR, LLM__NC); return; }
+    for (int b = 0; b < nc; b++) {
+        int a = 0;
+        for (; a + 4 <= nr; a += 4)
+            llm__tile_q8(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,
+                         xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 4, 1);
+        for (; a < nr; a++)
+            llm__tile_q8(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,
+                         xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 1, 1);
+    }
+}
+#endif /* q8 SIMD */
+
+/* Rows r0..r1 of W times tokens t0..t1 of X into Out (T,d), tile by tile. */
+static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, const int8_t *xq,
+                            const float *xs, int r0, int r1, int t0, int t1) {
+    int d = w->rows, n = w->cols;
+    int groups = w->type == LLM_Q8_0 ? (n + w->group - 1) / w->group : 0;
+#ifdef LLM__VL
+    for (int t = t0; t < t1; t += LLM__NC) {
+        int nc = t1 - t < LLM__NC ? t1 - t : LLM__NC;
+        for (int r = r0; r < r1; r += LLM__NR) {
+            int nr = r1 - r < LLM__NR ? r1 - r : LLM__NR;
+            float *o = out + (size_t)t * d + r;
+            switch (w->type) {
+            case LLM_F32:
+                llm__tile_any_f32(o, d, (const float *)w->data + (size_t)r * n, x + (size_t)t * n, n, nr, nc);
+                break;
+            case LLM_F16:
+                llm__tile_any_f16(o, d, (const uint16_t *)w->data + (size_t)r * n, x + (size_t)t * n, n, nr, nc);
+                break;
+            default:
+#ifdef LLM__Q8_SIMD
+                llm__tile_any_q8(o, d, (const int8_t *)w->data + (size_t)r * n, w->scale + (size_t)r * groups,
+                                 xq + (size_t)t * n, xs + (size_t)t * groups, n, w->group, nr, nc);
+#else
+                for (int b = 0; b < nc; b++)
+                    for (int a = 0; a < nr; a++)
+                        o[(size_t)b * d + a] = llm__row_dot(w, r + a, NULL, xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups);
+#endif
+                break;
+            }
+        }
+    }
+#else
+    for (int t = t0; t < t1; t++)
+        for (int r = r0; r < r1; r++)
+            out[(size_t)t * d + r] = llm__row_dot(w, r, x + (size_t)t * n,
+                                                 xq ? xq + (size_t)t * n : NULL, xs ? xs + (size_t)t * groups : NULL);
+#endif
+}
+
+
+/* W (d,n) @ X (T,n) -> Out (T,d). A prefill batch is split across threads by
+ * tokens (each thread runs its tokens through all of W); a single token by
+ * row blocks. q8_0 first quantizes X per group, as W is. */
+static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, llm_state *s) {
+    int d = w->rows, n = w->cols, nt = s->n_threads;
+    int8_t *xq = s->act_q;
+    float *xs = s->act_scale;
+    long work = (long)d * n * T;
+    int parallel = nt > 1 && work >= LLM_PARALLEL_MIN_WORK;
+    if (w->type == LLM_Q8_0) {
+        int groups = (n + w->group - 1) / w->group;
+        LLM__PARALLEL_FOR(nt, parallel && T > 1)
+        for (int t = 0; t < T; t++)
+            llm__quantize_q8(xq + (size_t)t * n, xs + (size_t)t * groups, x + (size_t)t * n, n, w->group);
+    }
+    if (!parallel) {
+        llm__gemm_block(out, w, x, xq, xs, 0, d, 0, T);
+        return;
+    }
+    if (T >= 2 * nt) { /* across tokens, in whole tiles */
+        int tiles = (T + LLM__NC_OR_1 - 1) / LLM__NC_OR_1;
+        LLM__PARALLEL_FOR(nt, 1)
+        for (int i = 0; i < nt; i++) {
+            int t0 = (int)((long)tiles * i / nt) * LLM__NC_OR_1, t1 = (int)((long)tiles * (i + 1) / nt) * LLM__NC_OR_1;
+            if (t1 > T) t1 = T;
+            if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
+        }
+    } else { /* across rows, in whole tiles */
+        int tiles = (d + LLM__NR - 1) / LLM__NR;
+        LLM__PARALLEL_FOR(nt, 1)
+        for (int i = 0; i < nt; i++) {
+            int r0 = (int)((long)tiles * i / nt) * LLM__NR, r1 = (int)((long)tiles * (i + 1) / nt) * LLM__NR;
+            if (r1 > d) r1 = d;
+            if (r0 < r1) llm__gemm_block(out, w, x, xq, xs, r0, r1, 0, T);
+        }
+    }
+}
+
+/* ===================================================================== */
+/* Batched kernels: T tokens at once, parallel across tokens or rows      */
+/* ===================================================================== */
+
+/* out (T,n) = norm(x (T,n)) token by token, with weight g and optional bias b */
+static void llm__norm_batch(float *out, const float *x, const float *g, const float *b, int T, int n,
+                            const llm_config *c, int nt) {
+    LLM__PARALLEL_FOR(nt, (long)T * n * 8 >= LLM_PARALLEL_MIN_WORK)
+    for (int t = 0; t < T; t++) {
+        if (c->norm_type == LLM_NORM_LAYER)
+            llm_layernorm(out + (size_t)t * n, x + (size_t)t * n, g, b, n, c->norm_eps);
+        else
+            llm_rmsnorm(out + (size_t)t * n, x + (size_t)t * n, g, n, c->norm_eps);
+    }
+}
+
+/* x (T,n) += y (T,n) */
+static void llm__residual_add(float *x, const float *y, int T, int n, int nt) {
+    LLM__PARALLEL_FOR(nt, (long)T * n * 8 >= LLM_PARALLEL_MIN_WORK)
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) x[(size_t)t * n + i] += y[(size_t)t * n + i];
+}
+
+/* cos/sin of every frequency for T positions: rope (T, head_size) as (cos, sin) pairs.
+ * Frequencies as llama2.c computes them: pos * theta^(-2i/hs). */
+static void llm__rope_table(float *rope, int pos, int T, const llm_config *c) {
+    int hs = c->head_size;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < hs; i += 2) {
+            float freq = 1.0f / powf(c->rope_theta, (float)i / (float)hs);
+            float val = (float)(pos + t) * freq;
+            rope[(size_t)t * hs + i] = cosf(val);
+            rope[(size_t)t * hs + i + 1] = sinf(val);
+        }
+    }
+}
+
+/* Rotate each head of v (n_heads*hs,) by the angles in rope (hs,). */
+static void llm__rope(float *v, int n_heads, const float *rope, const llm_config *c) {
+    int hs = c->head_size, half = hs / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *vh = v + (size_t)h * hs;
+        for (int i = 0; i < hs; i += 2) {
+            float fcr = rope[i], fci = rope[i + 1];
+            /* the pair (i, i+1) in llama2.c's layout, (i/2, i/2 + hs/2) in the half layout */
+            int a = c->rope_layout == LLM_ROPE_HALF ? i / 2 : i;
+            int b = c->rope_layout == LLM_ROPE_HALF ? i / 2 + half : i + 1;
+            float v0 = vh[a], v1 = vh[b];
+            vh[a] = v0 * fcr - v1 * fci;
+            vh[b] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+#define LLM__KEY_BLOCK 32
+
+/* One query head over cache positions 0..last: out (hs,) = softmax(q.K/sqrt(hs)) V.
+ * Keys in blocks with a running max (online softmax): no score row in memory. */
+static void llm__attend_head(float *out, const float *q, const float *kc, const float *vc, int last,
+                             int kv_stride, int hs) {
+    float scores[LLM__KEY_BLOCK];
+    float run_max = -INFINITY, run_sum = 0.0f, sqrt_hs = sqrtf((float)hs);
+    for (int i = 0; i < hs; i++) out[i] = 0.0f;
+    for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
+        int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
+        float block_max = -INFINITY;
+        for (int j = 0; j < len; j++) {
+            scores[j] = llm__dot_f32(q, kc + (size_t)(j0 + j) * kv_stride, hs) / sqrt_hs;
+            if (scores[j] > block_max) block_max = scores[j];
+        }
+        if (block_max > run_max) { /* rescale what was summed so far */
+            float r = expf(run_max - block_max);
+            run_sum *= r;
+            for (int i = 0; i < hs; i++) out[i] *= r;
+            run_max = block_max;
+        }
+        for (int j = 0; j < len; j++) {
+            float p = expf(scores[j] - run_max);
+            const float *v = vc + (size_t)(j0 + j) * kv_stride;
+            run_sum += p;
+            for (int i = 0; i < hs; i++) out[i] += p * v[i];
+        }
+    }
+    float inv = 1.0f / run_sum;
+    for (int i = 0; i < hs; i++) out[i] *= inv;
+}
+
+/* ===================================================================== */
+/* Forward                                                                */
+/* ===================================================================== */
+
+/* norm(x) with layer l's attention or FFN norm weights */
+static void llm__layer_norm_batch(float *out, const float *x, const llm_tensor *g, const llm_tensor *b,
+                                  int l, int T, const llm_model *m, int nt) {
+    llm__norm_batch(out, x, llm__layer_vector(g, l), llm__layer_vector(b, l), T, m->cfg.dim, &m->cfg, nt);
+}
+
+/* Attention for T tokens at pos..pos+T-1, input a (T,dim) -> s->xb2 (T,dim).
+ * Writes this layer's keys and values into the cache first, so token t sees
+ * the cache up to its own position: causal within the batch and over the past. */
+static void llm__attention(const llm_model *m, llm_state *s, int l, const float *a, int T, int pos) {
+    const llm_config *c = &m->cfg;
+    int hs = c->head_size, kvd = c->n_kv_heads * hs, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads;
+    int nt = s->n_threads;
+    float *kc = s->key_cache + (size_t)l * s->ctx_len * kvd;
+    float *vc = s->value_cache + (size_t)l * s->ctx_len * kvd;
+    llm_matrix wq = llm__layer_matrix(m, &m->w.wq, l), wk = llm__layer_matrix(m, &m->w.wk, l);
+    llm_matrix wv = llm__layer_matrix(m, &m->w.wv, l), wo = llm__layer_matrix(m, &m->w.wo, l);
+
+    /* q, k, v = Wq a, Wk a, Wv a; k and v land in the cache rows pos..pos+T-1 */
+    llm__matmul(s->q, &wq, a, T, s);
+    llm__matmul(kc + (size_t)pos * kvd, &wk, a, T, s);
+    llm__matmul(vc + (size_t)pos * kvd, &wv, a, T, s);
+
+    /* RoPE on q and k at each token's position */
+    LLM__PARALLEL_FOR(nt, (long)T * qd * 8 >= LLM_PARALLEL_MIN_WORK)
+    for (int t = 0; t < T; t++) {
+        llm__rope(s->q + (size_t)t * qd, c->n_heads, s->rope + (size_t)t * hs, c);
+        llm__rope(kc + (size_t)(pos + t) * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
+    }
+
+    /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t */
+    LLM__PARALLEL_FOR(nt, (long)T * qd * (pos + T) * 2 >= LLM_PARALLEL_MIN_WORK)
+    for (int th = 0; th < T * c->n_heads; th++) {
+        int t = th / c->n_heads, h = th % c->n_heads, kvh = h / group;
+        llm__attend_head(s->xb + (size_t)t * qd + (size_t)h * hs, s->q + (size_t)t * qd + (size_t)h * hs,
+                         kc + (size_t)kvh * hs, vc + (size_t)kvh * hs, pos + t, kvd, hs);
+    }
+
+    /* out = Wo concat(heads) */
+    llm__matmul(s->xb2, &wo, s->xb, T, s);
+}
+
+/* SwiGLU FFN for T tokens: a (T,dim) -> s->xb2 (T,dim) = W2 (silu(W1 a) * W3 a) */
+static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, int T) {
+    const llm_config *c = &m->cfg;
+    int H = c->hidden_dim;
+    llm_matrix w1 = llm__layer_matrix(m, &m->w.w1, l), w2 = llm__layer_matrix(m, &m->w.w2, l);
+    llm_matrix w3 = llm__layer_matrix(m, &m->w.w3, l);
+    llm__matmul(s->hb, &w1, a, T, s);
+    llm__matmul(s->hb2, &w3, a, T, s);
+    LLM__PARALLEL_FOR(s->n_threads, (long)T * H * 8 >= LLM_PARALLEL_MIN_WORK)
+    for (int t = 0; t < T; t++) {
+        float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;
+        for (int i = 0; i < H; i++) g[i] = g[i] * (1.0f / (1.0f + expf(-g[i]))) * u[i];
+    }
+    llm__matmul(s->xb2, &w2, s->hb, T, s);
+}
+
+int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int pos, int which_logits) {
+    const llm_config *c = &m->cfg;
+    int D = c->dim, nt = s->n_threads > 0 ? s->n_threads : 1;
+    if (T < 1 || T > s->max_batch) {
+        snprintf(s->error, sizeof s->error, "batch of %d tokens out of range (1..%d)", T, s->max_batch);
+        return LLM_ERR_ARG;
+    }
+    if (pos < 0 || pos > s->ctx_len - T) {
+        snprintf(s->error, sizeof s->error, "positions %d..%d exceed the context of %d", pos, pos + T - 1, s->ctx_len);
+        return LLM_ERR_ARG;
+    }
+    for (int t = 0; t < T; t++) {
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size) {
+            snprintf(s->error, sizeof s->error, "token id %d out of range (0..%d)", tokens[t], c->vocab_size - 1);
+            return LLM_ERR_ARG;
+        }
+    }
+    if (which_logits == LLM_LOGITS_ALL && !s->all_logits) {
+        snprintf(s->error, sizeof s->error, "logits of every token asked for, but the state was planned for the last only");
+        return LLM_ERR_ARG;
+    }
+    s->n_threads = nt;
+
+    /* x = embedding[token] */
+    for (int t = 0; t < T; t++) llm__dequant_row(s->x + (size_t)t * D, &m->w.tok_embeddings, tokens[t]);
+    llm__rope_table(s->rope, pos, T, c);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->norm_pos == LLM_NORM_PRE) {
+            /* h = x + attn(norm_att(x)) */
+            llm__layer_norm_batch(s->xb, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, nt);
+            llm__attention(m, s, l, s->xb, T, pos);
+            llm__residual_add(s->x, s->xb2, T, D, nt);
+            /* y = h + ffn(norm_ffn(h)) */
+            llm__layer_norm_batch(s->xb, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, nt);
+            llm__ffn(m, s, l, s->xb, T);
+            llm__residual_add(s->x, s->xb2, T, D, nt);
+        } else {
+            /* h = norm_att(x + attn(x)) */
+            llm__attention(m, s, l, s->x, T, pos);
+            llm__residual_add(s->x, s->xb2, T, D, nt);
+            llm__layer_norm_batch(s->x, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, nt);
+            /* y = norm_ffn(h + ffn(h)) */
+            llm__ffn(m, s, l, s->x, T);
+            llm__residual_add(s->x, s->xb2, T, D, nt);
+            llm__layer_norm_batch(s->x, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, nt);
+        }
+    }
+
+    /* logits = classifier @ final_norm(x), for every token or just the last */
+    int first = which_logits == LLM_LOGITS_ALL ? 0 : T - 1, n_out = T - first;
+    const float *xf = s->x + (size_t)first * D;
+    if (c->final_norm) {
+        llm__norm_batch(s->xb, xf, m->w.final_norm, m->w.final_norm_bias, n_out, D, c, nt);
+        xf = s->xb;
+    }
+    llm__matmul(s->logits, &m->w.classifier, xf, n_out, s);
+    return LLM_OK;
+}
+
+#endif /* MODEL_IMPLEMENTATION_DONE */
+#endif /* MODEL_IMPLEMENTATION */

@@ -1,0 +1,651 @@
+/* run.c -- the command-line program: options, file access, sampler, and the
+ * generate / chat / eval / tokenize loops around the engine in model.h.
+ *
+ * Contract: text goes to stdout as it is generated; statistics, the
+ * configuration in effect and errors go to stderr. Every error is one line
+ * "error: ..." and a non-zero exit status (1: bad input or file, 2: bad usage).
+ */
+#define _POSIX_C_SOURCE 200809L
+#define MODEL_IMPLEMENTATION
+#include "model.h"
+#include "tokenizer.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ===================================================================== */
+/* Errors and time                                                        */
+/* ===================================================================== */
+
+static void die(int status, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(status);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *xmalloc(size_t n, const char *what) {
+    void *p = NULL;
+    if (n == 0) n = 1;
+    if (posix_memalign(&p, LLM_ALIGN, n) != 0 || !p) die(1, "out of memory allocating %zu bytes for %s", n, what);
+    return p;
+}
+
+/* ===================================================================== */
+/* File access: a read-only mapping of the whole file                     */
+/* ===================================================================== */
+
+typedef struct file_bytes {
+    const void *data;
+    size_t size;
+} file_bytes;
+
+static file_bytes map_file(const char *path, const char *what) {
+    file_bytes f = { NULL, 0 };
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die(1, "cannot open %s %s: %s", what, path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) die(1, "cannot stat %s %s: %s", what, path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) die(1, "%s %s is not a regular file", what, path);
+    if (st.st_size == 0) die(1, "%s %s is empty", what, path);
+    f.size = (size_t)st.st_size;
+    void *p = mmap(NULL, f.size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) die(1, "cannot map %s %s: %s", what, path, strerror(errno));
+    close(fd);
+    f.data = p;
+    return f;
+}
+
+static void unmap_file(file_bytes *f) {
+    if (f->data) munmap((void *)f->data, f->size);
+    f->data = NULL;
+}
+
+/* ===================================================================== */
+/* Sampler: llama2.c's temperature / top-p / xorshift, plus top-k         */
+/* ===================================================================== */
+
+typedef struct prob_index {
+    float prob;
+    int index;
+} prob_index;
+
+typedef struct sampler {
+    int vocab_size;
+    float temperature;      /* 0: argmax                                   */
+    float topp;             /* nucleus mass; <= 0 or >= 1: off              */
+    int topk;               /* keep the k most probable; 0: off             */
+    uint64_t rng_state;     /* xorshift64*                                  */
+    prob_index *candidates; /* (vocab,) scratch                             */
+} sampler;
+
+static uint32_t random_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float random_f32(uint64_t *state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
+
+static int sample_argmax(const float *p, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (p[i] > p[best]) best = i;
+    return best;
+}
+
+/* Draw from the whole distribution p (n,) with coin in [0,1). */
+static int sample_multinomial(const float *p, int n, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += p[i];
+        if (coin < cdf) return i;
+    }
+    return n - 1;
+}
+
+static int compare_prob_desc(const void *a, const void *b) {
+    const prob_index *x = (const prob_index *)a, *y = (const prob_index *)b;
+    if (x->prob > y->prob) return -1;
+    if (x->prob < y->prob) return 1;
+    return 0;
+}
+
+/* Top-k then top-p over p (n,): sort the candidates by probability, keep the
+ * k best (if k > 0), then the smallest prefix whose mass exceeds topp (if on),
+ * and draw with coin scaled to the kept mass. With top-k off this is exactly
+ * llama2.c's sample_topp, including its cutoff that skips tiny probabilities. */
+static int sample_top(const float *p, int n, int topk, float topp, float coin, prob_index *cand) {
+    int n0 = 0;
+    int use_topp = topp > 0.0f && topp < 1.0f;
+    if (topk > 0 && topk < n) {
+        for (int i = 0; i < n; i++) { cand[i].index = i; cand[i].prob = p[i]; }
+        qsort(cand, (size_t)n, sizeof *cand, compare_prob_desc);
+        n0 = topk;
+    } else {
+        const float cutoff = (1.0f - topp) / (float)(n - 1);
+        for (int i = 0; i < n; i++) {
+            if (p[i] >= cutoff) { cand[n0].index = i; cand[n0].prob = p[i]; n0++; }
+        }
+        qsort(cand, (size_t)n0, sizeof *cand, compare_prob_desc);
+    }
+    float mass = 0.0f;
+    int last = n0 - 1;
+    for (int i = 0; i < n0; i++) {
+        mass += cand[i].prob;
+        if (use_topp && mass > topp) { last = i; break; }
+    }
+    float r = coin * mass, cdf = 0.0f;
+    for (int i = 0; i <= last; i++) {
+        cdf += cand[i].prob;
+        if (r < cdf) return cand[i].index;
+    }
+    return cand[last].index;
+}
+
+/* Next token from logits (vocab,), which it overwrites with probabilities. */
+static int sample(sampler *s, float *logits) {
+    if (s->temperature == 0.0f) return sample_argmax(logits, s->vocab_size);
+    for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
+    llm_softmax(logits, s->vocab_size);
+    float coin = random_f32(&s->rng_state);
+    int use_topp = s->topp > 0.0f && s->topp < 1.0f;
+    if (!use_topp && (s->topk <= 0 || s->topk >= s->vocab_size))
+        return sample_multinomial(logits, s->vocab_size, coin);
+    return sample_top(logits, s->vocab_size, s->topk, s->topp, coin, s->candidates);
+}
+
+/* ===================================================================== */
+/* Options                                                                */
+/* ===================================================================== */
+
+typedef struct options {
+    const char *checkpoint, *tokenizer, *prompt, *system_prompt, *mode, *eval_file;
+    float temperature, topp;
+    int topk, steps, threads, ctx, info;
+    long long seed;
+    int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
+    float norm_eps;                        /* 0: the checkpoint's  */
+} options;
+
+static void usage(FILE *out) {
+    fprintf(out,
+        "Usage:   run <checkpoint> [options]\n"
+        "Example: run stories260K.bin -z tok512.bin -n 256 -i \"Once upon a time\"\n"
+        "Options:\n"
+        "  -t <float>   temperature in [0,inf), default 1.0 (0 = greedy argmax)\n"
+        "  -p <float>   top-p (nucleus) in [0,1], default 0.9 (0 or 1 = off)\n"
+        "  -k <int>     top-k, applied before top-p, default 0 (off)\n"
+        "  -s <int>     random seed, default time(NULL)\n"
+        "  -n <int>     steps in total, prompt included, default 256 (0 = context length)\n"
+        "  -i <string>  input prompt\n"
+        "  -z <string>  tokenizer file, default tokenizer.bin\n"
+        "  -m <string>  mode: generate|chat|eval|tokenize, default generate\n"
+        "  -y <string>  system prompt in chat mode\n"
+        "  -f <file>    text file to score in eval mode\n"
+        "  --threads N  threads (OpenMP), default: all cores\n"
+        "  --ctx N      context length (KV cache positions), default the model's seq_len\n"
+        "  --norm rms|layer        norm type (default: the checkpoint's)\n"
+        "  --norm-pos pre|post     norm position (default: the checkpoint's)\n"
+        "  --final-norm on|off     norm before the LM head (default: on for pre, off for post)\n"
+        "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
+        "  --info       print the model's configuration and memory plan, then exit\n"
+        "  --help       this text\n"
+        "Modes:\n"
+        "  generate  continue the prompt; text to stdout, statistics to stderr\n"
+        "  chat      Llama 2 chat template, user turns read from stdin\n"
+        "  eval      mean negative log-likelihood and perplexity of the text in -f FILE\n"
+        "  tokenize  print the prompt's token ids (BOS first); needs only -z and -i\n");
+}
+
+static long long parse_int(const char *flag, const char *v, long long lo, long long hi) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end) die(2, "%s expects an integer, got '%s'", flag, v);
+    if (x < lo || x > hi) die(2, "%s %lld out of range (%lld..%lld)", flag, x, lo, hi);
+    return x;
+}
+
+static float parse_float(const char *flag, const char *v, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x)) die(2, "%s expects a number, got '%s'", flag, v);
+    if (x < lo || x > hi) die(2, "%s %g out of range [%g, %g]", flag, x, lo, hi);
+    return (float)x;
+}
+
+static int default_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static options parse_options(int argc, char **argv) {
+    options o;
+    memset(&o, 0, sizeof o);
+    o.tokenizer = "tokenizer.bin";
+    o.prompt = "";
+    o.mode = "generate";
+    o.temperature = 1.0f;
+    o.topp = 0.9f;
+    o.steps = 256;
+    o.threads = -1;
+    o.norm_type = o.norm_pos = o.final_norm = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+        if (!strcmp(a, "--info")) { o.info = 1; continue; }
+        if (a[0] != '-' || a[1] == '\0') {
+            if (o.checkpoint) die(2, "unexpected argument '%s' (one checkpoint only; see --help)", a);
+            o.checkpoint = a;
+            continue;
+        }
+        if (i + 1 >= argc) die(2, "option %s needs a value (see --help)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-t")) o.temperature = parse_float(a, v, 0.0, 1e6);
+        else if (!strcmp(a, "-p")) o.topp = parse_float(a, v, 0.0, 1.0);
+        else if (!strcmp(a, "-k")) o.topk = (int)parse_int(a, v, 0, LLM_MAX_VOCAB);
+        else if (!strcmp(a, "-s")) o.seed = parse_int(a, v, LLONG_MIN, LLONG_MAX);
+        else if (!strcmp(a, "-n")) o.steps = (int)parse_int(a, v, 0, INT32_MAX);
+        else if (!strcmp(a, "-i")) o.prompt = v;
+        else if (!strcmp(a, "-z")) o.tokenizer = v;
+        else if (!strcmp(a, "-m")) o.mode = v;
+        else if (!strcmp(a, "-y")) o.system_prompt = v;
+        else if (!strcmp(a, "-f")) o.eval_file = v;
+        else if (!strcmp(a, "--threads")) o.threads = (int)parse_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--ctx")) o.ctx = (int)parse_int(a, v, 1, LLM_MAX_SEQ);
+        else if (!strcmp(a, "--norm")) {
+            if ((o.norm_type = llm_parse_norm_type(v)) < 0) die(2, "--norm expects rms or layer, got '%s'", v);
+        } else if (!strcmp(a, "--norm-pos")) {
+            if ((o.norm_pos = llm_parse_norm_pos(v)) < 0) die(2, "--norm-pos expects pre or post, got '%s'", v);
+        } else if (!strcmp(a, "--final-norm")) {
+            if ((o.final_norm = llm_parse_on_off(v)) < 0) die(2, "--final-norm expects on or off, got '%s'", v);
+        } else if (!strcmp(a, "--norm-eps")) o.norm_eps = parse_float(a, v, 1e-12, 0.5);
+        else die(2, "unknown option %s (see --help)", a);
+    }
+    if (strcmp(o.mode, "generate") && strcmp(o.mode, "chat") && strcmp(o.mode, "eval") && strcmp(o.mode, "tokenize"))
+        die(2, "unknown mode '%s': use generate, chat, eval or tokenize", o.mode);
+    if (strcmp(o.mode, "tokenize") && !o.checkpoint) die(2, "no checkpoint given (see --help)");
+    if (!strcmp(o.mode, "eval") && !o.eval_file) die(2, "eval mode needs -f FILE");
+    if (o.threads < 0) o.threads = default_threads();
+#ifndef _OPENMP
+    o.threads = 1;
+#endif
+    if (o.seed <= 0) o.seed = (long long)time(NULL);
+    return o;
+}
+
+/* ===================================================================== */
+/* Engine setup                                                           */
+/* ===================================================================== */
+
+typedef struct engine {
+    file_bytes ckpt_file, tok_file;
+    llm_model model;
+    llm_state state;
+    void *arena;
+    size_t arena_size;
+    tok_tokenizer tok;
+    void *tok_arena;
+    size_t tok_arena_size;
+} engine;
+
+static void load_tokenizer(engine *e, const char *path, int vocab_size) {
+    e->tok_file = map_file(path, "tokenizer");
+    e->tok_arena_size = tok_arena_size(e->tok_file.data, e->tok_file.size, vocab_size);
+    e->tok_arena = xmalloc(e->tok_arena_size, "the tokenizer");
+    if (tok_init(&e->tok, e->tok_file.data, e->tok_file.size, vocab_size, e->tok_arena, e->tok_arena_size) != 0)
+        die(1, "tokenizer %s: %s", path, tok_error(&e->tok));
+}
+
+/* Encode text with BOS; the ids go to a malloc'd array. */
+static int *encode_text(engine *e, const char *text, int bos, int eos, int *n_out) {
+    size_t len = strlen(text);
+    size_t scratch_size = tok_encode_scratch_size(len);
+    void *scratch = xmalloc(scratch_size, "the tokenizer's scratch");
+    int max_tokens = (int)(len + 3 > (size_t)INT32_MAX ? INT32_MAX : len + 3);
+    int *ids = (int *)xmalloc((size_t)max_tokens * sizeof(int), "token ids");
+    int n = tok_encode(&e->tok, text, bos, eos, ids, max_tokens, scratch, scratch_size);
+    free(scratch);
+    if (n < 0) die(1, "cannot encode the text: %s", tok_error(&e->tok));
+    *n_out = n;
+    return ids;
+}
+
+static void apply_norm_options(llm_model *m, const options *o) {
+    llm_config *c = &m->cfg;
+    int pos_changed = o->norm_pos >= 0 && o->norm_pos != c->norm_pos;
+    if (o->norm_type >= 0) c->norm_type = o->norm_type;
+    if (o->norm_pos >= 0) c->norm_pos = o->norm_pos;
+    if (o->final_norm >= 0) c->final_norm = o->final_norm;
+    else if (pos_changed) c->final_norm = c->norm_pos == LLM_NORM_PRE; /* on for pre, off for post */
+    if (o->norm_eps > 0.0f) c->norm_eps = o->norm_eps;
+    if (llm_check_config(m) != LLM_OK) die(2, "%s", m->error);
+}
+
+static void print_config(const engine *e, const options *o, FILE *out) {
+    const llm_config *c = &e->model.cfg;
+    fprintf(out,
+            "model: dim %d, hidden %d, layers %d, heads %d (kv %d, head size %d), vocab %d, seq_len %d, %s weights%s%s\n",
+            c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
+            c->seq_len, llm_dtype_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
+            c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
+    fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, threads %d%s\n",
+            llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
+            (double)c->norm_eps, c->norm_bias ? ", with biases" : "", e->state.ctx_len, o->threads,
+#ifdef _OPENMP
+            ""
+#else
+            " (built without OpenMP)"
+#endif
+    );
+}
+
+static void print_plan(const engine *e, const options *o, int max_batch, int all_logits) {
+    const llm_config *c = &e->model.cfg;
+    llm_plan p = llm_state_plan(c, e->state.ctx_len, max_batch, all_logits);
+    double MB = 1024.0 * 1024.0;
+    (void)o;
+    printf("memory plan (context %d, batch %d):\n", e->state.ctx_len, max_batch);
+    printf("  weights      %12zu bytes  %8.2f MiB  (read in place from the file)\n", e->ckpt_file.size, e->ckpt_file.size / MB);
+    printf("  kv cache     %12zu bytes  %8.2f MiB\n", p.key_cache + p.value_cache, (p.key_cache + p.value_cache) / MB);
+    size_t act = p.total - p.key_cache - p.value_cache;
+    printf("  activations  %12zu bytes  %8.2f MiB  (x %zu, xb %zu, xb2 %zu, q %zu, hb %zu, hb2 %zu, rope %zu, logits %zu, q8 %zu)\n",
+           act, act / MB, p.x, p.xb, p.xb2, p.q, p.hb, p.hb2, p.rope, p.logits, p.act_q);
+    printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
+           e->tok_arena_size / MB, e->tok_file.size);
+    printf("  total RAM    %12zu bytes  %8.2f MiB  (state arena %zu + tokenizer)\n", p.total + e->tok_arena_size,
+           (p.total + e->tok_arena_size) / MB, p.total);
+}
+
+static void open_engine(engine *e, const options *o, int max_batch, int all_logits) {
+    e->ckpt_file = map_file(o->checkpoint, "checkpoint");
+    int st = llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size);
+    if (st != LLM_OK) die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
+    apply_norm_options(&e->model, o);
+    const llm_config *c = &e->model.cfg;
+    int ctx = o->ctx ? o->ctx : c->seq_len;
+    if (ctx > c->seq_len) die(2, "--ctx %d exceeds the model's seq_len %d", ctx, c->seq_len);
+    if (max_batch > ctx) max_batch = ctx;
+    e->arena_size = llm_state_size(c, ctx, max_batch, all_logits);
+    e->arena = xmalloc(e->arena_size, "the state");
+    if (llm_state_init(&e->state, &e->model, ctx, max_batch, all_logits, e->arena, e->arena_size) != LLM_OK)
+        die(1, "%s", e->state.error);
+    e->state.n_threads = o->threads;
+}
+
+/* Run n tokens from position pos in batches of the state's max_batch;
+ * leaves the logits of the last token in state.logits. */
+static void prefill(engine *e, const int *tokens, int n, int pos) {
+    for (int done = 0; done < n;) {
+        int chunk = n - done < e->state.max_batch ? n - done : e->state.max_batch;
+        if (llm_forward(&e->model, &e->state, tokens + done, chunk, pos + done, LLM_LOGITS_LAST) != LLM_OK)
+            die(1, "%s", e->state.error);
+        done += chunk;
+    }
+}
+
+/* Print a piece, skipping lone control bytes (as llama2.c does). */
+static void print_piece(const char *piece, size_t len) {
+    if (len == 0) return;
+    if (len == 1) {
+        unsigned char b = (unsigned char)piece[0];
+        if (b < 0x80 && !(isprint(b) || isspace(b))) return;
+    }
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+}
+
+static void print_token(engine *e, int prev, int token) {
+    size_t len;
+    const char *piece = tok_decode(&e->tok, prev, token, &len);
+    print_piece(piece, len);
+}
+
+/* ===================================================================== */
+/* Modes                                                                  */
+/* ===================================================================== */
+
+#define PREFILL_BATCH_MAX 512
+
+static void generate(engine *e, const options *o, int *prompt, int n_prompt, sampler *smp) {
+    int steps = o->steps;
+    int ctx = e->state.ctx_len;
+    if (steps == 0 || steps > ctx) {
+        if (steps > ctx) fprintf(stderr, "note: -n %d exceeds the context length, clamped to %d\n", steps, ctx);
+        steps = ctx;
+    }
+    if (n_prompt > ctx) die(1, "the prompt is %d tokens, longer than the context of %d (see --ctx)", n_prompt, ctx);
+    if (n_prompt > steps) die(2, "the prompt is %d tokens but -n is %d steps in total: raise -n", n_prompt, steps);
+
+    double t0 = now_seconds();
+    prefill(e, prompt, n_prompt, 0);
+    double t_prefill = now_seconds() - t0;
+    for (int i = 1; i < n_prompt; i++) print_token(e, prompt[i - 1], prompt[i]);
+
+    /* as llama2.c: the forward at position pos yields the next token, up to position steps-1 */
+    int token = prompt[n_prompt - 1], pos = n_prompt - 1, generated = 0, decoded = 0;
+    double t_first = 0.0, t_decode0 = 0.0;
+    for (;;) {
+        int next = sample(smp, e->state.logits);
+        if (generated++ == 0) t_first = (t_decode0 = now_seconds()) - t0;
+        if (next == TOK_BOS) break;
+        print_token(e, token, next);
+        token = next;
+        if (++pos >= steps) break;
+        if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)
+            die(1, "%s", e->state.error);
+        decoded++;
+    }
+    printf("\n");
+    fflush(stdout);
+    double t_decode = now_seconds() - t_decode0;
+    fprintf(stderr, "prompt: %d tokens, prefill %.1f tok/s | generated: %d tokens, decode %.1f tok/s | time to first token %.2f ms\n",
+            n_prompt, t_prefill > 0 ? n_prompt / t_prefill : 0.0, generated,
+            t_decode > 0 && decoded ? decoded / t_decode : 0.0, t_first * 1e3);
+}
+
+/* Read one line from stdin into buf (without the newline); 0 at EOF. */
+static int read_line(const char *prompt, char *buf, size_t size) {
+    fputs(prompt, stdout);
+    fflush(stdout);
+    if (!fgets(buf, (int)size, stdin)) return 0;
+    size_t len = strlen(buf);
+    if (len && buf[len - 1] == '\n') buf[len - 1] = '\0';
+    return 1;
+}
+
+/* Llama 2 chat: [INST] <<SYS>>...<</SYS>> user [/INST], answers until EOS. */
+static void chat(engine *e, const options *o, sampler *smp) {
+    int ctx = e->state.ctx_len, steps = o->steps == 0 || o->steps > ctx ? ctx : o->steps;
+    char user[4096], text[8192 + 64];
+    int pos = 0, first_turn = 1;
+    const char *given = o->prompt && o->prompt[0] ? o->prompt : NULL;
+    while (pos < steps) {
+        if (given) {
+            snprintf(user, sizeof user, "%s", given);
+            given = NULL;
+        } else if (!read_line("User: ", user, sizeof user)) {
+            break;
+        }
+        if (first_turn && o->system_prompt && o->system_prompt[0])
+            snprintf(text, sizeof text, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", o->system_prompt, user);
+        else
+            snprintf(text, sizeof text, "[INST] %s [/INST]", user);
+        first_turn = 0;
+        int n;
+        int *ids = encode_text(e, text, 1, 0, &n);
+        if (pos + n >= steps) { free(ids); die(1, "the conversation (%d tokens) no longer fits the %d steps", pos + n, steps); }
+        prefill(e, ids, n, pos);
+        pos += n;
+        int token = ids[n - 1];
+        free(ids);
+        fputs("Assistant: ", stdout);
+        while (pos < steps) {
+            int next = sample(smp, e->state.logits);
+            if (next == TOK_EOS) break;
+            print_token(e, token, next);
+            token = next;
+            if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)
+                die(1, "%s", e->state.error);
+            pos++;
+        }
+        printf("\n");
+    }
+}
+
+/* The eval file's text as token ids (BOS first); errors before any output. */
+static int *read_eval_tokens(engine *e, const char *path, int *n_out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die(1, "cannot open eval file %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *text = (char *)xmalloc(cap + 1, "the eval text");
+    for (size_t r; (r = fread(text + len, 1, cap - len, f)) > 0;) {
+        len += r;
+        if (len == cap) {
+            char *bigger = (char *)xmalloc(cap * 2 + 1, "the eval text");
+            memcpy(bigger, text, len);
+            free(text);
+            text = bigger;
+            cap *= 2;
+        }
+    }
+    if (ferror(f)) die(1, "cannot read eval file %s", path);
+    fclose(f);
+    text[len] = '\0';
+    if (strlen(text) != len) die(1, "eval file %s contains a NUL byte: not a text file", path);
+    int *ids = encode_text(e, text, 1, 0, n_out);
+    free(text);
+    if (*n_out < 2) die(1, "eval file %s has no text to score", path);
+    return ids;
+}
+
+/* Mean negative log-likelihood of a token sequence: windows of the context
+ * length overlapping by one token (so every token after the first is scored
+ * once), each run in batches; token i+1 is scored by the logits at token i. */
+static void eval(engine *e, const int *ids, int n) {
+    int ctx = e->state.ctx_len, B = e->state.max_batch, V = e->model.cfg.vocab_size;
+    if (ctx < 2) die(2, "eval needs a context of at least 2 (--ctx)");
+    double nll = 0.0;
+    long scored = 0;
+    double t0 = now_seconds();
+    for (int start = 0; start + 1 < n; start += ctx - 1) {
+        int wlen = n - start < ctx ? n - start : ctx;
+        for (int done = 0; done + 1 < wlen; done += B) {
+            int chunk = wlen - 1 - done < B ? wlen - 1 - done : B;
+            if (llm_forward(&e->model, &e->state, ids + start + done, chunk, done, LLM_LOGITS_ALL) != LLM_OK)
+                die(1, "%s", e->state.error);
+            for (int t = 0; t < chunk; t++) {
+                const float *lg = e->state.logits + (size_t)t * V;
+                int target = ids[start + done + t + 1];
+                float max = lg[0];
+                for (int i = 1; i < V; i++) if (lg[i] > max) max = lg[i];
+                double sum = 0.0;
+                for (int i = 0; i < V; i++) sum += exp((double)lg[i] - max);
+                nll += log(sum) + max - lg[target];   /* -log softmax(lg)[target] */
+                scored++;
+            }
+        }
+    }
+    double dt = now_seconds() - t0;
+    double mean = nll / (double)scored;
+    printf("tokens %ld  nll %.6f  ppl %.4f  tok/s %.1f\n", scored, mean, exp(mean), dt > 0 ? scored / dt : 0.0);
+}
+
+static void tokenize(engine *e, const options *o) {
+    int n;
+    int *ids = encode_text(e, o->prompt, 1, 0, &n);
+    for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    free(ids);
+}
+
+static void close_engine(engine *e) {
+    free(e->arena);
+    free(e->tok_arena);
+    unmap_file(&e->ckpt_file);
+    unmap_file(&e->tok_file);
+}
+
+int main(int argc, char **argv) {
+    options o = parse_options(argc, argv);
+    engine e;
+    memset(&e, 0, sizeof e);
+
+    if (!strcmp(o.mode, "tokenize")) {
+        load_tokenizer(&e, o.tokenizer, 0);
+        tokenize(&e, &o);
+        close_engine(&e);
+        return 0;
+    }
+
+    int is_eval = !strcmp(o.mode, "eval");
+    /* the batch the prompt needs is known only after encoding, so the
+     * tokenizer is read first with the vocab size from the checkpoint header */
+    file_bytes probe = map_file(o.checkpoint, "checkpoint");
+    llm_model header;
+    if (llm_load(&header, probe.data, probe.size) != LLM_OK) die(1, "checkpoint %s: %s", o.checkpoint, header.error);
+    unmap_file(&probe);
+    load_tokenizer(&e, o.tokenizer, header.cfg.vocab_size);
+
+    int n_prompt = 0, *prompt = NULL;
+    if (!strcmp(o.mode, "generate")) prompt = encode_text(&e, o.prompt, 1, 0, &n_prompt);
+    if (is_eval) prompt = read_eval_tokens(&e, o.eval_file, &n_prompt);
+    int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;
+    if (max_batch > PREFILL_BATCH_MAX) max_batch = PREFILL_BATCH_MAX;
+    if (max_batch < 1) max_batch = 1;
+    open_engine(&e, &o, max_batch, is_eval);
+    print_config(&e, &o, stderr);
+    if (o.info) {
+        print_plan(&e, &o, e.state.max_batch, is_eval);
+        free(prompt);
+        close_engine(&e);
+        return 0;
+    }
+
+    sampler smp;
+    smp.vocab_size = e.model.cfg.vocab_size;
+    smp.temperature = o.temperature;
+    smp.topp = o.topp;
+    smp.topk = o.topk;
+    smp.rng_state = (uint64_t)o.seed;
+    smp.candidates = (prob_index *)xmalloc((size_t)smp.vocab_size * sizeof(prob_index), "the sampler");
+
+    if (!strcmp(o.mode, "generate")) generate(&e, &o, prompt, n_prompt, &smp);
+    else if (!strcmp(o.mode, "chat")) chat(&e, &o, &smp);
+    else eval(&e, prompt, n_prompt);
+
+    free(prompt);
+    free(smp.candidates);
+    close_engine(&e);
+    return 0;
+}

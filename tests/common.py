@@ -1,0 +1,34 @@
+"""Shared helpers for the tests: where things are, and how to run them.
+
+Environment:
+  LLM_MODELS   folder with stories260K.bin, tok512.bin, tokenizer.bin, tokenizer.model
+               (default ../shared/models beside the checkout)
+  RUN          the ./run binary under test (default ./run; `make test-asan` sets ./run-asan)
+"""
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = os.environ.get("LLM_MODELS", os.path.join(ROOT, "..", "shared", "models"))
+RUN = os.environ.get("RUN", os.path.join(ROOT, "run"))
+TESTS = os.path.join(ROOT, "tests")
+BUILD = os.path.join(ROOT, "build")   # test binaries and scratch files (git-ignored)
+
+
+def model(name):
+    path = os.path.join(MODELS, name)
+    assert os.path.exists(path), f"missing test model {path} (set LLM_MODELS)"
+    return path
+
+
+def scratch(name):
+    os.makedirs(BUILD, exist_ok=True)
+    return os.path.join(BUILD, name)
+
+
+def run(args, input=None, timeout=120, binary=None):
+    """Run a binary (default RUN) with args; returns (returncode, stdout bytes, stderr str)."""
+    cmd = [binary or RUN] + [str(a) for a in args]
+    p = subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")

@@ -1,0 +1,99 @@
+/* tests/logits.c -- dump the engine's logits for a token sequence, for
+ * comparison with the PyTorch reference (tests/reference.py).
+ *
+ *   build/logits CKPT --tokens 1,5,9 [--norm rms|layer] [--norm-pos pre|post]
+ *                [--final-norm on|off] [--norm-eps E] [--mode prefill|decode|chunked]
+ *                [--threads N] --out FILE
+ * Writes float32 (T, vocab) row-major. prefill: one batch from position 0;
+ * decode: one token per call; chunked: batches of 5 tokens.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define MODEL_IMPLEMENTATION
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fail(const char *what, const char *detail) {
+    fprintf(stderr, "error: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    exit(1);
+}
+
+static void *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail("cannot open", path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = NULL;
+    if (size <= 0 || posix_memalign(&p, LLM_ALIGN, (size_t)size) != 0) fail("cannot read", path);
+    if (fread(p, 1, (size_t)size, f) != (size_t)size) fail("short read", path);
+    fclose(f);
+    *n = (size_t)size;
+    return p;
+}
+
+int main(int argc, char **argv) {
+    const char *ckpt = NULL, *tokens_arg = NULL, *out = NULL, *mode = "prefill";
+    int norm = -1, pos_ = -1, fin = -1, threads = 1;
+    float eps = 0.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-') { ckpt = a; continue; }
+        if (i + 1 >= argc) fail("missing value for", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--tokens")) tokens_arg = v;
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--mode")) mode = v;
+        else if (!strcmp(a, "--norm")) { if ((norm = llm_parse_norm_type(v)) < 0) fail("bad --norm", v); }
+        else if (!strcmp(a, "--norm-pos")) { if ((pos_ = llm_parse_norm_pos(v)) < 0) fail("bad --norm-pos", v); }
+        else if (!strcmp(a, "--final-norm")) { if ((fin = llm_parse_on_off(v)) < 0) fail("bad --final-norm", v); }
+        else if (!strcmp(a, "--norm-eps")) eps = strtof(v, NULL);
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else fail("unknown option", a);
+    }
+    if (!ckpt || !tokens_arg || !out) fail("usage: logits CKPT --tokens 1,2,3 --out FILE", NULL);
+
+    int T = 0, cap = 16, *tokens = malloc(cap * sizeof(int));
+    for (const char *p = tokens_arg; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) fail("bad --tokens", tokens_arg);
+        if (T == cap) tokens = realloc(tokens, (cap *= 2) * sizeof(int));
+        tokens[T++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+
+    size_t n;
+    void *bytes = read_file(ckpt, &n);
+    llm_model m;
+    if (llm_load(&m, bytes, n) != LLM_OK) fail(ckpt, m.error);
+    if (norm >= 0) m.cfg.norm_type = norm;
+    if (pos_ >= 0) { m.cfg.norm_pos = pos_; m.cfg.final_norm = pos_ == LLM_NORM_PRE; }
+    if (fin >= 0) m.cfg.final_norm = fin;
+    if (eps > 0.0f) m.cfg.norm_eps = eps;
+    if (llm_check_config(&m) != LLM_OK) fail("config", m.error);
+
+    int batch = !strcmp(mode, "prefill") ? T : !strcmp(mode, "chunked") ? 5 : 1;
+    if (batch > T) batch = T;
+    size_t need = llm_state_size(&m.cfg, m.cfg.seq_len, batch, 1);
+    void *arena = NULL;
+    if (posix_memalign(&arena, LLM_ALIGN, need) != 0) fail("out of memory", NULL);
+    llm_state s;
+    if (llm_state_init(&s, &m, m.cfg.seq_len, batch, 1, arena, need) != LLM_OK) fail("state", s.error);
+    s.n_threads = threads;
+
+    int V = m.cfg.vocab_size;
+    float *all = malloc((size_t)T * V * sizeof(float));
+    for (int done = 0; done < T; done += batch) {
+        int chunk = T - done < batch ? T - done : batch;
+        if (llm_forward(&m, &s, tokens + done, chunk, done, LLM_LOGITS_ALL) != LLM_OK) fail("forward", s.error);
+        memcpy(all + (size_t)done * V, s.logits, (size_t)chunk * V * sizeof(float));
+    }
+    FILE *f = fopen(out, "wb");
+    if (!f || fwrite(all, sizeof(float), (size_t)T * V, f) != (size_t)T * V) fail("cannot write", out);
+    fclose(f);
+    free(all); free(arena); free(bytes); free(tokens);
+    return 0;
+}

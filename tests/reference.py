@@ -1,0 +1,382 @@
+#!/usr/bin/python3
+"""Independent float64 PyTorch reference of the forward pass, for the tests.
+
+Written from the model's math, not from the C code. Needs numpy and torch,
+which here come from Debian: run it with /usr/bin/python3.
+
+  /usr/bin/python3 tests/reference.py CKPT --tokens 1,5,9 [--norm rms|layer]
+      [--norm-pos pre|post] [--final-norm on|off] [--norm-eps E] --out FILE
+
+writes the logits of every position as raw little-endian float32, shape
+(T, vocab), row-major; the tokens sit at positions 0..T-1.
+
+Model (x is one token's hidden vector, positions 0..T-1, all at once with a
+causal mask):
+  x = embedding[token]
+  per layer:  pre-norm   h = x + attn(norm_att(x));  y = h + ffn(norm_ffn(h))
+              post-norm  h = norm_att(x + attn(x));  y = norm_ffn(h + ffn(h))
+  optional final norm (default on for pre, off for post); logits = classifier @ x
+  RMSNorm   g * x / sqrt(mean(x^2) + eps)   (no bias, even if the checkpoint has one)
+  LayerNorm g * (x - mean) / sqrt(biased var + eps) + b  (torch layer_norm)
+            b = 0 unless the checkpoint provides norm biases (legacy never does)
+  attn      q,k,v = Wq a, Wk a, Wv a; RoPE (theta 10000) on interleaved pairs
+            (2i, 2i+1) of each head, angle pos * theta^(-2i/hs); query head h
+            reads kv head h // (n_heads / n_kv_heads); softmax(q.k / sqrt(hs))
+            causal; out = Wo concat(heads)
+  ffn       W2 (silu(W1 a) * (W3 a))
+All weights are stored as (out_features, in_features), so y = W @ a.
+
+Import use:
+  w = load_checkpoint(path)
+  logits = forward(w, [1, 5, 9], norm="rms", norm_pos="pre", final_norm=None, eps=1e-5)
+  write_random_legacy(path, dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+                      vocab, seq_len, seed, shared_classifier)
+
+Checkpoint formats: load_checkpoint() sniffs the first bytes and dispatches
+through FORMATS (see register_format); the headerless llama2.c legacy format
+is the fallback. Every loader returns the same dict (see _empty_weights); the
+norm biases are optional entries (None = zero), so a format that carries
+LayerNorm biases only has to fill them in.
+"""
+import argparse
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+DTYPE = torch.float64
+DEFAULT_EPS = 1e-5
+DEFAULT_THETA = 10000.0
+LEGACY_HEADER = ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len")
+
+
+# ---------------------------------------------------------------- loading
+
+def _empty_weights(cfg):
+    """The in-memory model every loader returns.
+
+    config: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size (>0),
+            seq_len, shared_classifier; a format may add defaults for
+            forward(): norm, norm_pos, final_norm, norm_eps, rope_theta.
+    Tensors are float64, (out_features, in_features) for matrices:
+      tok_embeddings (vocab, dim); classifier (vocab, dim)
+      layers[l]: att_norm (dim), att_norm_bias (dim or None),
+                 wq (n_heads*hs, dim), wk, wv (n_kv*hs, dim), wo (dim, n_heads*hs),
+                 ffn_norm (dim), ffn_norm_bias (dim or None),
+                 w1 (hidden, dim), w2 (dim, hidden), w3 (hidden, dim)
+      final_norm (dim); final_norm_bias (dim or None)
+    """
+    return {"config": dict(cfg), "tok_embeddings": None, "layers": [],
+            "final_norm": None, "final_norm_bias": None, "classifier": None}
+
+
+def _legacy_sizes(cfg):
+    """[(name, shape)] of the float32 tensors after the header, in file order."""
+    d, h, L = cfg["dim"], cfg["hidden_dim"], cfg["n_layers"]
+    nh, nkv, V, S = cfg["n_heads"], cfg["n_kv_heads"], cfg["vocab_size"], cfg["seq_len"]
+    hs = d // nh
+    out = [("tok_embeddings", (V, d)),
+           ("att_norm", (L, d)),
+           ("wq", (L, nh * hs, d)),
+           ("wk", (L, nkv * hs, d)),
+           ("wv", (L, nkv * hs, d)),
+           ("wo", (L, d, nh * hs)),
+           ("ffn_norm", (L, d)),
+           ("w1", (L, h, d)),
+           ("w2", (L, d, h)),
+           ("w3", (L, h, d)),
+           ("final_norm", (d,)),
+           ("freq_cis_real", (S, hs // 2)),   # legacy RoPE tables: skipped
+           ("freq_cis_imag", (S, hs // 2))]
+    if not cfg["shared_classifier"]:
+        out.append(("classifier", (V, d)))
+    return out
+
+
+def _check_config(cfg, path):
+    for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"):
+        if cfg[k] <= 0:
+            raise ValueError(f"{path}: bad {k}={cfg[k]}")
+    if cfg["dim"] % cfg["n_heads"] or (cfg["dim"] // cfg["n_heads"]) % 2:
+        raise ValueError(f"{path}: dim {cfg['dim']} must split into n_heads={cfg['n_heads']} even heads")
+    if cfg["n_heads"] % cfg["n_kv_heads"]:
+        raise ValueError(f"{path}: n_heads={cfg['n_heads']} not a multiple of n_kv_heads={cfg['n_kv_heads']}")
+
+
+def load_legacy(path, data):
+    """llama2.c legacy: 7 int32 header, float32 tensors, no magic, no biases."""
+    if len(data) < 28:
+        raise ValueError(f"{path}: too short for a llama2.c header ({len(data)} bytes)")
+    hdr = struct.unpack("<7i", data[:28])
+    cfg = dict(zip(LEGACY_HEADER, hdr))
+    cfg["shared_classifier"] = cfg["vocab_size"] > 0
+    cfg["vocab_size"] = abs(cfg["vocab_size"])
+    _check_config(cfg, path)
+    layout = _legacy_sizes(cfg)
+    n_floats = sum(int(np.prod(s)) for _, s in layout)
+    expect = 28 + 4 * n_floats
+    if len(data) != expect:
+        raise ValueError(f"{path}: {len(data)} bytes, but header {hdr} needs exactly {expect}")
+    flat = np.frombuffer(data, dtype="<f4", offset=28, count=n_floats)
+    t = {}
+    off = 0
+    for name, shape in layout:
+        n = int(np.prod(shape))
+        t[name] = torch.from_numpy(flat[off:off + n].astype(np.float64).reshape(shape))
+        off += n
+    w = _empty_weights(cfg)
+    w["tok_embeddings"] = t["tok_embeddings"]
+    w["classifier"] = t["tok_embeddings"] if cfg["shared_classifier"] else t["classifier"]
+    w["final_norm"] = t["final_norm"]
+    for l in range(cfg["n_layers"]):
+        w["layers"].append({
+            "att_norm": t["att_norm"][l], "att_norm_bias": None,
+            "wq": t["wq"][l], "wk": t["wk"][l], "wv": t["wv"][l], "wo": t["wo"][l],
+            "ffn_norm": t["ffn_norm"][l], "ffn_norm_bias": None,
+            "w1": t["w1"][l], "w2": t["w2"][l], "w3": t["w3"][l],
+        })
+    return w
+
+
+# (name, sniff(first 64 bytes) -> bool, loader(path, data) -> weights dict).
+# Add the self-describing format here with register_format(); legacy is the
+# fallback, because its first bytes are just `dim` and carry no magic.
+FORMATS = []
+
+
+def register_format(name, sniff, loader):
+    FORMATS.append((name, sniff, loader))
+
+
+def load_llmw(path, data):
+    """The engine's own format, read (and dequantized) by export.read_checkpoint;
+    its header's norm settings become forward()'s defaults."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import export
+    cfg, t = export.read_checkpoint(path)
+    if cfg["rope_layout"] != 0:
+        raise ValueError(f"{path}: the reference rotates interleaved pairs only (rope_layout 0)")
+    w = _empty_weights({k: cfg[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                            "vocab_size", "seq_len", "shared_classifier")})
+    w["config"].update(norm=("rms", "layer")[cfg["norm_type"]], norm_pos=("pre", "post")[cfg["norm_pos"]],
+                       final_norm=bool(cfg["final_norm"]), norm_eps=cfg["norm_eps"], rope_theta=cfg["rope_theta"])
+    f64 = lambda name: torch.from_numpy(np.asarray(t[name], dtype=np.float64)) if name in t else None
+    w["tok_embeddings"] = f64("tok_embeddings")
+    w["classifier"] = w["tok_embeddings"] if cfg["shared_classifier"] else f64("classifier")
+    w["final_norm"], w["final_norm_bias"] = f64("final_norm"), f64("final_norm_bias")
+    for l in range(cfg["n_layers"]):
+        p = f"layers.{l}."
+        w["layers"].append({
+            "att_norm": f64(p + "attn_norm"), "att_norm_bias": f64(p + "attn_norm_bias"),
+            "wq": f64(p + "wq"), "wk": f64(p + "wk"), "wv": f64(p + "wv"), "wo": f64(p + "wo"),
+            "ffn_norm": f64(p + "ffn_norm"), "ffn_norm_bias": f64(p + "ffn_norm_bias"),
+            "w1": f64(p + "w1"), "w2": f64(p + "w2"), "w3": f64(p + "w3"),
+        })
+    return w
+
+
+register_format("llmw", lambda head: head[:4] == b"LLMW", load_llmw)
+
+
+def load_checkpoint(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    for name, sniff, loader in FORMATS:
+        if sniff(data[:64]):
+            return loader(path, data)
+    return load_legacy(path, data)
+
+
+# ---------------------------------------------------------------- the model
+
+def norm_apply(x, g, b, kind, eps):
+    """Normalise each row (one token's hidden vector) of x."""
+    if kind == "rms":  # RMSNorm has no bias: a checkpoint's LayerNorm biases are unused
+        return g * x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps)
+    if kind == "layer":
+        return F.layer_norm(x, (x.shape[-1],), weight=g, bias=b, eps=eps)
+    raise ValueError(f"unknown norm {kind!r}")
+
+
+def rope(x, theta):
+    """x (T, heads, hs) at positions 0..T-1; rotates interleaved pairs."""
+    T, _, hs = x.shape
+    i = torch.arange(hs // 2, dtype=DTYPE)
+    freq = theta ** (-2.0 * i / hs)                         # (hs/2,)
+    ang = torch.arange(T, dtype=DTYPE)[:, None] * freq      # (T, hs/2)
+    cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = x0 * cos - x1 * sin
+    out[..., 1::2] = x0 * sin + x1 * cos
+    return out
+
+
+def attention(a, lw, cfg, theta):
+    T = a.shape[0]
+    nh, nkv = cfg["n_heads"], cfg["n_kv_heads"]
+    hs = cfg["dim"] // nh
+    q = (a @ lw["wq"].T).view(T, nh, hs)
+    k = (a @ lw["wk"].T).view(T, nkv, hs)
+    v = (a @ lw["wv"].T).view(T, nkv, hs)
+    q, k = rope(q, theta), rope(k, theta)
+    group = nh // nkv
+    k = k.repeat_interleave(group, dim=1)   # query head h -> kv head h // group
+    v = v.repeat_interleave(group, dim=1)
+    scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(hs)
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    scores = scores.masked_fill(future, float("-inf"))
+    p = torch.softmax(scores, dim=-1)
+    out = torch.einsum("hts,shd->thd", p, v).reshape(T, nh * hs)
+    return out @ lw["wo"].T
+
+
+def ffn(a, lw):
+    return (F.silu(a @ lw["w1"].T) * (a @ lw["w3"].T)) @ lw["w2"].T
+
+
+def _on_off(v):
+    if isinstance(v, str):
+        if v not in ("on", "off"):
+            raise ValueError(f"final_norm must be on/off, not {v!r}")
+        return v == "on"
+    return bool(v)
+
+
+def forward(weights, tokens, norm=None, norm_pos=None, final_norm=None, eps=None):
+    """Logits (T, vocab), float64, for tokens at positions 0..T-1.
+
+    None for an option means: the checkpoint's config if it names one, else
+    the default (rms, pre, eps 1e-5; final norm on for pre, off for post).
+    """
+    cfg = weights["config"]
+    norm = norm or cfg.get("norm", "rms")
+    norm_pos = norm_pos or cfg.get("norm_pos", "pre")
+    if final_norm is None:
+        final_norm = cfg.get("final_norm", norm_pos == "pre")
+    final_norm = _on_off(final_norm)
+    eps = cfg.get("norm_eps", DEFAULT_EPS) if eps is None else float(eps)
+    theta = cfg.get("rope_theta", DEFAULT_THETA)
+    if norm_pos not in ("pre", "post"):
+        raise ValueError(f"unknown norm position {norm_pos!r}")
+    tokens = [int(t) for t in tokens]
+    if not tokens:
+        raise ValueError("no tokens")
+    for t in tokens:
+        if not 0 <= t < cfg["vocab_size"]:
+            raise ValueError(f"token {t} outside vocab 0..{cfg['vocab_size'] - 1}")
+
+    with torch.no_grad():
+        x = weights["tok_embeddings"][torch.tensor(tokens)].to(DTYPE)
+        for lw in weights["layers"]:
+            def n_att(z):
+                return norm_apply(z, lw["att_norm"], lw.get("att_norm_bias"), norm, eps)
+
+            def n_ffn(z):
+                return norm_apply(z, lw["ffn_norm"], lw.get("ffn_norm_bias"), norm, eps)
+            if norm_pos == "pre":
+                h = x + attention(n_att(x), lw, cfg, theta)
+                x = h + ffn(n_ffn(h), lw)
+            else:
+                h = n_att(x + attention(x, lw, cfg, theta))
+                x = n_ffn(h + ffn(h, lw))
+        if final_norm:
+            x = norm_apply(x, weights["final_norm"], weights.get("final_norm_bias"), norm, eps)
+        return x @ weights["classifier"].T
+
+
+def greedy(weights, n_steps, start=1, **opts):
+    """Greedy decoding from `start` (BOS): the token list, stopping at BOS or
+    after n_steps tokens in total (llama2.c's -n counting)."""
+    toks = [start]
+    while len(toks) < n_steps:
+        nxt = int(torch.argmax(forward(weights, toks, **opts)[-1]))
+        if nxt == 1:
+            break
+        toks.append(nxt)
+    return toks
+
+
+# ---------------------------------------------------------------- random checkpoints
+
+def write_random_legacy(path, dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab,
+                        seq_len, seed, shared_classifier):
+    """A seeded random llama2.c legacy checkpoint (negative vocab_size when
+    the classifier is not shared). Scales keep activations O(1): matrices
+    ~N(0, 0.6/sqrt(fan_in)) clamped to 0.02..0.1, norm weights 1 +- 0.2 so
+    the norms visibly shape the output; embedding rows ~N(0, s^2) with s
+    log-uniform in [0.01, 1] per token, so some tokens start with a mean
+    square near eps and a misplaced or ignored eps shows in the logits."""
+    assert dim % n_heads == 0 and (dim // n_heads) % 2 == 0 and n_heads % n_kv_heads == 0
+    rs = np.random.RandomState(seed)
+    hs = dim // n_heads
+    L = n_layers
+
+    def normal(std, *shape):
+        return rs.normal(0.0, std, size=shape)
+
+    def gains(*shape):
+        return 1.0 + rs.uniform(-0.2, 0.2, size=shape)
+
+    mat_std = lambda fan_in: min(0.1, max(0.02, 0.6 / math.sqrt(fan_in)))
+    parts = [
+        normal(1.0, vocab, dim) * 10 ** rs.uniform(-2, 0, size=(vocab, 1)),  # token_embedding
+        gains(L, dim),                                            # rms_att_weight
+        normal(mat_std(dim), L, n_heads * hs, dim),               # wq
+        normal(mat_std(dim), L, n_kv_heads * hs, dim),            # wk
+        normal(mat_std(dim), L, n_kv_heads * hs, dim),            # wv
+        normal(mat_std(n_heads * hs), L, dim, n_heads * hs),      # wo
+        gains(L, dim),                                            # rms_ffn_weight
+        normal(mat_std(dim), L, hidden_dim, dim),                 # w1
+        normal(mat_std(hidden_dim), L, dim, hidden_dim),          # w2
+        normal(mat_std(dim), L, hidden_dim, dim),                 # w3
+        gains(dim),                                               # rms_final_weight
+        np.zeros((seq_len, hs // 2)),                             # freq_cis_real (unused)
+        np.zeros((seq_len, hs // 2)),                             # freq_cis_imag (unused)
+    ]
+    if not shared_classifier:
+        parts.append(normal(mat_std(dim), vocab, dim))            # classifier
+    v = vocab if shared_classifier else -vocab
+    with open(path, "wb") as f:
+        f.write(struct.pack("<7i", dim, hidden_dim, n_layers, n_heads, n_kv_heads, v, seq_len))
+        for p in parts:
+            f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
+    return path
+
+
+# ---------------------------------------------------------------- command line
+
+def parse_tokens(s):
+    try:
+        return [int(t) for t in s.split(",") if t.strip() != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad token list {s!r} (want e.g. 1,5,9)")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="float64 reference logits for a checkpoint")
+    ap.add_argument("checkpoint")
+    ap.add_argument("--tokens", type=parse_tokens, required=True)
+    ap.add_argument("--norm", choices=("rms", "layer"), default=None)
+    ap.add_argument("--norm-pos", choices=("pre", "post"), default=None)
+    ap.add_argument("--final-norm", choices=("on", "off"), default=None)
+    ap.add_argument("--norm-eps", type=float, default=None)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    w = load_checkpoint(a.checkpoint)
+    if len(a.tokens) > w["config"]["seq_len"]:
+        ap.error(f"{len(a.tokens)} tokens exceed seq_len {w['config']['seq_len']}")
+    try:
+        logits = forward(w, a.tokens, a.norm, a.norm_pos, a.final_norm, a.norm_eps)
+    except ValueError as e:
+        ap.error(str(e))
+    logits.numpy().astype("<f4").tofile(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Tiny test runner: no framework, stdlib only.
+
+Collects tests/test_*.py (or the files named on the command line), runs every
+function named test_*; a test that is a generator yields (name, callable) pairs,
+each a test of its own. Prints one line per test and ends with
+'N passed, N failed'. Exit status 1 if anything failed.
+
+  python3 tests/run_tests.py [-k SUBSTRING] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
+
+--variant runs the whole suite once per build (e.g. opt, asan, portable) with
+the given environment variables set, prefixing each test name with NAME;
+one closing line counts them all. A module that sets BUILD_INDEPENDENT = True
+tests no C build and runs with the first variant only.
+"""
+import importlib.util
+import inspect
+import os
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(path):
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cases(mod):
+    for fname, fn in inspect.getmembers(mod, inspect.isfunction):
+        if not fname.startswith("test_") or fn.__module__ != mod.__name__:
+            continue
+        if inspect.isgeneratorfunction(fn):
+            try:
+                for sub, call in fn():
+                    yield f"{mod.__name__}::{fname}[{sub}]", call
+            except Exception:  # the generator itself failed
+                err = traceback.format_exc()
+                def raiser(err=err):
+                    raise AssertionError("collection failed:\n" + err)
+                yield f"{mod.__name__}::{fname}[collect]", raiser
+        else:
+            yield f"{mod.__name__}::{fname}", fn
+
+
+def run_module(mod, variant, pattern, results):
+    for name, call in cases(mod):
+        name = f"{variant}:{name}" if variant else name
+        if pattern and pattern not in name:
+            continue
+        t0 = time.time()
+        try:
+            call()
+        except Exception as e:  # a failed assertion or a crash in the test
+            results.append((name, False))
+            print(f"FAIL {name} ({time.time() - t0:.2f}s)")
+            msg = traceback.format_exc() if not isinstance(e, AssertionError) else str(e)
+            print("     " + msg.strip().replace("\n", "\n     "))
+        else:
+            results.append((name, True))
+            print(f"ok   {name} ({time.time() - t0:.2f}s)")
+        sys.stdout.flush()
+
+
+def main(argv):
+    pattern = None
+    files = []
+    variants = []
+    it = iter(argv)
+    for a in it:
+        if a == "-k":
+            pattern = next(it)
+        elif a == "--variant":
+            name, _, assigns = next(it).partition(":")
+            env = dict(kv.split("=", 1) for kv in assigns.split(",") if kv)
+            variants.append((name, env))
+        else:
+            files.append(a)
+    if not variants:
+        variants = [("", {})]
+    if not files:
+        files = sorted(os.path.join(HERE, f) for f in os.listdir(HERE)
+                       if f.startswith("test_") and f.endswith(".py"))
+    sys.path.insert(0, HERE)
+    results = []   # (name, passed)
+    base_env = dict(os.environ)
+    for variant, env in variants:
+        os.environ.clear()
+        os.environ.update(base_env)
+        os.environ.update(env)
+        for f in ("common",) + tuple(os.path.splitext(os.path.basename(p))[0] for p in files):
+            sys.modules.pop(f, None)  # modules re-read the environment for this build
+        for path in files:
+            mod = load(path)
+            if getattr(mod, "BUILD_INDEPENDENT", False) and variant != variants[0][0]:
+                continue  # pure-Python tests: one build is enough
+            run_module(mod, variant, pattern, results)
+    failures = [name for name, ok in results if not ok]
+    passed, failed = len(results) - len(failures), len(failures)
+    if failures:
+        print("failed:\n  " + "\n  ".join(failures))
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

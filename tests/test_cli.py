@@ -1,0 +1,206 @@
+"""The command-line program: llama2.c's published outputs reproduced byte for
+byte, the same tokens from every build and thread count, and a clear one-line
+error with a non-zero exit for every kind of bad input."""
+import os
+import struct
+
+import common
+from common import model, run, scratch
+
+CKPT = model("stories260K.bin")
+TOK = model("tok512.bin")
+BASE = [CKPT, "-z", TOK]
+
+
+def golden(name):
+    with open(model(name), "rb") as f:
+        return f.read()
+
+
+def test_greedy200_matches_llama2c():
+    rc, out, err = run(BASE + ["-t", "0", "-n", "200"])
+    assert rc == 0, err
+    want = golden("stories260K.greedy200.txt")
+    assert out == want, f"stdout differs from stories260K.greedy200.txt\n got: {out[:300]!r}\nwant: {want[:300]!r}"
+
+
+def test_sampled_t1_p09_s133742_matches_llama2c():
+    rc, out, err = run(BASE + ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])
+    assert rc == 0, err
+    want = golden("stories260K.t1-p0.9-s133742.txt")
+    assert out == want, f"stdout differs from stories260K.t1-p0.9-s133742.txt\n got: {out[:300]!r}\nwant: {want[:300]!r}"
+
+
+PROMPT = "Once upon a time, a little fox found a shiny stone by the river"
+
+
+def test_same_tokens_across_threads_and_builds():
+    """1 and 2 threads, and (in the portable run) the optimised ./run, print the same text."""
+    reference = os.path.join(common.ROOT, "run")
+    for args in (["-t", "0", "-n", "180"], ["-t", "0.8", "-p", "0.95", "-s", "7", "-n", "300"],
+                 ["-t", "1", "-k", "40", "-p", "0.9", "-s", "11", "-n", "200"]):
+        outs = []
+        for binary, threads in ((None, 1), (None, 2), (reference, 1)):
+            rc, out, err = run(BASE + ["-i", PROMPT, "--threads", threads] + args, binary=binary)
+            assert rc == 0, err
+            outs.append(out)
+        assert outs[0].startswith(PROMPT.encode()), outs[0][:100]
+        assert outs[0] == outs[1], f"{args}: 1 vs 2 threads differ:\n{outs[0]!r}\n{outs[1]!r}"
+        assert outs[0] == outs[2], f"{args}: this build vs ./run differ:\n{outs[0]!r}\n{outs[2]!r}"
+
+
+def test_statistics_on_stderr():
+    rc, out, err = run(BASE + ["-t", "0", "-n", "40", "-i", PROMPT])
+    assert rc == 0, err
+    stats = [l for l in err.splitlines() if l.startswith("prompt:")]
+    assert stats, err
+    for word in ("tokens, prefill", "tok/s", "generated:", "decode", "time to first token"):
+        assert word in stats[0], stats[0]
+    n_prompt = int(stats[0].split()[1])
+    assert n_prompt > 5, stats[0]
+    assert b"prompt:" not in out and out.endswith(b"\n")
+
+
+def test_topk_one_is_greedy():
+    rc, a, err = run(BASE + ["-t", "1", "-k", "1", "-s", "5", "-n", "120"])
+    assert rc == 0, err
+    rc, b, err = run(BASE + ["-t", "0", "-n", "120"])
+    assert a == b, f"-k 1 should equal argmax:\n{a!r}\n{b!r}"
+
+
+def test_topk_changes_sampling():
+    outs = set()
+    for k in ("0", "5"):
+        rc, out, err = run(BASE + ["-t", "1", "-p", "1", "-k", k, "-s", "3", "-n", "150"])
+        assert rc == 0, err
+        outs.add(out)
+    assert len(outs) == 2, "top-k 5 gave the same text as top-k off"
+
+
+def test_steps_beyond_seq_len_clamped():
+    rc, out, err = run(BASE + ["-t", "0", "-n", "100000"])
+    assert rc == 0, err
+    assert "clamped to 512" in err, err
+
+
+def test_ctx_limits_generation():
+    rc, out, err = run(BASE + ["-t", "0", "-n", "0", "--ctx", "40"])
+    assert rc == 0, err
+    full = golden("stories260K.greedy200.txt")
+    assert full.startswith(out.rstrip(b"\n")) and len(out) < len(full), out
+
+
+def test_help():
+    rc, out, err = run(["--help"])
+    assert rc == 0
+    for flag in (b"-t", b"-p", b"-k", b"-s", b"-n", b"-i", b"-z", b"-m", b"-y", b"--threads", b"--norm",
+                 b"--norm-pos", b"--final-norm", b"--norm-eps", b"--info", b"tokenize", b"eval", b"chat"):
+        assert flag in out, flag
+
+
+def test_tokenize_needs_no_checkpoint():
+    rc, out, err = run(["-m", "tokenize", "-z", TOK, "-i", "Once upon a time"])
+    assert rc == 0, err
+    ids = [int(x) for x in out.split()]
+    assert ids[0] == 1 and len(ids) > 2, ids
+
+
+def test_info_prints_plan():
+    rc, out, err = run(BASE + ["--info", "--ctx", "128"])
+    assert rc == 0, err
+    text = out.decode()
+    for word in ("weights", "kv cache", "activations", "tokenizer", "total"):
+        assert word in text, text
+    # KV cache: 2 (k,v) * layers 5 * ctx 128 * kv_dim 32 * 4 bytes
+    assert f"{2 * 5 * 128 * 32 * 4:12d} bytes" in text, text
+    assert "norm: rms, pre-norm, final norm on, eps 1e-05" in err, err
+
+
+def test_chat_mode():
+    """A story model never says EOS, so the first answer runs to the step limit."""
+    rc, out, err = run(BASE + ["-m", "chat", "-t", "0", "-n", "120", "-y", "You are kind."], input=b"Hi there\n")
+    assert rc == 0, err
+    assert out.startswith(b"User: Assistant: ") and len(out) > 100, out[:500]
+    rc, out2, err = run(BASE + ["-m", "chat", "-t", "0", "-n", "120", "-y", "You are kind.", "-i", "Hi there"], input=b"")
+    assert rc == 0, err
+    assert out2 == out[len(b"User: "):], f"-i as the first turn should equal typing it:\n{out!r}\n{out2!r}"
+
+
+# ---- bad input: one line on stderr starting with "error:", non-zero exit ----
+
+def bad_files():
+    with open(CKPT, "rb") as f:
+        data = f.read()
+    files = {}
+    def put(name, blob):
+        path = scratch(name)
+        with open(path, "wb") as f:
+            f.write(blob)
+        files[name] = path
+    put("truncated.bin", data[:len(data) // 2])
+    put("tiny.bin", data[:10])
+    put("odd_heads.bin", data[:12] + struct.pack("<i", 7) + data[16:])
+    put("kv_heads.bin", data[:16] + struct.pack("<i", 3) + data[20:])
+    put("negative_dim.bin", struct.pack("<i", -64) + data[4:])
+    put("huge_layers.bin", data[:8] + struct.pack("<i", 2**31 - 1) + data[12:])
+    put("overflow.bin", struct.pack("<7i", 65536, 524288, 1024, 256, 256, 4194304, 1048576) + data[28:])
+    put("trailing.bin", data + b"\0" * 8)
+    put("random.bin", os.urandom(1000))
+    put("empty.bin", b"")
+    return files
+
+
+def expect_error(args, words, status=None, input=None):
+    rc, out, err = run(args, input=input)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert rc != 0, f"{args}: exit 0, stderr {err!r}"
+    assert 0 < rc < 128, f"{args}: exit {rc} (crash?) stderr {err[-2000:]!r}"
+    if status is not None:
+        assert rc == status, f"{args}: exit {rc}, want {status}"
+    errors = [l for l in lines if l.startswith("error:")]
+    assert len(errors) == 1, f"{args}: want one 'error:' line, got {lines!r}"
+    for w in words:
+        assert w in errors[0], f"{args}: {w!r} not in {errors[0]!r}"
+
+
+def test_bad_checkpoints():
+    files = bad_files()
+    cases = {
+        "truncated.bin": ["truncated"], "tiny.bin": ["too short"], "odd_heads.bin": ["n_heads"],
+        "kv_heads.bin": ["n_kv_heads"], "negative_dim.bin": ["dim"], "huge_layers.bin": ["n_layers"],
+        "overflow.bin": ["implies"], "trailing.bin": ["implies"], "random.bin": [], "empty.bin": ["empty"],
+    }
+    for name, words in cases.items():
+        yield name, (lambda name=name, words=words: expect_error([files[name], "-z", TOK, "-n", "5"], [name] + words, 1))
+
+
+def test_bad_arguments():
+    cases = [
+        (BASE + ["-t", "-1"], ["-t"]), (BASE + ["-t", "abc"], ["-t"]), (BASE + ["-p", "1.5"], ["-p"]),
+        (BASE + ["-p", "nan"], ["-p"]), (BASE + ["-n", "-5"], ["-n"]), (BASE + ["-k", "-1"], ["-k"]),
+        (BASE + ["--threads", "0"], ["--threads"]), (BASE + ["-m", "dance"], ["dance"]),
+        (BASE + ["--bogus", "1"], ["--bogus"]), (BASE + ["-t"], ["-t"]), (BASE + ["--norm", "batch"], ["--norm"]),
+        (BASE + ["--norm-pos", "middle"], ["--norm-pos"]), (BASE + ["--final-norm", "maybe"], ["--final-norm"]),
+        (BASE + ["--norm-eps", "0"], ["--norm-eps"]), (BASE + ["--norm-eps", "-1e-5"], ["--norm-eps"]),
+        (BASE + ["--ctx", "0"], ["--ctx"]), (BASE + ["--ctx", "513"], ["seq_len"]),
+        (["-n", "5"], ["checkpoint"]), (BASE + ["-m", "eval"], ["-f"]),
+        (BASE + ["extra.bin"], ["extra.bin"]), (BASE + ["-s", "12x"], ["-s"]),
+    ]
+    for i, (args, words) in enumerate(cases):
+        yield f"{i}_{'_'.join(a.strip('-') for a in args[3:5])}", (lambda a=args, w=words: expect_error(a, w, 2))
+
+
+def test_missing_and_wrong_files():
+    yield "missing_checkpoint", lambda: expect_error([scratch("nope.bin"), "-z", TOK], ["nope.bin"], 1)
+    yield "missing_tokenizer", lambda: expect_error([CKPT, "-z", scratch("nope_tok.bin")], ["nope_tok.bin"], 1)
+    yield "checkpoint_is_a_directory", lambda: expect_error([common.TESTS, "-z", TOK], ["regular file"], 1)
+    yield "wrong_tokenizer", lambda: expect_error([CKPT, "-z", model("tokenizer.bin")], ["tokenizer"], 1)
+    yield "missing_eval_file", lambda: expect_error(BASE + ["-m", "eval", "-f", scratch("nope.txt")], ["nope.txt"], 1)
+
+
+def test_prompt_longer_than_context():
+    expect_error(BASE + ["--ctx", "16", "-i", PROMPT * 3], ["prompt", "context"], 1)
+
+
+def test_prompt_longer_than_steps():
+    expect_error(BASE + ["-n", "4", "-i", PROMPT], ["-n"], 2)

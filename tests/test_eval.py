@@ -1,0 +1,88 @@
+"""Eval mode (-m eval -f FILE): the mean negative log-likelihood the engine
+prints equals the one computed from the PyTorch reference's logits, window by
+window, for several norm variants; bad eval input fails cleanly."""
+import json
+import os
+import subprocess
+
+import common
+from common import model, run, scratch
+
+CKPT = model("stories260K.bin")
+TOK = model("tok512.bin")
+REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
+STORIES = os.path.join(common.TESTS, "data", "stories.txt")
+
+
+def eval_line(args):
+    rc, out, err = run([CKPT, "-z", TOK, "-m", "eval"] + args)
+    assert rc == 0, err
+    fields = out.decode().split()
+    return {fields[i]: float(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
+
+
+def reference_nll(tokens, ctx, norm, pos, final):
+    """Windows of ctx tokens overlapping by one; token i+1 scored by the logits at token i."""
+    code = f"""
+import json, sys, numpy as np, torch
+sys.path.insert(0, {common.TESTS!r})
+import reference
+w = reference.load_checkpoint({CKPT!r})
+toks = {tokens!r}; ctx = {ctx}
+nll = 0.0; n = 0
+start = 0
+while start + 1 < len(toks):
+    win = toks[start:start + ctx]
+    logits = np.asarray(reference.forward(w, win, norm={norm!r}, norm_pos={pos!r}, final_norm={final!r}, eps=1e-5), dtype=np.float64)
+    lp = torch.log_softmax(torch.from_numpy(logits), dim=-1).numpy()
+    for i in range(len(win) - 1):
+        nll -= lp[i, win[i + 1]]; n += 1
+    start += ctx - 1
+print(json.dumps([nll / n, n]))
+"""
+    p = subprocess.run([REF_PYTHON, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    return json.loads(p.stdout)
+
+
+def test_eval_matches_reference():
+    text = open(STORIES).read()[:700]
+    path = scratch("eval_small.txt")
+    with open(path, "w") as f:
+        f.write(text)
+    rc, out, err = run(["-m", "tokenize", "-z", TOK, "-i", text])
+    assert rc == 0, err
+    tokens = [int(t) for t in out.split()]
+    for norm, pos, final in (("rms", "pre", "on"), ("layer", "post", "off"), ("layer", "pre", "off")):
+        for ctx in (64, 512):
+            def one(norm=norm, pos=pos, final=final, ctx=ctx):
+                got = eval_line(["-f", path, "--ctx", str(ctx), "--norm", norm, "--norm-pos", pos, "--final-norm", final])
+                want, n = reference_nll(tokens, ctx, norm, pos, final)
+                print(f"   {norm}/{pos}/{final} ctx {ctx}: engine nll {got['nll']:.6f} reference {want:.6f} over {n} tokens")
+                assert int(got["tokens"]) == n, (got, n)
+                assert abs(got["nll"] - want) <= 1e-4 * max(1.0, abs(want)), (got["nll"], want)
+                assert abs(got["ppl"] - 2.718281828 ** got["nll"]) <= 1e-3 * got["ppl"], got
+            yield f"{norm}-{pos}-{final}-ctx{ctx}", one
+
+
+def test_eval_threads_agree():
+    path = scratch("eval_threads.txt")
+    with open(path, "w") as f:
+        f.write(open(STORIES).read()[:3000])
+    a = eval_line(["-f", path, "--threads", "1", "--ctx", "256"])
+    b = eval_line(["-f", path, "--threads", "2", "--ctx", "256"])
+    assert a["tokens"] == b["tokens"] and abs(a["nll"] - b["nll"]) < 1e-9, (a, b)
+    assert a["tokens"] > 500 and 1.0 < a["ppl"] < 20.0, a
+
+
+def test_eval_bad_input():
+    empty = scratch("eval_empty.txt")
+    open(empty, "w").close()
+    binary = scratch("eval_binary.txt")
+    with open(binary, "wb") as f:
+        f.write(b"abc\0def")
+    for name, path, word in (("empty", empty, "no text"), ("nul", binary, "NUL")):
+        def one(path=path, word=word):
+            rc, out, err = run([CKPT, "-z", TOK, "-m", "eval", "-f", path])
+            assert rc == 1 and err.startswith("error:") and word in err, (rc, err)
+        yield name, one

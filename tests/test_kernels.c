@@ -1,0 +1,438 @@
+/* tests/test_kernels.c -- every kernel against its formula, the batched paths
+ * against their one-token twins, and the loader against bad headers.
+ *
+ *   build/test_kernels MODELS_DIR
+ * Prints "ok NAME" / "FAIL NAME: detail" per check and "N passed, N failed".
+ */
+#define _POSIX_C_SOURCE 200809L
+#define MODEL_IMPLEMENTATION
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a tiny harness ---- */
+static int n_pass, n_fail;
+static void check(int cond, const char *name, const char *fmt, double a, double b) {
+    if (cond) { n_pass++; printf("ok %s\n", name); return; }
+    n_fail++;
+    printf("FAIL %s: ", name);
+    printf(fmt, a, b);
+    printf("\n");
+}
+/* tolerances, named */
+#define TOL_F32 1e-5        /* relative, float32 kernels vs double formula   */
+#define TOL_BATCH 1e-5      /* relative, batched vs one-by-one logits        */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
+    return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) / 8388608.0f - 1.0f;
+}
+static void fill(float *x, int n, float scale) { for (int i = 0; i < n; i++) x[i] = frand() * scale; }
+
+static void *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { printf("FAIL open %s\n", path); n_fail++; return NULL; }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = NULL;
+    if (posix_memalign(&p, LLM_ALIGN, (size_t)size) != 0) return NULL;
+    if (fread(p, 1, (size_t)size, f) != (size_t)size) { fclose(f); free(p); return NULL; }
+    fclose(f);
+    *n = (size_t)size;
+    return p;
+}
+
+/* ---- norms ---- */
+static void test_rmsnorm_lesson(void) {
+    float x[4] = { 2, 4, 6, 8 }, g[4] = { 1, 1, 1, 1 }, g2[4] = { 0.5f, 1, 2, -1 }, y[4];
+    float eps = 1e-5f;
+    double r = sqrt(30.0 + eps), worst = 0;
+    llm_rmsnorm(y, x, g, 4, eps);
+    for (int i = 0; i < 4; i++) worst = fmax(worst, fabs(y[i] - x[i] / r) / (x[i] / r));
+    check(worst < TOL_F32, "rmsnorm_lesson_example_x_over_sqrt30", "max rel diff %g (tol %g)", worst, TOL_F32);
+    llm_rmsnorm(y, x, g2, 4, eps);
+    worst = 0;
+    for (int i = 0; i < 4; i++) worst = fmax(worst, fabs(y[i] - g2[i] * x[i] / r) / fabs(x[i] / r));
+    check(worst < TOL_F32, "rmsnorm_lesson_example_times_g", "max rel diff %g (tol %g)", worst, TOL_F32);
+}
+
+static void test_norms_random(void) {
+    int sizes[] = { 1, 3, 17, 64, 100, 771 };
+    for (int si = 0; si < 6; si++) {
+        int n = sizes[si];
+        float *x = malloc(n * 4), *g = malloc(n * 4), *b = malloc(n * 4), *y = malloc(n * 4);
+        fill(x, n, 3.0f); fill(g, n, 1.0f); fill(b, n, 0.5f);
+        for (int i = 0; i < n; i++) x[i] += 0.7f; /* a non-zero mean */
+        double ss = 0, mean = 0, var = 0, worst_r = 0, worst_l = 0, eps = 1e-5;
+        for (int i = 0; i < n; i++) { ss += (double)x[i] * x[i]; mean += x[i]; }
+        mean /= n;
+        for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+        var /= n;
+        llm_rmsnorm(y, x, g, n, (float)eps);
+        for (int i = 0; i < n; i++) {
+            double want = g[i] * x[i] / sqrt(ss / n + eps);
+            worst_r = fmax(worst_r, fabs(y[i] - want));
+        }
+        llm_layernorm(y, x, g, b, n, (float)eps);
+        for (int i = 0; i < n; i++) {
+            double want = g[i] * (x[i] - mean) / sqrt(var + eps) + b[i];
+            worst_l = fmax(worst_l, fabs(y[i] - want));
+        }
+        char name[64];
+        snprintf(name, sizeof name, "rmsnorm_formula_n%d", n);
+        check(worst_r < 1e-5, name, "max abs diff %g (tol %g)", worst_r, 1e-5);
+        snprintf(name, sizeof name, "layernorm_formula_n%d", n);
+        check(worst_l < 1e-5 || n == 1, name, "max abs diff %g (tol %g)", worst_l, 1e-5);
+        free(x); free(g); free(b); free(y);
+    }
+    /* LayerNorm without bias: b = NULL means 0; a constant vector normalises to b */
+    float x[5] = { 3, 3, 3, 3, 3 }, g[5] = { 1, 2, 3, 4, 5 }, y[5];
+    llm_layernorm(y, x, g, NULL, 5, 1e-5f);
+    double worst = 0;
+    for (int i = 0; i < 5; i++) worst = fmax(worst, fabs(y[i]));
+    check(worst == 0.0, "layernorm_constant_input_is_zero", "max |y| %g (want %g)", worst, 0.0);
+}
+
+static void test_softmax(void) {
+    float x[7] = { 1, -2, 3.5f, 0, 100, 99, -50 };
+    double want[7], sum = 0, worst = 0;
+    for (int i = 0; i < 7; i++) sum += exp(x[i] - 100.0);
+    for (int i = 0; i < 7; i++) want[i] = exp(x[i] - 100.0) / sum;
+    llm_softmax(x, 7);
+    for (int i = 0; i < 7; i++) worst = fmax(worst, fabs(x[i] - want[i]));
+    check(worst < 1e-6, "softmax_formula_large_logits", "max abs diff %g (tol %g)", worst, 1e-6);
+}
+
+/* ---- f16 ---- */
+static void test_f16(void) {
+    int bad = 0, first = -1;
+    for (int h = 0; h < 65536; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaN */
+        if (llm_f32_to_f16(llm_f16_to_f32((uint16_t)h)) != h) { if (first < 0) first = h; bad++; }
+    }
+    check(bad == 0, "f16_roundtrip_all_65536", "%g values differ, first 0x%04x", bad, first);
+    struct { float f; uint16_t h; } cases[] = {
+        { 1.0f, 0x3c00 }, { -2.0f, 0xc000 }, { 65504.0f, 0x7bff }, { 0.1f, 0x2e66 },
+        { 1e-8f, 0x0000 }, { 5.960464477539063e-08f, 0x0001 }, { 1e6f, 0x7c00 }, { 0.33325195f, 0x3555 },
+        { 1.00048828125f, 0x3c00 } /* halfway: ties to even */, { 1.00146484375f, 0x3c02 },
+    };
+    int wrong = 0, at = -1;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
+        if (llm_f32_to_f16(cases[i].f) != cases[i].h) { wrong++; at = i; }
+    check(wrong == 0, "f16_rounding_cases", "%g wrong, last at case %g", wrong, at);
+    check(llm_f16_to_f32(0x3555) == 0.333251953125f && llm_f16_to_f32(0x0001) == 5.960464477539063e-08f,
+          "f16_to_f32_exact", "%g %g", llm_f16_to_f32(0x3555), llm_f16_to_f32(0x0001));
+}
+
+/* ---- matrices in each dtype, built from the same f32 values ---- */
+typedef struct test_matrix {
+    llm_matrix m;
+    float *ref;     /* (rows, cols) the values the dtype represents, as f32 */
+    void *data;
+    float *scale;
+} test_matrix;
+
+static test_matrix make_matrix(int type, int rows, int cols, int group) {
+    test_matrix t;
+    size_t n = (size_t)rows * cols;
+    t.ref = malloc(n * 4);
+    fill(t.ref, (int)n, 1.0f);
+    t.scale = NULL;
+    if (type == LLM_F32) {
+        t.data = malloc(n * 4);
+        memcpy(t.data, t.ref, n * 4);
+    } else if (type == LLM_F16) {
+        uint16_t *h = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) { h[i] = llm_f32_to_f16(t.ref[i]); t.ref[i] = llm_f16_to_f32(h[i]); }
+        t.data = h;
+    } else {
+        int groups = (cols + group - 1) / group;
+        int8_t *q = malloc(n);
+        t.scale = malloc((size_t)rows * groups * 4);
+        for (int r = 0; r < rows; r++) { /* quantise exactly as export.py does */
+            for (int gi = 0; gi < groups; gi++) {
+                int c0 = gi * group, c1 = c0 + group < cols ? c0 + group : cols;
+                float amax = 0;
+                for (int c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(t.ref[(size_t)r * cols + c]));
+                float s = amax / 127.0f;
+                t.scale[r * groups + gi] = s;
+                for (int c = c0; c < c1; c++) {
+                    float v = s > 0 ? roundf(t.ref[(size_t)r * cols + c] / s) : 0;
+                    q[(size_t)r * cols + c] = (int8_t)v;
+                    t.ref[(size_t)r * cols + c] = v * s;
+                }
+            }
+        }
+        t.data = q;
+    }
+    t.m = llm__matrix(t.data, t.scale, type, rows, cols, group);
+    return t;
+}
+static void free_matrix(test_matrix *t) { free(t->ref); free(t->data); free(t->scale); }
+
+/* matvec vs sum_j W[i][j] x[j] in double (q8_0: vs its defining integer formula) */
+static void test_matvec(void) {
+    int shapes[][2] = { { 1, 1 }, { 3, 5 }, { 17, 33 }, { 64, 172 }, { 172, 64 }, { 5, 1000 } };
+    int types[] = { LLM_F32, LLM_F16, LLM_Q8_0, LLM_Q8_0 };
+    int groups[] = { 0, 0, 32, 64 };
+    for (int ti = 0; ti < 4; ti++) {
+        for (int si = 0; si < 6; si++) {
+            int rows = shapes[si][0], cols = shapes[si][1], G = groups[ti] ? groups[ti] : 32;
+            test_matrix t = make_matrix(types[ti], rows, cols, G);
+            float *x = malloc(cols * 4), *y = malloc(rows * 4), *xs = malloc(((cols + G - 1) / G) * 4);
+            int8_t *xq = malloc(cols);
+            fill(x, cols, 2.0f);
+            llm_matvec(y, &t.m, x, xq, xs);
+            double worst = 0, mag = 0;
+            for (int r = 0; r < rows; r++) {
+                double want = 0;
+                if (types[ti] == LLM_Q8_0) {
+                    /* sum over groups of (sum_j wq*xq) * ws * xs, with x quantised by the same rule */
+                    int ng = (cols + G - 1) / G;
+                    for (int gi = 0; gi < ng; gi++) {
+                        int c0 = gi * G, c1 = c0 + G < cols ? c0 + G : cols;
+                        double amax = 0;
+                        for (int c = c0; c < c1; c++) amax = fmax(amax, fabs(x[c]));
+                        float sx = (float)(amax / 127.0);
+                        long isum = 0;
+                        for (int c = c0; c < c1; c++) {
+                            int xqv = sx > 0 ? (int)lround(x[c] / sx) : 0;
+                            isum += (long)((const int8_t *)t.data)[(size_t)r * cols + c] * xqv;
+                        }
+                        want += (double)isum * t.scale[r * ng + gi] * sx;
+                    }
+                } else {
+                    for (int c = 0; c < cols; c++) want += (double)t.ref[(size_t)r * cols + c] * x[c];
+                }
+                worst = fmax(worst, fabs(y[r] - want));
+                mag = fmax(mag, fabs(want));
+            }
+            char name[96];
+            snprintf(name, sizeof name, "matvec_%s%s_%dx%d", llm_dtype_name(types[ti]),
+                     types[ti] == LLM_Q8_0 ? (G == 32 ? "_g32" : "_g64") : "", rows, cols);
+            check(worst <= TOL_F32 * fmax(mag, 1.0) * sqrt((double)cols), name, "max abs diff %g (mag %g)", worst, mag);
+            free(x); free(y); free(xs); free(xq); free_matrix(&t);
+        }
+    }
+}
+
+/* The fast product (SIMD tiles, threads) against its scalar twin, and a batch
+ * of T tokens against the same tokens one at a time (which must agree bit for
+ * bit: each dot product is computed the same way whatever the tile). */
+#define TOL_SIMD 1e-6       /* |fast - scalar| / sum_j |w_j x_j|: float reassociation */
+static void test_matmul_fast(void) {
+    int types[] = { LLM_F32, LLM_F16, LLM_Q8_0, LLM_Q8_0, LLM_Q8_0 };
+    int groups[] = { 32, 32, 32, 64, 48 };
+    int cols_list[] = { 1, 3, 17, 64, 172, 200 };
+    int Ts[] = { 1, 3, 7, 9 };
+    for (int ti = 0; ti < 5; ti++) {
+        for (int ci = 0; ci < 6; ci++) {
+            for (int k = 0; k < 4; k++) {
+                for (int threads = 1; threads <= 2; threads++) {
+                    int rows = 37, cols = cols_list[ci], T = Ts[k], G = groups[ti];
+                    int ng = (cols + G - 1) / G;
+                    test_matrix t = make_matrix(types[ti], rows, cols, G);
+                    llm_state s;
+                    memset(&s, 0, sizeof s);
+                    s.n_threads = threads;
+                    s.act_q = malloc((size_t)T * cols);
+                    s.act_scale = malloc((size_t)T * ng * 4);
+                    float *x = malloc((size_t)T * cols * 4), *y = malloc((size_t)T * rows * 4);
+                    float *y1 = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4);
+                    int8_t *xq = malloc(cols);
+                    fill(x, T * cols, 1.5f);
+                    llm__matmul(y, &t.m, x, T, &s);
+                    double batch_vs_one = 0, fast_vs_scalar = 0;
+                    for (int tt = 0; tt < T; tt++) {
+                        const float *xt = x + (size_t)tt * cols;
+                        llm__matmul(y1, &t.m, xt, 1, &s);   /* the decode path */
+                        llm_matvec(ys, &t.m, xt, xq, xs);   /* the scalar twin */
+                        for (int r = 0; r < rows; r++) {
+                            double mag = 0;
+                            for (int c = 0; c < cols; c++) mag += fabs(t.ref[(size_t)r * cols + c] * xt[c]);
+                            batch_vs_one = fmax(batch_vs_one, fabs(y[(size_t)tt * rows + r] - y1[r]));
+                            fast_vs_scalar = fmax(fast_vs_scalar, fabs(y1[r] - ys[r]) / (mag > 0 ? mag : 1));
+                        }
+                    }
+                    char name[112];
+                    snprintf(name, sizeof name, "matmul_%s_g%d_%dx%d_T%d_threads%d_batch_eq_single",
+                             llm_dtype_name(types[ti]), types[ti] == LLM_Q8_0 ? G : 0, rows, cols, T, threads);
+                    check(batch_vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", batch_vs_one, 0.0);
+                    snprintf(name, sizeof name, "matmul_%s_g%d_%dx%d_T%d_threads%d_fast_vs_scalar",
+                             llm_dtype_name(types[ti]), types[ti] == LLM_Q8_0 ? G : 0, rows, cols, T, threads);
+                    check(fast_vs_scalar <= TOL_SIMD, name, "max rel diff %g (tol %g)", fast_vs_scalar, TOL_SIMD);
+                    free(s.act_q); free(s.act_scale); free(x); free(y); free(y1); free(ys); free(xs); free(xq);
+                    free_matrix(&t);
+                }
+            }
+        }
+    }
+    printf("   simd path: %s\n", LLM__SIMD);
+}
+
+/* ---- whole model: batched prefill == one-by-one decoding ---- */
+static double max_rel_diff(const float *a, const float *b, size_t n) {
+    double worst = 0, mag = 0;
+    for (size_t i = 0; i < n; i++) { worst = fmax(worst, fabs(a[i] - b[i])); mag = fmax(mag, fabs(b[i])); }
+    return worst / (mag > 0 ? mag : 1);
+}
+
+static float *run_tokens(const llm_model *m, const int *tokens, int T, int batch, int threads) {
+    size_t need = llm_state_size(&m->cfg, m->cfg.seq_len, batch, 1);
+    void *arena = NULL;
+    if (posix_memalign(&arena, LLM_ALIGN, need) != 0) return NULL;
+    llm_state s;
+    if (llm_state_init(&s, m, m->cfg.seq_len, batch, 1, arena, need) != LLM_OK) { free(arena); return NULL; }
+    s.n_threads = threads;
+    int V = m->cfg.vocab_size;
+    float *out = malloc((size_t)T * V * 4);
+    for (int done = 0; done < T; done += batch) {
+        int chunk = T - done < batch ? T - done : batch;
+        if (llm_forward(m, &s, tokens + done, chunk, done, LLM_LOGITS_ALL) != LLM_OK) { free(out); free(arena); return NULL; }
+        memcpy(out + (size_t)done * V, s.logits, (size_t)chunk * V * 4);
+    }
+    free(arena);
+    return out;
+}
+
+static void test_prefill_equals_decode(const llm_model *m) {
+    int Ts[] = { 1, 7, 64 };
+    int tokens[64];
+    for (int i = 0; i < 64; i++) tokens[i] = i == 0 ? 1 : (int)((frand() + 1.0f) * 0.5f * (m->cfg.vocab_size - 1));
+    for (int k = 0; k < 3; k++) {
+        for (int threads = 1; threads <= 2; threads++) {
+            int T = Ts[k];
+            float *one = run_tokens(m, tokens, T, 1, 1), *batch = run_tokens(m, tokens, T, T, threads);
+            double d = one && batch ? max_rel_diff(batch, one, (size_t)T * m->cfg.vocab_size) : 1e30;
+            char name[96];
+            snprintf(name, sizeof name, "stories260K_prefill_T%d_threads%d_eq_decode", T, threads);
+            check(d <= TOL_BATCH, name, "max rel diff %g (tol %g)", d, TOL_BATCH);
+            printf("   max rel diff %.3g\n", d);
+            free(one); free(batch);
+        }
+    }
+}
+
+/* two models in one process, interleaved: each gives what it gives alone */
+static void test_two_models(const void *bytes, size_t n) {
+    llm_model a, b;
+    llm_load(&a, bytes, n);
+    llm_load(&b, bytes, n);
+    b.cfg.norm_type = LLM_NORM_LAYER;
+    b.cfg.norm_pos = LLM_NORM_POST;
+    int tokens[5] = { 1, 40, 77, 300, 12 };
+    float *solo_a = run_tokens(&a, tokens, 5, 1, 1), *solo_b = run_tokens(&b, tokens, 5, 1, 1);
+    size_t need_a = llm_state_size(&a.cfg, 64, 1, 0), need_b = llm_state_size(&b.cfg, 64, 1, 0);
+    void *arena_a = NULL, *arena_b = NULL;
+    if (posix_memalign(&arena_a, LLM_ALIGN, need_a) || posix_memalign(&arena_b, LLM_ALIGN, need_b)) return;
+    llm_state sa, sb;
+    llm_state_init(&sa, &a, 64, 1, 0, arena_a, need_a);
+    llm_state_init(&sb, &b, 64, 1, 0, arena_b, need_b);
+    double worst = 0;
+    int V = a.cfg.vocab_size;
+    for (int t = 0; t < 5; t++) {
+        llm_forward(&a, &sa, tokens + t, 1, t, LLM_LOGITS_LAST);
+        llm_forward(&b, &sb, tokens + t, 1, t, LLM_LOGITS_LAST);
+        worst = fmax(worst, max_rel_diff(sa.logits, solo_a + (size_t)t * V, V));
+        worst = fmax(worst, max_rel_diff(sb.logits, solo_b + (size_t)t * V, V));
+    }
+    double differ = max_rel_diff(solo_a, solo_b, (size_t)5 * V);
+    check(worst == 0.0 && differ > 1e-3, "two_models_interleaved_independent", "diff from solo %g, a vs b %g", worst, differ);
+    free(solo_a); free(solo_b); free(arena_a); free(arena_b);
+}
+
+/* ---- loader: hostile headers ---- */
+static void test_bad_headers(const void *good, size_t n) {
+    unsigned char *b = NULL;
+    if (posix_memalign((void **)&b, LLM_ALIGN, n + 64)) return;
+    struct { int field; int32_t value; int want; const char *name; } cases[] = {
+        { 0, 0, LLM_ERR_CONFIG, "header_dim_zero" },
+        { 0, -64, LLM_ERR_CONFIG, "header_dim_negative" },
+        { 3, 7, LLM_ERR_CONFIG, "header_dim_not_multiple_of_heads" },
+        { 4, 3, LLM_ERR_CONFIG, "header_heads_not_multiple_of_kv" },
+        { 3, 64, LLM_ERR_CONFIG, "header_odd_head_size" },  /* 64/64 = 1 */
+        { 2, 0x7fffffff, LLM_ERR_CONFIG, "header_huge_layers" },
+        { 5, 0x40000000, LLM_ERR_CONFIG, "header_huge_vocab" },
+        { 2, 1000, LLM_ERR_SIZE, "header_layers_mismatch_size" },
+        { 5, -512, LLM_ERR_SIZE, "header_unshared_classifier_missing" },
+        { 6, 0, LLM_ERR_CONFIG, "header_seq_len_zero" },
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        memcpy(b, good, n);
+        memcpy(b + 4 * cases[i].field, &cases[i].value, 4);
+        llm_model m;
+        int st = llm_load(&m, b, n);
+        check(st == cases[i].want && strlen(m.error) > 10, cases[i].name, "status %g (want %g)", st, cases[i].want);
+        printf("   message: %s\n", m.error);
+    }
+    llm_model m;
+    int st = llm_load(&m, good, n - 4);
+    check(st == LLM_ERR_SIZE, "truncated_by_4_bytes", "status %g (want %g)", st, LLM_ERR_SIZE);
+    st = llm_load(&m, good, 20);
+    check(st == LLM_ERR_SIZE, "shorter_than_header", "status %g (want %g)", st, LLM_ERR_SIZE);
+    memcpy(b, good, n);
+    memset(b + n, 0, 64);
+    st = llm_load(&m, b, n + 4);
+    check(st == LLM_ERR_SIZE, "trailing_bytes", "status %g (want %g)", st, LLM_ERR_SIZE);
+    memcpy(b, "LLMW", 4);
+    uint32_t v = 9;
+    memcpy(b + 4, &v, 4);
+    st = llm_load(&m, b, n);
+    check(st == LLM_ERR_VERSION, "llmw_newer_version_refused", "status %g (want %g)", st, LLM_ERR_VERSION);
+    free(b);
+}
+
+static void test_state_errors(const llm_model *m) {
+    size_t need = llm_state_size(&m->cfg, 16, 4, 0);
+    void *arena = NULL;
+    if (posix_memalign(&arena, LLM_ALIGN, need)) return;
+    llm_state s;
+    int st = llm_state_init(&s, m, 16, 4, 0, arena, need - 1);
+    check(st == LLM_ERR_ARENA, "arena_one_byte_short", "status %g (want %g)", st, LLM_ERR_ARENA);
+    st = llm_state_init(&s, m, 16, 4, 0, arena, need);
+    check(st == LLM_OK, "arena_exact_size", "status %g (want %g)", st, LLM_OK);
+    int toks[4] = { 1, 2, 3, 4 }, bad[1] = { 512 };
+    st = llm_forward(m, &s, toks, 4, 13, LLM_LOGITS_LAST);
+    check(st == LLM_ERR_ARG, "forward_past_context", "status %g (want %g)", st, LLM_ERR_ARG);
+    st = llm_forward(m, &s, bad, 1, 0, LLM_LOGITS_LAST);
+    check(st == LLM_ERR_ARG, "forward_token_out_of_range", "status %g (want %g)", st, LLM_ERR_ARG);
+    st = llm_forward(m, &s, toks, 4, 0, LLM_LOGITS_ALL);
+    check(st == LLM_ERR_ARG, "forward_all_logits_not_planned", "status %g (want %g)", st, LLM_ERR_ARG);
+    st = llm_state_init(&s, m, m->cfg.seq_len + 1, 1, 0, arena, need);
+    check(st == LLM_ERR_ARG, "context_beyond_seq_len", "status %g (want %g)", st, LLM_ERR_ARG);
+    free(arena);
+}
+
+int main(int argc, char **argv) {
+    const char *models = argc > 1 ? argv[1] : "../shared/models";
+    test_rmsnorm_lesson();
+    test_norms_random();
+    test_softmax();
+    test_f16();
+    test_matvec();
+    test_matmul_fast();
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stories260K.bin", models);
+    size_t n = 0;
+    void *bytes = read_all(path, &n);
+    if (bytes) {
+        llm_model m;
+        int st = llm_load(&m, bytes, n);
+        check(st == LLM_OK, "load_stories260K", "status %g (want %g)", st, LLM_OK);
+        if (st == LLM_OK) {
+            test_prefill_equals_decode(&m);
+            test_two_models(bytes, n);
+            test_state_errors(&m);
+        }
+        test_bad_headers(bytes, n);
+        free(bytes);
+    }
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

@@ -1,0 +1,80 @@
+/* tokenizer.h -- sentencepiece-BPE encoder/decoder over llama2.c's tokenizer.bin.
+ *
+ * Contract: the tokenizer reads the file's bytes in place (they may live in
+ * flash); everything it needs besides them lives in a caller-provided arena
+ * whose size tok_arena_size() tells in advance. No malloc, no I/O, no exit,
+ * no globals. Errors return a negative status; tok_error() says why.
+ *
+ *   size_t need = tok_arena_size(bytes, n, 0);      (0: malformed, tok_init says why)
+ *   tok_tokenizer t; if (tok_init(&t, bytes, n, 0, malloc(need), need)) puts(tok_error(&t));
+ *   size_t ss = tok_encode_scratch_size(strlen(text));
+ *   int ids[64]; int n_ids = tok_encode(&t, text, 1, 0, ids, 64, malloc(ss), ss);
+ *   const char *piece = tok_decode(&t, prev, ids[i], &len);
+ *
+ * The arena and the scratch may be at any address: the sizes include the
+ * padding needed to align a misaligned buffer.
+ */
+#ifndef TOKENIZER_H
+#define TOKENIZER_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { TOK_BOS = 1, TOK_EOS = 2 };
+
+typedef struct tok_tokenizer {
+    int vocab_size;
+    int max_token_length;
+    const unsigned char *bytes;   /* the tokenizer.bin image, read in place */
+    size_t n_bytes;
+    /* carved from the arena by tok_init */
+    unsigned int *piece_offset;   /* (vocab,) offset of each piece's bytes in `bytes` */
+    int *piece_len;               /* (vocab,) */
+    float *score;                 /* (vocab,) merge scores (copied: unaligned in the file) */
+    int *sorted;                  /* (vocab,) ids sorted by piece bytes, for lookup */
+    int *first_byte;              /* (257,) sorted[first_byte[c] .. first_byte[c+1]) start with byte c */
+    int byte_token[256];          /* id of <0xNN>, or -1 */
+    unsigned char byte_value[256];/* byte_value[i] == i: what tok_decode returns for <0xNN> */
+    int word_split;               /* no normal piece has a space after a non-space byte:
+                                     tok_encode merges word by word (same result, faster) */
+    char error[160];
+} tok_tokenizer;
+
+/* Bytes of arena tok_init needs for this file. vocab_size <= 0: read it from the
+ * file (entries until the end). Returns 0 when the file is malformed or has not
+ * vocab_size entries: call tok_init (arena may be NULL) for the message. */
+size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size);
+
+/* Parse and validate; vocab_size > 0 demands exactly that many entries
+ * (a wrong tokenizer for the model is an error). Returns 0 or negative. */
+int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size,
+             void *arena, size_t arena_size);
+
+/* Scratch bytes tok_encode needs for a text of text_len bytes (about 47 per
+ * byte; 0 if the text is too long to encode). */
+size_t tok_encode_scratch_size(size_t text_len);
+
+/* Encode the NUL-terminated text like sentencepiece (dummy-prefix space, code
+ * points, byte fallback, merges by score, O(n log n)). Writes at most
+ * max_tokens ids; returns the count, or negative (too many tokens, scratch too
+ * small) with tok_error set. At most 3*strlen(text) + 1 + bos + eos ids.
+ * As in sentencepiece, each byte that is not part of well-formed UTF-8 counts
+ * as U+FFFD, and U+2581 '▁' counts as a space. Never produces ids 0..2 or a
+ * <0xNN> token by merging: those come only from BOS/EOS and byte fallback. */
+int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
+               int *tokens, int max_tokens, void *scratch, size_t scratch_size);
+
+/* Bytes of `token` when it follows `prev`: the leading space of a piece after
+ * BOS is dropped; <0xNN> gives the single raw byte. Not NUL-terminated.
+ * An out-of-range id gives "" with *len 0. */
+const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len);
+
+const char *tok_error(const tok_tokenizer *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
