@@ -13,7 +13,7 @@ CFLAGS_FAST = -std=c99 -O3 -march=native $(OPENMP) $(WARN)
 CFLAGS_PORTABLE = -std=c99 -O2 $(WARN)
 CFLAGS_ASAN = -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(OPENMP) $(WARN)
 SRC = run.c tokenizer.c
-HDR = model.h tokenizer.h
+HDR = model.h tokenizer.h sampler.h
 LIBS = -lm
 
 .PHONY: all portable asan test test-bins run bench clean norm-table

@@ -11,9 +11,10 @@
  *
  *   llm_model m;
  *   if (llm_load(&m, bytes, n_bytes) != LLM_OK) puts(m.error);
- *   size_t need = llm_state_size(&m.cfg, ctx_len, max_batch, 0);
+ *   llm_state_options o = { ctx_len, max_batch, 0, LLM_KV_F32 };
+ *   size_t need = llm_state_size(&m.cfg, &o);
  *   llm_state s;
- *   llm_state_init(&s, &m, ctx_len, max_batch, 0, arena, need);
+ *   llm_state_init(&s, &m, &o, arena, need);   // arena: 64-byte aligned
  *   llm_forward(&m, &s, prompt, n_prompt, 0, LLM_LOGITS_LAST);  // batched prefill
  *   llm_forward(&m, &s, &next, 1, n_prompt, LLM_LOGITS_LAST);    // one decode step
  *   // logits of the last token: s.logits (vocab_size floats)
@@ -54,8 +55,9 @@ enum llm_norm_type { LLM_NORM_RMS = 0, LLM_NORM_LAYER = 1 };
 enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1 };
 enum llm_dtype { LLM_F32 = 0, LLM_F16 = 1, LLM_Q8_0 = 2 };
 enum llm_rope_layout { LLM_ROPE_INTERLEAVED = 0, LLM_ROPE_HALF = 1 };
-enum llm_format { LLM_FORMAT_LEGACY = 0, LLM_FORMAT_LLMW = 1 };
+enum llm_format { LLM_FORMAT_LEGACY = 0, LLM_FORMAT_LLMW = 1, LLM_FORMAT_AK42_V1 = 2, LLM_FORMAT_AK42_V2 = 3 };
 enum llm_logits { LLM_LOGITS_LAST = 0, LLM_LOGITS_ALL = 1 };
+enum llm_kv_type { LLM_KV_F32 = 0, LLM_KV_F16 = 1, LLM_KV_Q8 = 2 };
 
 #define LLM_MAGIC "LLMW"
 #define LLM_VERSION 1
@@ -123,9 +125,17 @@ typedef struct llm_model {
     char error[200];
 } llm_model;
 
+/* What a state is planned for. Zeros mean the defaults. */
+typedef struct llm_state_options {
+    int ctx_len;            /* KV-cache positions, <= seq_len (0: seq_len)       */
+    int max_batch;          /* tokens one forward call may take (0: 1)          */
+    int all_logits;         /* 1: forward may return every token's logits        */
+    int kv_type;            /* llm_kv_type: f32, f16, or int8 with per-head scales */
+} llm_state_options;
+
 /* Byte sizes of everything the state carves from the arena. */
 typedef struct llm_plan {
-    size_t x, xb, xb2, q, hb, hb2, rope, logits, act_q, key_cache, value_cache;
+    size_t x, xb, xb2, q, kv_new, hb, hb2, rope, logits, act_q, key_cache, value_cache, kv_scales;
     size_t total;           /* sum, each part rounded up to LLM_ALIGN     */
 } llm_plan;
 
@@ -134,18 +144,22 @@ typedef struct llm_state {
     int ctx_len;            /* positions the KV cache holds               */
     int max_batch;          /* tokens one forward call may take           */
     int all_logits;         /* 1: logits has room for every token's row    */
+    int kv_type;            /* llm_kv_type of the cache                   */
     int n_threads;          /* OpenMP threads (1 = serial)                */
     float *x;               /* (B, dim) residual stream                   */
     float *xb;              /* (B, dim) normed input / attention output   */
     float *xb2;             /* (B, dim) projection output                 */
     float *q;               /* (B, n_heads*head_size) queries             */
+    float *k_new, *v_new;   /* (B, n_kv_heads*head_size) this batch's k, v */
     float *hb, *hb2;        /* (B, hidden_dim) FFN gate and up            */
     float *rope;            /* (B, head_size) cos,sin pairs per position  */
     float *logits;          /* (B, vocab) with LLM_LOGITS_ALL, else (vocab,) */
     int8_t *act_q;          /* (B, max(dim,hidden)) q8_0 activations      */
     float *act_scale;       /* their group scales                         */
-    float *key_cache;       /* (layer, ctx, n_kv_heads*head_size)         */
-    float *value_cache;
+    void *key_cache;        /* (layer, ctx, n_kv_heads*head_size) of kv_type */
+    void *value_cache;
+    uint16_t *key_scale;    /* int8 cache: (layer, ctx, n_kv_heads) f16 scales */
+    uint16_t *value_scale;
     char error[200];
 } llm_state;
 
@@ -153,11 +167,11 @@ typedef struct llm_state {
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes);
 /* Check the config after the caller changed norm settings. */
 int llm_check_config(llm_model *m);
-/* The arena plan for a context of ctx_len positions and batches of max_batch. */
-/* all_logits: 1 if forward may be asked for LLM_LOGITS_ALL ((B, vocab) logits). */
-llm_plan llm_state_plan(const llm_config *c, int ctx_len, int max_batch, int all_logits);
-size_t llm_state_size(const llm_config *c, int ctx_len, int max_batch, int all_logits);
-int llm_state_init(llm_state *s, const llm_model *m, int ctx_len, int max_batch, int all_logits,
+/* The arena plan for these options: every buffer's size, and the total. */
+llm_plan llm_state_plan(const llm_config *c, const llm_state_options *o);
+size_t llm_state_size(const llm_config *c, const llm_state_options *o);
+/* Carve the state from a 64-byte-aligned arena of at least llm_state_size(). */
+int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *o,
                    void *arena, size_t arena_size);
 /* Run n tokens at positions pos..pos+n-1 as one batch; logits in s->logits. */
 int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int n, int pos,
@@ -172,6 +186,8 @@ int llm_parse_on_off(const char *s);
 const char *llm_norm_type_name(int t);
 const char *llm_norm_pos_name(int p);
 const char *llm_dtype_name(int t);
+const char *llm_kv_type_name(int t);
+int llm_parse_kv_type(const char *s);   /* "f32", "f16", "q8", or -1 */
 
 /* Scalar kernels, public so tests can check them against their formulas. */
 void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps);
@@ -195,8 +211,8 @@ uint16_t llm_f32_to_f16(float f);
 #define MODEL_IMPLEMENTATION_DONE
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
-#include <stdio.h>   /* snprintf only: no file I/O */
 
 #ifndef MODEL_ASSERT
 #define MODEL_ASSERT(x) ((void)0)
@@ -221,6 +237,70 @@ uint16_t llm_f32_to_f16(float f);
 #else
 #define LLM__PARALLEL_FOR(nthreads, cond) (void)(nthreads); (void)(cond);
 #endif
+
+/* A tiny snprintf for error messages (%d %u %zu %llu %s %g %p %%), so the
+ * engine needs no stdio on a device: always NUL-terminates, truncates. */
+typedef struct llm__out { char *buf; size_t cap, len; } llm__out;
+static void llm__putc(llm__out *o, char c) { if (o->len + 1 < o->cap) o->buf[o->len] = c; o->len++; }
+static void llm__puts(llm__out *o, const char *s) { while (*s) llm__putc(o, *s++); }
+static void llm__putu(llm__out *o, unsigned long long v, int base) {
+    char tmp[24];
+    int n = 0;
+    do { tmp[n++] = "0123456789abcdef"[v % (unsigned)base]; v /= (unsigned)base; } while (v);
+    while (n) llm__putc(o, tmp[--n]);
+}
+static void llm__putg(llm__out *o, double v) { /* %g with 6 significant digits */
+    if (v != v) { llm__puts(o, "nan"); return; }
+    if (v < 0) { llm__putc(o, '-'); v = -v; }
+    if (v > 1.7976931348623157e308) { llm__puts(o, "inf"); return; }
+    int e = 0;
+    if (v != 0.0) {
+        while (v >= 10.0) { v /= 10.0; e++; }
+        while (v < 1.0) { v *= 10.0; e--; }
+    }
+    unsigned long long digits = (unsigned long long)(v * 100000.0 + 0.5); /* d.ddddd */
+    if (digits >= 1000000ull) { digits /= 10; e++; }
+    char d[6];
+    for (int i = 5; i >= 0; i--) { d[i] = (char)('0' + digits % 10); digits /= 10; }
+    int last = 5;
+    while (last > 0 && d[last] == '0') last--;
+    if (e < -4 || e >= 6) { /* d.ddde+XX */
+        llm__putc(o, d[0]);
+        if (last > 0) { llm__putc(o, '.'); for (int i = 1; i <= last; i++) llm__putc(o, d[i]); }
+        llm__putc(o, 'e'); llm__putc(o, e < 0 ? '-' : '+');
+        if (e < 0) e = -e;
+        if (e < 10) llm__putc(o, '0');
+        llm__putu(o, (unsigned long long)e, 10);
+    } else if (e >= 0) {
+        for (int i = 0; i <= e; i++) llm__putc(o, d[i]);
+        if (last > e) { llm__putc(o, '.'); for (int i = e + 1; i <= last; i++) llm__putc(o, d[i]); }
+    } else {
+        llm__puts(o, "0.");
+        for (int i = 0; i < -e - 1; i++) llm__putc(o, '0');
+        for (int i = 0; i <= last; i++) llm__putc(o, d[i]);
+    }
+}
+static void llm__fmt(char *buf, size_t cap, const char *fmt, ...) {
+    llm__out o;
+    va_list ap;
+    o.buf = buf; o.cap = cap; o.len = 0;
+    va_start(ap, fmt);
+    for (const char *f = fmt; *f; f++) {
+        if (*f != '%') { llm__putc(&o, *f); continue; }
+        f++;
+        if (*f == 'd') { long long v = va_arg(ap, int); if (v < 0) { llm__putc(&o, '-'); v = -v; } llm__putu(&o, (unsigned long long)v, 10); }
+        else if (*f == 'u') llm__putu(&o, va_arg(ap, unsigned), 10);
+        else if (*f == 'z' && f[1] == 'u') { f++; llm__putu(&o, va_arg(ap, size_t), 10); }
+        else if (*f == 'l' && f[1] == 'l' && f[2] == 'u') { f += 2; llm__putu(&o, va_arg(ap, unsigned long long), 10); }
+        else if (*f == 's') llm__puts(&o, va_arg(ap, const char *));
+        else if (*f == 'g') llm__putg(&o, va_arg(ap, double));
+        else if (*f == 'p') { llm__puts(&o, "0x"); llm__putu(&o, (unsigned long long)(uintptr_t)va_arg(ap, void *), 16); }
+        else if (*f == '%') llm__putc(&o, '%');
+        else { llm__putc(&o, '%'); if (!*f) break; llm__putc(&o, *f); }
+    }
+    va_end(ap);
+    if (cap) buf[o.len < cap ? o.len : cap - 1] = '\0';
+}
 
 /* --------------------------------------------------------------------- */
 /* Small helpers                                                          */
@@ -285,6 +365,13 @@ const char *llm_norm_pos_name(int p) { return p == LLM_NORM_POST ? "post" : "pre
 const char *llm_dtype_name(int t) {
     return t == LLM_F16 ? "f16" : t == LLM_Q8_0 ? "q8_0" : "f32";
 }
+const char *llm_kv_type_name(int t) { return t == LLM_KV_F16 ? "f16" : t == LLM_KV_Q8 ? "q8" : "f32"; }
+int llm_parse_kv_type(const char *s) {
+    if (!strcmp(s, "f32")) return LLM_KV_F32;
+    if (!strcmp(s, "f16")) return LLM_KV_F16;
+    if (!strcmp(s, "q8")) return LLM_KV_Q8;
+    return -1;
+}
 
 /* IEEE binary16 <-> binary32, exact, portable. */
 float llm_f16_to_f32(uint16_t h) {
@@ -330,7 +417,7 @@ uint16_t llm_f32_to_f16(float f) { /* round to nearest even */
 /* ===================================================================== */
 
 static int llm__fail(llm_model *m, int status, const char *msg) {
-    snprintf(m->error, sizeof m->error, "%s", msg);
+    llm__fmt(m->error, sizeof m->error, "%s", msg);
     return status;
 }
 
@@ -349,7 +436,7 @@ int llm_check_config(llm_model *m) {
     llm_config *c = &m->cfg;
     char *e = m->error;
     size_t E = sizeof m->error;
-#define LLM__CHECK(cond, ...) do { if (!(cond)) { snprintf(e, E, __VA_ARGS__); return LLM_ERR_CONFIG; } } while (0)
+#define LLM__CHECK(cond, ...) do { if (!(cond)) { llm__fmt(e, E, __VA_ARGS__); return LLM_ERR_CONFIG; } } while (0)
     LLM__CHECK(c->dim > 0 && c->dim <= LLM_MAX_DIM, "dim %d out of range (1..%d)", c->dim, LLM_MAX_DIM);
     LLM__CHECK(c->hidden_dim > 0 && c->hidden_dim <= 8 * LLM_MAX_DIM, "hidden_dim %d out of range", c->hidden_dim);
     LLM__CHECK(c->n_layers > 0 && c->n_layers <= LLM_MAX_LAYERS, "n_layers %d out of range (1..%d)", c->n_layers, LLM_MAX_LAYERS);
@@ -360,6 +447,7 @@ int llm_check_config(llm_model *m) {
     LLM__CHECK(c->dim % c->n_heads == 0, "dim %d is not a multiple of n_heads %d", c->dim, c->n_heads);
     LLM__CHECK(c->n_heads % c->n_kv_heads == 0, "n_heads %d is not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
     LLM__CHECK(c->head_size > 0 && c->head_size % 2 == 0, "head size %d must be even", c->head_size);
+    LLM__CHECK(c->head_size <= 512, "head size %d above the engine's limit of 512", c->head_size);
     LLM__CHECK(c->norm_type == LLM_NORM_RMS || c->norm_type == LLM_NORM_LAYER, "norm_type %d unknown", c->norm_type);
     LLM__CHECK(c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_POST, "norm_pos %d unknown", c->norm_pos);
     LLM__CHECK(c->final_norm == 0 || c->final_norm == 1, "final_norm %d must be 0 or 1", c->final_norm);
@@ -395,21 +483,28 @@ static const float *llm__layer_vector(const llm_tensor *t, int l) {
     return t->base ? (const float *)(const void *)(t->base + (size_t)l * t->stride) : NULL;
 }
 
-/* llama2.c legacy: 7 int32, then f32 tensors each stacked over layers. */
-static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n) {
+/* The seven int32 of every llama2.c header, and the settings llama2.c implies:
+ * pre-RMSNorm with a final norm, eps 1e-5, RoPE theta 10000 on interleaved pairs. */
+static int llm__llama2c_config(llm_model *m, const unsigned char *h, int format) {
     llm_config *c = &m->cfg;
-    if (n < 28) return llm__fail(m, LLM_ERR_SIZE, "file too short for a llama2.c header (28 bytes)");
-    c->dim = llm__i32(b); c->hidden_dim = llm__i32(b + 4); c->n_layers = llm__i32(b + 8);
-    c->n_heads = llm__i32(b + 12); c->n_kv_heads = llm__i32(b + 16);
-    int vocab = llm__i32(b + 20);
-    c->seq_len = llm__i32(b + 24);
-    c->shared_classifier = vocab > 0;
+    c->dim = llm__i32(h); c->hidden_dim = llm__i32(h + 4); c->n_layers = llm__i32(h + 8);
+    c->n_heads = llm__i32(h + 12); c->n_kv_heads = llm__i32(h + 16);
+    int vocab = llm__i32(h + 20);
+    c->seq_len = llm__i32(h + 24);
+    c->shared_classifier = vocab > 0;   /* ak42 files overwrite this from their flag */
     c->vocab_size = vocab == INT32_MIN ? 0 : (vocab < 0 ? -vocab : vocab);
     c->head_size = c->n_heads > 0 ? c->dim / c->n_heads : 0;
     c->norm_type = LLM_NORM_RMS; c->norm_pos = LLM_NORM_PRE; c->final_norm = 1;
     c->norm_eps = 1e-5f; c->rope_theta = 10000.0f; c->rope_layout = LLM_ROPE_INTERLEAVED;
-    c->weight_type = LLM_F32; c->group_size = 0; c->norm_bias = 0; c->format = LLM_FORMAT_LEGACY;
-    int st = llm_check_config(m);
+    c->weight_type = LLM_F32; c->group_size = 0; c->norm_bias = 0; c->format = format;
+    return llm_check_config(m);
+}
+
+/* llama2.c legacy: 7 int32, then f32 tensors each stacked over layers. */
+static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n) {
+    llm_config *c = &m->cfg;
+    if (n < 28) return llm__fail(m, LLM_ERR_SIZE, "file too short for a llama2.c header (28 bytes)");
+    int st = llm__llama2c_config(m, b, LLM_FORMAT_LEGACY);
     if (st != LLM_OK) return st;
 
     size_t L = (size_t)c->n_layers, D = (size_t)c->dim, H = (size_t)c->hidden_dim, V = (size_t)c->vocab_size;
@@ -422,7 +517,7 @@ static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n) {
     size_t want = 28;
     for (int i = 0; i < 13; i++) want = llm__add(want, llm__mul(counts[i], 4));
     if (want != n) {
-        snprintf(m->error, sizeof m->error,
+        llm__fmt(m->error, sizeof m->error,
                  "checkpoint is %zu bytes but its header (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, seq_len %d) implies %zu: truncated or not a llama2.c file",
                  n, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len, want);
         return LLM_ERR_SIZE;
@@ -462,7 +557,7 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
     if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than the 256-byte LLMW header: truncated");
     uint32_t version = llm__u32(b + 4);
     if (version > LLM_VERSION) {
-        snprintf(m->error, sizeof m->error,
+        llm__fmt(m->error, sizeof m->error,
                  "checkpoint format version %u is newer than this engine reads (%d): update the engine",
                  (unsigned)version, LLM_VERSION);
         return LLM_ERR_VERSION;
@@ -507,7 +602,7 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
     size_t end = c->shared_classifier ? llm__add(o_final, (nb - 1) * vec + D * 4)
                                       : llm__add(o_cls, llm__matrix_bytes(c, V, D, &cls_so));
     if (end == SIZE_MAX || (uint64_t)end != file_size || file_size != (uint64_t)n) {
-        snprintf(m->error, sizeof m->error,
+        llm__fmt(m->error, sizeof m->error,
                  "checkpoint is %zu bytes, its header records %llu and its shape implies %zu: truncated or corrupt; re-export with export.py",
                  n, (unsigned long long)file_size, end);
         return LLM_ERR_SIZE;
@@ -544,14 +639,89 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
     return LLM_OK;
 }
 
+/* llama2.c's versioned files: "ak42", version, the 7 int32, a shared-classifier
+ * byte (version 2: then an int32 group size), padding to 256 bytes. Then the
+ * f32 norms (all attention norms, all FFN norms, the final norm) and the
+ * matrices, each stacked over layers: tok_embeddings, wq, wk, wv, wo, w1, w2,
+ * w3, the classifier if not shared. Version 1 stores them as f32; version 2
+ * as int8 values followed by f32 scales, one per group of the flattened
+ * tensor, tensor by tensor and layer by layer. */
+static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n) {
+    llm_config *c = &m->cfg;
+    if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than llama2.c's 256-byte ak42 header: truncated");
+    int version = llm__i32(b + 4);
+    if (version != 1 && version != 2) {
+        llm__fmt(m->error, sizeof m->error, "llama2.c ak42 version %d is not read (versions 1 and 2 are): convert it with export.py", version);
+        return LLM_ERR_VERSION;
+    }
+    int st = llm__llama2c_config(m, b + 8, version == 1 ? LLM_FORMAT_AK42_V1 : LLM_FORMAT_AK42_V2);
+    if (st != LLM_OK) return st;
+    if (b[36] > 1) return llm__fail(m, LLM_ERR_FORMAT, "ak42 shared_classifier byte is not 0 or 1: corrupt header");
+    c->shared_classifier = b[36];
+    size_t L = (size_t)c->n_layers, D = (size_t)c->dim, H = (size_t)c->hidden_dim, V = (size_t)c->vocab_size;
+    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
+    size_t G = 0;
+    if (version == 2) {
+        c->weight_type = LLM_Q8_0;
+        c->group_size = llm__i32(b + 37);
+        G = (size_t)c->group_size;
+        if (c->group_size <= 0 || c->group_size > 4096 || c->group_size % 4)
+            return llm__fail(m, LLM_ERR_CONFIG, "ak42 int8 group size must be a positive multiple of 4 (at most 4096)");
+        if (D % G || H % G || qd % G) {
+            llm__fmt(m->error, sizeof m->error,
+                     "ak42 int8 groups of %zu span matrix rows (dim %zu, hidden %zu): convert it with export.py", G, D, H);
+            return LLM_ERR_FORMAT;
+        }
+    }
+    /* bytes of one (rows, cols) matrix, and where its scales start */
+#define LLM__AK_BYTES(rows, cols) (version == 1 ? llm__mul(llm__mul(rows, cols), 4) \
+                                                : llm__add(llm__mul(rows, cols), llm__mul(llm__mul(rows, cols) / G, 4)))
+#define LLM__AK_SCALES(rows, cols) (version == 1 ? 0 : llm__mul(rows, cols))
+    size_t off = LLM_HEADER_SIZE;
+    size_t o_attn = off, o_ffn = o_attn + L * D * 4, o_final = o_ffn + L * D * 4;
+    off = o_final + D * 4;
+    size_t sizes[9] = { LLM__AK_BYTES(V, D), LLM__AK_BYTES(qd, D), LLM__AK_BYTES(kvd, D), LLM__AK_BYTES(kvd, D),
+                        LLM__AK_BYTES(D, qd), LLM__AK_BYTES(H, D), LLM__AK_BYTES(D, H), LLM__AK_BYTES(H, D),
+                        c->shared_classifier ? 0 : LLM__AK_BYTES(V, D) };
+    size_t starts[9];
+    for (int i = 0; i < 9; i++) {
+        starts[i] = off;
+        off = llm__add(off, (i == 0 || i == 8) ? sizes[i] : llm__mul(sizes[i], L));
+    }
+    if (off != n) {
+        llm__fmt(m->error, sizeof m->error, "checkpoint is %zu bytes but its ak42 version %d header implies %zu: truncated or corrupt",
+                 n, version, off);
+        return LLM_ERR_SIZE;
+    }
+    llm_weights *w = &m->w;
+    memset(w, 0, sizeof *w);
+    w->attn_norm = llm__tensor(b + o_attn, D * 4, 1, (int)D);
+    w->ffn_norm = llm__tensor(b + o_ffn, D * 4, 1, (int)D);
+    w->final_norm = (const float *)(const void *)(b + o_final);
+    size_t so_emb = LLM__AK_SCALES(V, D);
+    w->tok_embeddings = llm__matrix(b + starts[0], version == 2 ? (const float *)(const void *)(b + starts[0] + so_emb) : NULL,
+                                    c->weight_type, (int)V, (int)D, c->group_size);
+    llm_tensor *mats[7] = { &w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3 };
+    size_t rows[7] = { qd, kvd, kvd, D, H, D, H }, cols[7] = { D, D, D, qd, D, H, D };
+    for (int i = 0; i < 7; i++) {
+        *mats[i] = llm__tensor(b + starts[i + 1], sizes[i + 1], (int)rows[i], (int)cols[i]);
+        mats[i]->scale_offset = LLM__AK_SCALES(rows[i], cols[i]);
+    }
+    w->classifier = c->shared_classifier ? w->tok_embeddings
+        : llm__matrix(b + starts[8], version == 2 ? (const float *)(const void *)(b + starts[8] + so_emb) : NULL,
+                      c->weight_type, (int)V, (int)D, c->group_size);
+#undef LLM__AK_BYTES
+#undef LLM__AK_SCALES
+    return LLM_OK;
+}
+
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes) {
     const unsigned char *b = (const unsigned char *)bytes;
     memset(m, 0, sizeof *m);
     if (!b) return llm__fail(m, LLM_ERR_ARG, "no checkpoint bytes given");
     if ((uintptr_t)b % 4 != 0) return llm__fail(m, LLM_ERR_ARG, "checkpoint bytes must be 4-byte aligned in memory");
     if (n_bytes >= 4 && memcmp(b, LLM_MAGIC, 4) == 0) return llm__load_llmw(m, b, n_bytes);
-    if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u)
-        return llm__fail(m, LLM_ERR_FORMAT, "llama2.c versioned (ak42) checkpoints are not read yet: convert with export.py");
+    if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u) return llm__load_ak42(m, b, n_bytes);
     return llm__load_legacy(m, b, n_bytes);
 }
 
@@ -559,30 +729,49 @@ int llm_load(llm_model *m, const void *bytes, size_t n_bytes) {
 /* Size plan                                                              */
 /* ===================================================================== */
 
-llm_plan llm_state_plan(const llm_config *c, int ctx_len, int max_batch, int all_logits) {
+/* The options with their defaults filled in. */
+static llm_state_options llm__options(const llm_config *c, const llm_state_options *o) {
+    llm_state_options r;
+    memset(&r, 0, sizeof r);
+    if (o) r = *o;
+    if (r.ctx_len == 0) r.ctx_len = c->seq_len;
+    if (r.max_batch == 0) r.max_batch = 1;
+    return r;
+}
+
+static size_t llm__kv_elem_bytes(int kv_type) { return kv_type == LLM_KV_F32 ? 4 : kv_type == LLM_KV_F16 ? 2 : 1; }
+
+llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
+    llm_state_options o = llm__options(c, opt);
     llm_plan p;
-    size_t B = (size_t)(max_batch > 0 ? max_batch : 1), D = (size_t)c->dim, H = (size_t)c->hidden_dim;
+    size_t B = (size_t)(o.max_batch > 0 ? o.max_batch : 1), D = (size_t)c->dim, H = (size_t)c->hidden_dim;
+    size_t ctx = (size_t)(o.ctx_len > 0 ? o.ctx_len : 0), L = (size_t)c->n_layers;
     size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
     size_t widest = D > H ? D : H, groups = c->group_size > 0 ? (widest + c->group_size - 1) / c->group_size : 0;
     p.x = llm__mul(B * D, 4);
     p.xb = llm__mul(B * (D > qd ? D : qd), 4);
     p.xb2 = p.x;
     p.q = llm__mul(B * qd, 4);
+    p.kv_new = llm__mul(B * kvd, 4);
     p.hb = llm__mul(B * H, 4);
     p.hb2 = p.hb;
     p.rope = llm__mul(B * (size_t)c->head_size, 4);
-    p.logits = llm__mul((all_logits ? B : 1) * (size_t)c->vocab_size, 4);
+    p.logits = llm__mul((o.all_logits ? B : 1) * (size_t)c->vocab_size, 4);
     p.act_q = c->weight_type == LLM_Q8_0 ? llm__add(llm__align(B * widest), llm__mul(B * groups, 4)) : 0;
-    p.key_cache = llm__mul(llm__mul((size_t)c->n_layers * (size_t)(ctx_len > 0 ? ctx_len : 0), kvd), 4);
+    p.key_cache = llm__mul(llm__mul(L * ctx, kvd), llm__kv_elem_bytes(o.kv_type));
     p.value_cache = p.key_cache;
-    size_t parts[11] = { p.x, p.xb, p.xb2, p.q, p.hb, p.hb2, p.rope, p.logits, p.act_q, p.key_cache, p.value_cache };
+    /* int8 cache: one f16 scale per (layer, position, kv head), keys and values */
+    p.kv_scales = o.kv_type == LLM_KV_Q8 ? llm__mul(L * ctx * (size_t)c->n_kv_heads, 2) : 0;
+    size_t parts[14] = { p.x, p.xb, p.xb2, p.q, p.kv_new, p.kv_new, p.hb, p.hb2, p.rope, p.logits, p.act_q,
+                         p.key_cache, p.value_cache, p.kv_scales };
     p.total = 0;
-    for (int i = 0; i < 11; i++) p.total = llm__add(p.total, llm__align(parts[i]));
+    for (int i = 0; i < 14; i++) p.total = llm__add(p.total, llm__align(parts[i]));
+    p.total = llm__add(p.total, llm__align(p.kv_scales));   /* value scales */
     return p;
 }
 
-size_t llm_state_size(const llm_config *c, int ctx_len, int max_batch, int all_logits) {
-    return llm_state_plan(c, ctx_len, max_batch, all_logits).total;
+size_t llm_state_size(const llm_config *c, const llm_state_options *o) {
+    return llm_state_plan(c, o).total;
 }
 
 /* Carve `bytes` from the arena at *at, aligned. */
@@ -592,34 +781,42 @@ static void *llm__carve(unsigned char *arena, size_t *at, size_t bytes) {
     return p;
 }
 
-int llm_state_init(llm_state *s, const llm_model *m, int ctx_len, int max_batch, int all_logits,
+int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *opt,
                    void *arena, size_t arena_size) {
     const llm_config *c = &m->cfg;
+    llm_state_options o = llm__options(c, opt);
     memset(s, 0, sizeof *s);
     s->n_threads = 1;
-    if (ctx_len < 1 || ctx_len > c->seq_len) {
-        snprintf(s->error, sizeof s->error, "context length %d out of range (1..%d, the model's seq_len)", ctx_len, c->seq_len);
+    if (o.ctx_len < 1 || o.ctx_len > c->seq_len) {
+        llm__fmt(s->error, sizeof s->error, "context length %d out of range (1..%d, the model's seq_len)", o.ctx_len, c->seq_len);
         return LLM_ERR_ARG;
     }
-    if (max_batch < 1 || max_batch > ctx_len) {
-        snprintf(s->error, sizeof s->error, "batch size %d out of range (1..%d)", max_batch, ctx_len);
+    if (o.max_batch < 1 || o.max_batch > o.ctx_len) {
+        llm__fmt(s->error, sizeof s->error, "batch size %d out of range (1..%d)", o.max_batch, o.ctx_len);
         return LLM_ERR_ARG;
     }
-    llm_plan p = llm_state_plan(c, ctx_len, max_batch, all_logits);
+    if (o.kv_type < LLM_KV_F32 || o.kv_type > LLM_KV_Q8) {
+        llm__fmt(s->error, sizeof s->error, "KV cache type %d unknown (f32, f16 or q8)", o.kv_type);
+        return LLM_ERR_ARG;
+    }
+    llm_plan p = llm_state_plan(c, &o);
     if (p.total == SIZE_MAX || arena_size < p.total || !arena || (uintptr_t)arena % LLM_ALIGN) {
-        snprintf(s->error, sizeof s->error, "arena of %zu bytes at %p is too small or not %d-aligned: need %zu",
+        llm__fmt(s->error, sizeof s->error, "arena of %zu bytes at %p is too small or not %d-aligned: need %zu",
                  arena_size, arena, LLM_ALIGN, p.total);
         return LLM_ERR_ARENA;
     }
     unsigned char *a = (unsigned char *)arena;
     size_t at = 0;
-    s->ctx_len = ctx_len;
-    s->max_batch = max_batch;
-    s->all_logits = all_logits ? 1 : 0;
+    s->ctx_len = o.ctx_len;
+    s->max_batch = o.max_batch;
+    s->all_logits = o.all_logits ? 1 : 0;
+    s->kv_type = o.kv_type;
     s->x = (float *)llm__carve(a, &at, p.x);
     s->xb = (float *)llm__carve(a, &at, p.xb);
     s->xb2 = (float *)llm__carve(a, &at, p.xb2);
     s->q = (float *)llm__carve(a, &at, p.q);
+    s->k_new = (float *)llm__carve(a, &at, p.kv_new);
+    s->v_new = (float *)llm__carve(a, &at, p.kv_new);
     s->hb = (float *)llm__carve(a, &at, p.hb);
     s->hb2 = (float *)llm__carve(a, &at, p.hb2);
     s->rope = (float *)llm__carve(a, &at, p.rope);
@@ -627,10 +824,12 @@ int llm_state_init(llm_state *s, const llm_model *m, int ctx_len, int max_batch,
     s->act_q = (int8_t *)llm__carve(a, &at, p.act_q);
     if (p.act_q) {
         size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, widest = D > H ? D : H;
-        s->act_scale = (float *)(void *)((unsigned char *)s->act_q + llm__align((size_t)max_batch * widest));
+        s->act_scale = (float *)(void *)((unsigned char *)s->act_q + llm__align((size_t)o.max_batch * widest));
     }
-    s->key_cache = (float *)llm__carve(a, &at, p.key_cache);
-    s->value_cache = (float *)llm__carve(a, &at, p.value_cache);
+    s->key_cache = llm__carve(a, &at, p.key_cache);
+    s->value_cache = llm__carve(a, &at, p.value_cache);
+    s->key_scale = (uint16_t *)llm__carve(a, &at, p.kv_scales);
+    s->value_scale = (uint16_t *)llm__carve(a, &at, p.kv_scales);
     MODEL_ASSERT(at == p.total);
     memset(arena, 0, p.total);
     return LLM_OK;
@@ -1060,20 +1259,74 @@ static void llm__rope(float *v, int n_heads, const float *rope, const llm_config
     }
 }
 
+/* ---- the KV cache: rows of n_kv_heads*head_size in f32, f16, or int8 with
+ * one f16 scale per head (max |v| / 127) ---- */
+
+/* Store row v (kvd,) at position pos of one layer's cache. */
+static void llm__kv_store(void *cache, uint16_t *scales, int kv_type, size_t pos, const float *v, int n_heads, int hs) {
+    size_t kvd = (size_t)n_heads * hs;
+    if (kv_type == LLM_KV_F32) {
+        memcpy((float *)cache + pos * kvd, v, kvd * 4);
+    } else if (kv_type == LLM_KV_F16) {
+        uint16_t *dst = (uint16_t *)cache + pos * kvd;
+        for (size_t i = 0; i < kvd; i++) dst[i] = llm_f32_to_f16(v[i]);
+    } else {
+        int8_t *dst = (int8_t *)cache + pos * kvd;
+        for (int h = 0; h < n_heads; h++) {
+            const float *vh = v + (size_t)h * hs;
+            float amax = 0.0f;
+            for (int i = 0; i < hs; i++) amax = fmaxf(amax, fabsf(vh[i]));
+            uint16_t sc = llm_f32_to_f16(amax / 127.0f);
+            float scale = llm_f16_to_f32(sc), inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+            scales[pos * (size_t)n_heads + (size_t)h] = sc;
+            for (int i = 0; i < hs; i++) {
+                long q = lroundf(vh[i] * inv);
+                dst[(size_t)h * hs + (size_t)i] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+            }
+        }
+    }
+}
+
+/* Head kvh's row at position j as f32: a pointer into an f32 cache, or
+ * converted into tmp (hs,). */
+static const float *llm__kv_row(const void *cache, const uint16_t *scales, int kv_type, size_t j, int kvh,
+                                int n_heads, int hs, float *tmp) {
+    size_t at = (j * (size_t)n_heads + (size_t)kvh) * (size_t)hs;
+    if (kv_type == LLM_KV_F32) return (const float *)cache + at;
+    if (kv_type == LLM_KV_F16) {
+        const uint16_t *src = (const uint16_t *)cache + at;
+        for (int i = 0; i < hs; i++) tmp[i] = llm_f16_to_f32(src[i]);
+    } else {
+        const int8_t *src = (const int8_t *)cache + at;
+        float scale = llm_f16_to_f32(scales[j * (size_t)n_heads + (size_t)kvh]);
+        for (int i = 0; i < hs; i++) tmp[i] = (float)src[i] * scale;
+    }
+    return tmp;
+}
+
+/* One layer's cache for the attention of one head. */
+typedef struct llm__kv_view {
+    const void *k, *v;
+    const uint16_t *k_scale, *v_scale;
+    int type, n_heads, hs;
+} llm__kv_view;
+
 #define LLM__KEY_BLOCK 32
+#define LLM__MAX_HEAD 512   /* head sizes the attention's stack rows allow */
 
 /* One query head over cache positions 0..last: out (hs,) = softmax(q.K/sqrt(hs)) V.
  * Keys in blocks with a running max (online softmax): no score row in memory. */
-static void llm__attend_head(float *out, const float *q, const float *kc, const float *vc, int last,
-                             int kv_stride, int hs) {
-    float scores[LLM__KEY_BLOCK];
+static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv, int kvh, int last) {
+    float scores[LLM__KEY_BLOCK], row[LLM__MAX_HEAD];
+    int hs = kv->hs;
     float run_max = -INFINITY, run_sum = 0.0f, sqrt_hs = sqrtf((float)hs);
     for (int i = 0; i < hs; i++) out[i] = 0.0f;
     for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
         int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
         float block_max = -INFINITY;
         for (int j = 0; j < len; j++) {
-            scores[j] = llm__dot_f32(q, kc + (size_t)(j0 + j) * kv_stride, hs) / sqrt_hs;
+            const float *k = llm__kv_row(kv->k, kv->k_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
+            scores[j] = llm__dot_f32(q, k, hs) / sqrt_hs;
             if (scores[j] > block_max) block_max = scores[j];
         }
         if (block_max > run_max) { /* rescale what was summed so far */
@@ -1084,7 +1337,7 @@ static void llm__attend_head(float *out, const float *q, const float *kc, const 
         }
         for (int j = 0; j < len; j++) {
             float p = expf(scores[j] - run_max);
-            const float *v = vc + (size_t)(j0 + j) * kv_stride;
+            const float *v = llm__kv_row(kv->v, kv->v_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
             run_sum += p;
             for (int i = 0; i < hs; i++) out[i] += p * v[i];
         }
@@ -1110,29 +1363,39 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     const llm_config *c = &m->cfg;
     int hs = c->head_size, kvd = c->n_kv_heads * hs, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads;
     int nt = s->n_threads;
-    float *kc = s->key_cache + (size_t)l * s->ctx_len * kvd;
-    float *vc = s->value_cache + (size_t)l * s->ctx_len * kvd;
+    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * c->n_kv_heads;
+    size_t eb = llm__kv_elem_bytes(s->kv_type);
+    llm__kv_view kv;
+    kv.k = (const unsigned char *)s->key_cache + l * layer_elems * eb;
+    kv.v = (const unsigned char *)s->value_cache + l * layer_elems * eb;
+    kv.k_scale = s->key_scale ? s->key_scale + l * layer_scales : NULL;
+    kv.v_scale = s->value_scale ? s->value_scale + l * layer_scales : NULL;
+    kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = hs;
     llm_matrix wq = llm__layer_matrix(m, &m->w.wq, l), wk = llm__layer_matrix(m, &m->w.wk, l);
     llm_matrix wv = llm__layer_matrix(m, &m->w.wv, l), wo = llm__layer_matrix(m, &m->w.wo, l);
 
-    /* q, k, v = Wq a, Wk a, Wv a; k and v land in the cache rows pos..pos+T-1 */
+    /* q, k, v = Wq a, Wk a, Wv a */
     llm__matmul(s->q, &wq, a, T, s);
-    llm__matmul(kc + (size_t)pos * kvd, &wk, a, T, s);
-    llm__matmul(vc + (size_t)pos * kvd, &wv, a, T, s);
+    llm__matmul(s->k_new, &wk, a, T, s);
+    llm__matmul(s->v_new, &wv, a, T, s);
 
-    /* RoPE on q and k at each token's position */
+    /* RoPE on q and k at each token's position; k and v into the cache rows pos..pos+T-1 */
     LLM__PARALLEL_FOR(nt, (long)T * qd * 8 >= LLM_PARALLEL_MIN_WORK)
     for (int t = 0; t < T; t++) {
         llm__rope(s->q + (size_t)t * qd, c->n_heads, s->rope + (size_t)t * hs, c);
-        llm__rope(kc + (size_t)(pos + t) * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
+        llm__rope(s->k_new + (size_t)t * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
+        llm__kv_store((unsigned char *)s->key_cache + l * layer_elems * eb, s->key_scale ? s->key_scale + l * layer_scales : NULL,
+                      s->kv_type, (size_t)(pos + t), s->k_new + (size_t)t * kvd, c->n_kv_heads, hs);
+        llm__kv_store((unsigned char *)s->value_cache + l * layer_elems * eb, s->value_scale ? s->value_scale + l * layer_scales : NULL,
+                      s->kv_type, (size_t)(pos + t), s->v_new + (size_t)t * kvd, c->n_kv_heads, hs);
     }
 
     /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t */
     LLM__PARALLEL_FOR(nt, (long)T * qd * (pos + T) * 2 >= LLM_PARALLEL_MIN_WORK)
     for (int th = 0; th < T * c->n_heads; th++) {
-        int t = th / c->n_heads, h = th % c->n_heads, kvh = h / group;
+        int t = th / c->n_heads, h = th % c->n_heads;
         llm__attend_head(s->xb + (size_t)t * qd + (size_t)h * hs, s->q + (size_t)t * qd + (size_t)h * hs,
-                         kc + (size_t)kvh * hs, vc + (size_t)kvh * hs, pos + t, kvd, hs);
+                         &kv, h / group, pos + t);
     }
 
     /* out = Wo concat(heads) */
@@ -1159,21 +1422,21 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
     const llm_config *c = &m->cfg;
     int D = c->dim, nt = s->n_threads > 0 ? s->n_threads : 1;
     if (T < 1 || T > s->max_batch) {
-        snprintf(s->error, sizeof s->error, "batch of %d tokens out of range (1..%d)", T, s->max_batch);
+        llm__fmt(s->error, sizeof s->error, "batch of %d tokens out of range (1..%d)", T, s->max_batch);
         return LLM_ERR_ARG;
     }
     if (pos < 0 || pos > s->ctx_len - T) {
-        snprintf(s->error, sizeof s->error, "positions %d..%d exceed the context of %d", pos, pos + T - 1, s->ctx_len);
+        llm__fmt(s->error, sizeof s->error, "positions %d..%d exceed the context of %d", pos, pos + T - 1, s->ctx_len);
         return LLM_ERR_ARG;
     }
     for (int t = 0; t < T; t++) {
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size) {
-            snprintf(s->error, sizeof s->error, "token id %d out of range (0..%d)", tokens[t], c->vocab_size - 1);
+            llm__fmt(s->error, sizeof s->error, "token id %d out of range (0..%d)", tokens[t], c->vocab_size - 1);
             return LLM_ERR_ARG;
         }
     }
     if (which_logits == LLM_LOGITS_ALL && !s->all_logits) {
-        snprintf(s->error, sizeof s->error, "logits of every token asked for, but the state was planned for the last only");
+        llm__fmt(s->error, sizeof s->error, "logits of every token asked for, but the state was planned for the last only");
         return LLM_ERR_ARG;
     }
     s->n_threads = nt;

@@ -9,6 +9,7 @@
 #define MODEL_IMPLEMENTATION
 #include "model.h"
 #include "tokenizer.h"
+#include "sampler.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -87,107 +88,14 @@ static void unmap_file(file_bytes *f) {
 }
 
 /* ===================================================================== */
-/* Sampler: llama2.c's temperature / top-p / xorshift, plus top-k         */
-/* ===================================================================== */
-
-typedef struct prob_index {
-    float prob;
-    int index;
-} prob_index;
-
-typedef struct sampler {
-    int vocab_size;
-    float temperature;      /* 0: argmax                                   */
-    float topp;             /* nucleus mass; <= 0 or >= 1: off              */
-    int topk;               /* keep the k most probable; 0: off             */
-    uint64_t rng_state;     /* xorshift64*                                  */
-    prob_index *candidates; /* (vocab,) scratch                             */
-} sampler;
-
-static uint32_t random_u32(uint64_t *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-static float random_f32(uint64_t *state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
-
-static int sample_argmax(const float *p, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++) if (p[i] > p[best]) best = i;
-    return best;
-}
-
-/* Draw from the whole distribution p (n,) with coin in [0,1). */
-static int sample_multinomial(const float *p, int n, float coin) {
-    float cdf = 0.0f;
-    for (int i = 0; i < n; i++) {
-        cdf += p[i];
-        if (coin < cdf) return i;
-    }
-    return n - 1;
-}
-
-static int compare_prob_desc(const void *a, const void *b) {
-    const prob_index *x = (const prob_index *)a, *y = (const prob_index *)b;
-    if (x->prob > y->prob) return -1;
-    if (x->prob < y->prob) return 1;
-    return 0;
-}
-
-/* Top-k then top-p over p (n,): sort the candidates by probability, keep the
- * k best (if k > 0), then the smallest prefix whose mass exceeds topp (if on),
- * and draw with coin scaled to the kept mass. With top-k off this is exactly
- * llama2.c's sample_topp, including its cutoff that skips tiny probabilities. */
-static int sample_top(const float *p, int n, int topk, float topp, float coin, prob_index *cand) {
-    int n0 = 0;
-    int use_topp = topp > 0.0f && topp < 1.0f;
-    if (topk > 0 && topk < n) {
-        for (int i = 0; i < n; i++) { cand[i].index = i; cand[i].prob = p[i]; }
-        qsort(cand, (size_t)n, sizeof *cand, compare_prob_desc);
-        n0 = topk;
-    } else {
-        const float cutoff = (1.0f - topp) / (float)(n - 1);
-        for (int i = 0; i < n; i++) {
-            if (p[i] >= cutoff) { cand[n0].index = i; cand[n0].prob = p[i]; n0++; }
-        }
-        qsort(cand, (size_t)n0, sizeof *cand, compare_prob_desc);
-    }
-    float mass = 0.0f;
-    int last = n0 - 1;
-    for (int i = 0; i < n0; i++) {
-        mass += cand[i].prob;
-        if (use_topp && mass > topp) { last = i; break; }
-    }
-    float r = coin * mass, cdf = 0.0f;
-    for (int i = 0; i <= last; i++) {
-        cdf += cand[i].prob;
-        if (r < cdf) return cand[i].index;
-    }
-    return cand[last].index;
-}
-
-/* Next token from logits (vocab,), which it overwrites with probabilities. */
-static int sample(sampler *s, float *logits) {
-    if (s->temperature == 0.0f) return sample_argmax(logits, s->vocab_size);
-    for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
-    llm_softmax(logits, s->vocab_size);
-    float coin = random_f32(&s->rng_state);
-    int use_topp = s->topp > 0.0f && s->topp < 1.0f;
-    if (!use_topp && (s->topk <= 0 || s->topk >= s->vocab_size))
-        return sample_multinomial(logits, s->vocab_size, coin);
-    return sample_top(logits, s->vocab_size, s->topk, s->topp, coin, s->candidates);
-}
-
-/* ===================================================================== */
 /* Options                                                                */
 /* ===================================================================== */
 
 typedef struct options {
     const char *checkpoint, *tokenizer, *prompt, *system_prompt, *mode, *eval_file;
     float temperature, topp;
-    int topk, steps, threads, ctx, info;
+    int topk, steps, threads, ctx, info, kv_type;
+    int tokenizer_given;                   /* -z was on the command line */
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
     float norm_eps;                        /* 0: the checkpoint's  */
@@ -210,11 +118,13 @@ static void usage(FILE *out) {
         "  -f <file>    text file to score in eval mode\n"
         "  --threads N  threads (OpenMP), default: all cores\n"
         "  --ctx N      context length (KV cache positions), default the model's seq_len\n"
+        "  --kv f32|f16|q8  KV cache storage (q8: int8 with a scale per head), default f32\n"
         "  --norm rms|layer        norm type (default: the checkpoint's)\n"
         "  --norm-pos pre|post     norm position (default: the checkpoint's)\n"
         "  --final-norm on|off     norm before the LM head (default: on for pre, off for post)\n"
         "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
         "  --info       print the model's configuration and memory plan, then exit\n"
+        "               (the tokenizer's share only when -z is given)\n"
         "  --help       this text\n"
         "Modes:\n"
         "  generate  continue the prompt; text to stdout, statistics to stderr\n"
@@ -277,12 +187,15 @@ static options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "-s")) o.seed = parse_int(a, v, LLONG_MIN, LLONG_MAX);
         else if (!strcmp(a, "-n")) o.steps = (int)parse_int(a, v, 0, INT32_MAX);
         else if (!strcmp(a, "-i")) o.prompt = v;
-        else if (!strcmp(a, "-z")) o.tokenizer = v;
+        else if (!strcmp(a, "-z")) { o.tokenizer = v; o.tokenizer_given = 1; }
         else if (!strcmp(a, "-m")) o.mode = v;
         else if (!strcmp(a, "-y")) o.system_prompt = v;
         else if (!strcmp(a, "-f")) o.eval_file = v;
         else if (!strcmp(a, "--threads")) o.threads = (int)parse_int(a, v, 1, 1024);
         else if (!strcmp(a, "--ctx")) o.ctx = (int)parse_int(a, v, 1, LLM_MAX_SEQ);
+        else if (!strcmp(a, "--kv")) {
+            if ((o.kv_type = llm_parse_kv_type(v)) < 0) die(2, "--kv expects f32, f16 or q8, got '%s'", v);
+        }
         else if (!strcmp(a, "--norm")) {
             if ((o.norm_type = llm_parse_norm_type(v)) < 0) die(2, "--norm expects rms or layer, got '%s'", v);
         } else if (!strcmp(a, "--norm-pos")) {
@@ -359,9 +272,10 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
             c->seq_len, llm_dtype_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
-    fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, threads %d%s\n",
+    fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s\n",
             llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
-            (double)c->norm_eps, c->norm_bias ? ", with biases" : "", e->state.ctx_len, o->threads,
+            (double)c->norm_eps, c->norm_bias ? ", with biases" : "", e->state.ctx_len,
+            llm_kv_type_name(e->state.kv_type), o->threads,
 #ifdef _OPENMP
             ""
 #else
@@ -370,19 +284,24 @@ static void print_config(const engine *e, const options *o, FILE *out) {
     );
 }
 
-static void print_plan(const engine *e, const options *o, int max_batch, int all_logits) {
+static void print_plan(const engine *e) {
     const llm_config *c = &e->model.cfg;
-    llm_plan p = llm_state_plan(c, e->state.ctx_len, max_batch, all_logits);
+    llm_state_options so = { e->state.ctx_len, e->state.max_batch, e->state.all_logits, e->state.kv_type };
+    llm_plan p = llm_state_plan(c, &so);
     double MB = 1024.0 * 1024.0;
-    (void)o;
-    printf("memory plan (context %d, batch %d):\n", e->state.ctx_len, max_batch);
+    printf("memory plan (context %d, batch %d, %s KV cache):\n", so.ctx_len, so.max_batch, llm_kv_type_name(so.kv_type));
     printf("  weights      %12zu bytes  %8.2f MiB  (read in place from the file)\n", e->ckpt_file.size, e->ckpt_file.size / MB);
-    printf("  kv cache     %12zu bytes  %8.2f MiB\n", p.key_cache + p.value_cache, (p.key_cache + p.value_cache) / MB);
-    size_t act = p.total - p.key_cache - p.value_cache;
-    printf("  activations  %12zu bytes  %8.2f MiB  (x %zu, xb %zu, xb2 %zu, q %zu, hb %zu, hb2 %zu, rope %zu, logits %zu, q8 %zu)\n",
-           act, act / MB, p.x, p.xb, p.xb2, p.q, p.hb, p.hb2, p.rope, p.logits, p.act_q);
-    printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
-           e->tok_arena_size / MB, e->tok_file.size);
+    size_t kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
+    printf("  kv cache     %12zu bytes  %8.2f MiB  (keys %zu, values %zu, scales 2 x %zu)\n", kv, kv / MB,
+           p.key_cache, p.value_cache, p.kv_scales);
+    size_t act = p.total - kv;
+    printf("  activations  %12zu bytes  %8.2f MiB  (x %zu, xb %zu, xb2 %zu, q %zu, k/v 2 x %zu, hb %zu, hb2 %zu, rope %zu, logits %zu, q8 %zu; each part 64-aligned)\n",
+           act, act / MB, p.x, p.xb, p.xb2, p.q, p.kv_new, p.hb, p.hb2, p.rope, p.logits, p.act_q);
+    if (e->tok_file.data)
+        printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
+               e->tok_arena_size / MB, e->tok_file.size);
+    else
+        printf("  tokenizer    (none given: add -z FILE to include it)\n");
     printf("  total RAM    %12zu bytes  %8.2f MiB  (state arena %zu + tokenizer)\n", p.total + e->tok_arena_size,
            (p.total + e->tok_arena_size) / MB, p.total);
 }
@@ -396,9 +315,10 @@ static void open_engine(engine *e, const options *o, int max_batch, int all_logi
     int ctx = o->ctx ? o->ctx : c->seq_len;
     if (ctx > c->seq_len) die(2, "--ctx %d exceeds the model's seq_len %d", ctx, c->seq_len);
     if (max_batch > ctx) max_batch = ctx;
-    e->arena_size = llm_state_size(c, ctx, max_batch, all_logits);
+    llm_state_options so = { ctx, max_batch, all_logits, o->kv_type };
+    e->arena_size = llm_state_size(c, &so);
     e->arena = xmalloc(e->arena_size, "the state");
-    if (llm_state_init(&e->state, &e->model, ctx, max_batch, all_logits, e->arena, e->arena_size) != LLM_OK)
+    if (llm_state_init(&e->state, &e->model, &so, e->arena, e->arena_size) != LLM_OK)
         die(1, "%s", e->state.error);
     e->state.n_threads = o->threads;
 }
@@ -437,7 +357,7 @@ static void print_token(engine *e, int prev, int token) {
 
 #define PREFILL_BATCH_MAX 512
 
-static void generate(engine *e, const options *o, int *prompt, int n_prompt, sampler *smp) {
+static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm_sampler *smp) {
     int steps = o->steps;
     int ctx = e->state.ctx_len;
     if (steps == 0 || steps > ctx) {
@@ -456,7 +376,7 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, sam
     int token = prompt[n_prompt - 1], pos = n_prompt - 1, generated = 0, decoded = 0;
     double t_first = 0.0, t_decode0 = 0.0;
     for (;;) {
-        int next = sample(smp, e->state.logits);
+        int next = llm_sample(smp, e->state.logits);
         if (generated++ == 0) t_first = (t_decode0 = now_seconds()) - t0;
         if (next == TOK_BOS) break;
         print_token(e, token, next);
@@ -485,7 +405,7 @@ static int read_line(const char *prompt, char *buf, size_t size) {
 }
 
 /* Llama 2 chat: [INST] <<SYS>>...<</SYS>> user [/INST], answers until EOS. */
-static void chat(engine *e, const options *o, sampler *smp) {
+static void chat(engine *e, const options *o, llm_sampler *smp) {
     int ctx = e->state.ctx_len, steps = o->steps == 0 || o->steps > ctx ? ctx : o->steps;
     char user[4096], text[8192 + 64];
     int pos = 0, first_turn = 1;
@@ -511,7 +431,7 @@ static void chat(engine *e, const options *o, sampler *smp) {
         free(ids);
         fputs("Assistant: ", stdout);
         while (pos < steps) {
-            int next = sample(smp, e->state.logits);
+            int next = llm_sample(smp, e->state.logits);
             if (next == TOK_EOS) break;
             print_token(e, token, next);
             token = next;
@@ -615,30 +535,30 @@ int main(int argc, char **argv) {
     llm_model header;
     if (llm_load(&header, probe.data, probe.size) != LLM_OK) die(1, "checkpoint %s: %s", o.checkpoint, header.error);
     unmap_file(&probe);
-    load_tokenizer(&e, o.tokenizer, header.cfg.vocab_size);
+    if (!o.info || o.tokenizer_given) load_tokenizer(&e, o.tokenizer, header.cfg.vocab_size);
 
     int n_prompt = 0, *prompt = NULL;
-    if (!strcmp(o.mode, "generate")) prompt = encode_text(&e, o.prompt, 1, 0, &n_prompt);
-    if (is_eval) prompt = read_eval_tokens(&e, o.eval_file, &n_prompt);
+    if (!strcmp(o.mode, "generate") && e.tok_file.data) prompt = encode_text(&e, o.prompt, 1, 0, &n_prompt);
+    if (is_eval && e.tok_file.data) prompt = read_eval_tokens(&e, o.eval_file, &n_prompt);
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;
     if (max_batch > PREFILL_BATCH_MAX) max_batch = PREFILL_BATCH_MAX;
     if (max_batch < 1) max_batch = 1;
     open_engine(&e, &o, max_batch, is_eval);
     print_config(&e, &o, stderr);
     if (o.info) {
-        print_plan(&e, &o, e.state.max_batch, is_eval);
+        print_plan(&e);
         free(prompt);
         close_engine(&e);
         return 0;
     }
 
-    sampler smp;
+    llm_sampler smp;
     smp.vocab_size = e.model.cfg.vocab_size;
     smp.temperature = o.temperature;
     smp.topp = o.topp;
     smp.topk = o.topk;
     smp.rng_state = (uint64_t)o.seed;
-    smp.candidates = (prob_index *)xmalloc((size_t)smp.vocab_size * sizeof(prob_index), "the sampler");
+    smp.candidates = (llm_prob_index *)xmalloc((size_t)smp.vocab_size * sizeof(llm_prob_index), "the sampler");
 
     if (!strcmp(o.mode, "generate")) generate(&e, &o, prompt, n_prompt, &smp);
     else if (!strcmp(o.mode, "chat")) chat(&e, &o, &smp);

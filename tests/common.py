@@ -9,7 +9,7 @@ import os
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODELS = os.environ.get("LLM_MODELS", os.path.join(ROOT, "..", "shared", "models"))
+MODELS = os.path.abspath(os.environ.get("LLM_MODELS", os.path.join(ROOT, "..", "shared", "models")))
 RUN = os.environ.get("RUN", os.path.join(ROOT, "run"))
 TESTS = os.path.join(ROOT, "tests")
 BUILD = os.path.join(ROOT, "build")   # test binaries and scratch files (git-ignored)

@@ -3,7 +3,7 @@
  *
  *   build/logits CKPT --tokens 1,5,9 [--norm rms|layer] [--norm-pos pre|post]
  *                [--final-norm on|off] [--norm-eps E] [--mode prefill|decode|chunked]
- *                [--threads N] --out FILE
+ *                [--threads N] [--kv f32|f16|q8] [--ctx N] --out FILE
  * Writes float32 (T, vocab) row-major. prefill: one batch from position 0;
  * decode: one token per call; chunked: batches of 5 tokens.
  */
@@ -36,7 +36,7 @@ static void *read_file(const char *path, size_t *n) {
 
 int main(int argc, char **argv) {
     const char *ckpt = NULL, *tokens_arg = NULL, *out = NULL, *mode = "prefill";
-    int norm = -1, pos_ = -1, fin = -1, threads = 1;
+    int norm = -1, pos_ = -1, fin = -1, threads = 1, kv = LLM_KV_F32, ctx = 0;
     float eps = 0.0f;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -51,6 +51,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--final-norm")) { if ((fin = llm_parse_on_off(v)) < 0) fail("bad --final-norm", v); }
         else if (!strcmp(a, "--norm-eps")) eps = strtof(v, NULL);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--kv")) { if ((kv = llm_parse_kv_type(v)) < 0) fail("bad --kv", v); }
+        else if (!strcmp(a, "--ctx")) ctx = atoi(v);
         else fail("unknown option", a);
     }
     if (!ckpt || !tokens_arg || !out) fail("usage: logits CKPT --tokens 1,2,3 --out FILE", NULL);
@@ -77,11 +79,12 @@ int main(int argc, char **argv) {
 
     int batch = !strcmp(mode, "prefill") ? T : !strcmp(mode, "chunked") ? 5 : 1;
     if (batch > T) batch = T;
-    size_t need = llm_state_size(&m.cfg, m.cfg.seq_len, batch, 1);
+    llm_state_options so = { ctx ? ctx : m.cfg.seq_len, batch, 1, kv };
+    size_t need = llm_state_size(&m.cfg, &so);
     void *arena = NULL;
     if (posix_memalign(&arena, LLM_ALIGN, need) != 0) fail("out of memory", NULL);
     llm_state s;
-    if (llm_state_init(&s, &m, m.cfg.seq_len, batch, 1, arena, need) != LLM_OK) fail("state", s.error);
+    if (llm_state_init(&s, &m, &so, arena, need) != LLM_OK) fail("state", s.error);
     s.n_threads = threads;
 
     int V = m.cfg.vocab_size;

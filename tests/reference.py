@@ -202,17 +202,21 @@ def norm_apply(x, g, b, kind, eps):
     raise ValueError(f"unknown norm {kind!r}")
 
 
-def rope(x, theta):
-    """x (T, heads, hs) at positions 0..T-1; rotates interleaved pairs."""
+def rope(x, theta, layout="interleaved"):
+    """x (T, heads, hs) at positions 0..T-1. Pair i (angle pos * theta^(-2i/hs))
+    is (2i, 2i+1) in the interleaved layout (llama2.c, Meta) and (i, i + hs/2)
+    in the half-split one (Hugging Face's rotate_half)."""
     T, _, hs = x.shape
     i = torch.arange(hs // 2, dtype=DTYPE)
     freq = theta ** (-2.0 * i / hs)                         # (hs/2,)
     ang = torch.arange(T, dtype=DTYPE)[:, None] * freq      # (T, hs/2)
     cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
-    x0, x1 = x[..., 0::2], x[..., 1::2]
+    first, second = (slice(0, None, 2), slice(1, None, 2)) if layout == "interleaved" else \
+                    (slice(0, hs // 2), slice(hs // 2, hs))
+    x0, x1 = x[..., first], x[..., second]
     out = torch.empty_like(x)
-    out[..., 0::2] = x0 * cos - x1 * sin
-    out[..., 1::2] = x0 * sin + x1 * cos
+    out[..., first] = x0 * cos - x1 * sin
+    out[..., second] = x0 * sin + x1 * cos
     return out
 
 
@@ -223,7 +227,8 @@ def attention(a, lw, cfg, theta):
     q = (a @ lw["wq"].T).view(T, nh, hs)
     k = (a @ lw["wk"].T).view(T, nkv, hs)
     v = (a @ lw["wv"].T).view(T, nkv, hs)
-    q, k = rope(q, theta), rope(k, theta)
+    layout = cfg.get("rope_layout", "interleaved")
+    q, k = rope(q, theta, layout), rope(k, theta, layout)
     group = nh // nkv
     k = k.repeat_interleave(group, dim=1)   # query head h -> kv head h // group
     v = v.repeat_interleave(group, dim=1)

@@ -105,6 +105,17 @@ def test_tokenize_needs_no_checkpoint():
     assert ids[0] == 1 and len(ids) > 2, ids
 
 
+def test_compact_kv_cache():
+    """f16 cache: the greedy text unchanged; int8 cache: runs, and --info shows its smaller plan."""
+    rc, out, err = run(BASE + ["-t", "0", "-n", "200", "--kv", "f16"])
+    assert rc == 0 and out == golden("stories260K.greedy200.txt"), err
+    rc, out, err = run(BASE + ["-t", "0", "-n", "200", "--kv", "q8", "--ctx", "256"])
+    assert rc == 0 and out.startswith(b"Once upon a time"), err
+    rc, out, err = run(BASE + ["--info", "--kv", "q8", "--ctx", "256"])
+    # int8 keys and values: 5 layers * 256 positions * 32 bytes each, plus f16 scales per kv head
+    assert f"{2 * 5 * 256 * 32 + 2 * 5 * 256 * 4 * 2:12d} bytes" in out.decode(), out
+
+
 def test_info_prints_plan():
     rc, out, err = run(BASE + ["--info", "--ctx", "128"])
     assert rc == 0, err
@@ -182,7 +193,7 @@ def test_bad_arguments():
         (BASE + ["--bogus", "1"], ["--bogus"]), (BASE + ["-t"], ["-t"]), (BASE + ["--norm", "batch"], ["--norm"]),
         (BASE + ["--norm-pos", "middle"], ["--norm-pos"]), (BASE + ["--final-norm", "maybe"], ["--final-norm"]),
         (BASE + ["--norm-eps", "0"], ["--norm-eps"]), (BASE + ["--norm-eps", "-1e-5"], ["--norm-eps"]),
-        (BASE + ["--ctx", "0"], ["--ctx"]), (BASE + ["--ctx", "513"], ["seq_len"]),
+        (BASE + ["--ctx", "0"], ["--ctx"]), (BASE + ["--kv", "int4"], ["--kv"]), (BASE + ["--ctx", "513"], ["seq_len"]),
         (["-n", "5"], ["checkpoint"]), (BASE + ["-m", "eval"], ["-f"]),
         (BASE + ["extra.bin"], ["extra.bin"]), (BASE + ["-s", "12x"], ["-s"]),
     ]

@@ -282,12 +282,13 @@ static double max_rel_diff(const float *a, const float *b, size_t n) {
     return worst / (mag > 0 ? mag : 1);
 }
 
-static float *run_tokens(const llm_model *m, const int *tokens, int T, int batch, int threads) {
-    size_t need = llm_state_size(&m->cfg, m->cfg.seq_len, batch, 1);
+static float *run_tokens_kv(const llm_model *m, const int *tokens, int T, int batch, int threads, int kv) {
+    llm_state_options so = { m->cfg.seq_len, batch, 1, kv };
+    size_t need = llm_state_size(&m->cfg, &so);
     void *arena = NULL;
     if (posix_memalign(&arena, LLM_ALIGN, need) != 0) return NULL;
     llm_state s;
-    if (llm_state_init(&s, m, m->cfg.seq_len, batch, 1, arena, need) != LLM_OK) { free(arena); return NULL; }
+    if (llm_state_init(&s, m, &so, arena, need) != LLM_OK) { free(arena); return NULL; }
     s.n_threads = threads;
     int V = m->cfg.vocab_size;
     float *out = malloc((size_t)T * V * 4);
@@ -298,6 +299,10 @@ static float *run_tokens(const llm_model *m, const int *tokens, int T, int batch
     }
     free(arena);
     return out;
+}
+
+static float *run_tokens(const llm_model *m, const int *tokens, int T, int batch, int threads) {
+    return run_tokens_kv(m, tokens, T, batch, threads, LLM_KV_F32);
 }
 
 static void test_prefill_equals_decode(const llm_model *m) {
@@ -318,6 +323,31 @@ static void test_prefill_equals_decode(const llm_model *m) {
     }
 }
 
+/* compact KV caches: batched == one by one for each type, and close to f32 */
+#define TOL_KV_F16 2e-3     /* max |logit diff| / max |logit|, f16 cache  */
+#define TOL_KV_Q8 1e-1      /* the same for the int8 cache, per-head scales (seen 0.047) */
+static void test_kv_types(const llm_model *m) {
+    int tokens[40];
+    for (int i = 0; i < 40; i++) tokens[i] = i == 0 ? 1 : (i * 37 + 11) % m->cfg.vocab_size;
+    size_t n = (size_t)40 * m->cfg.vocab_size;
+    float *base = run_tokens(m, tokens, 40, 1, 1);
+    int types[2] = { LLM_KV_F16, LLM_KV_Q8 };
+    double tols[2] = { TOL_KV_F16, TOL_KV_Q8 };
+    for (int i = 0; i < 2; i++) {
+        float *one = run_tokens_kv(m, tokens, 40, 1, 1, types[i]), *batch = run_tokens_kv(m, tokens, 40, 40, 2, types[i]);
+        char name[80];
+        double d = max_rel_diff(batch, one, n);
+        snprintf(name, sizeof name, "kv_%s_prefill_eq_decode", llm_kv_type_name(types[i]));
+        check(d == 0.0, name, "max rel diff %g (want %g)", d, 0.0);
+        d = max_rel_diff(one, base, n);
+        snprintf(name, sizeof name, "kv_%s_close_to_f32", llm_kv_type_name(types[i]));
+        check(d <= tols[i], name, "max rel diff %g (tol %g)", d, tols[i]);
+        printf("   %s KV cache vs f32: max rel logit diff %.3g\n", llm_kv_type_name(types[i]), d);
+        free(one); free(batch);
+    }
+    free(base);
+}
+
 /* two models in one process, interleaved: each gives what it gives alone */
 static void test_two_models(const void *bytes, size_t n) {
     llm_model a, b;
@@ -327,12 +357,13 @@ static void test_two_models(const void *bytes, size_t n) {
     b.cfg.norm_pos = LLM_NORM_POST;
     int tokens[5] = { 1, 40, 77, 300, 12 };
     float *solo_a = run_tokens(&a, tokens, 5, 1, 1), *solo_b = run_tokens(&b, tokens, 5, 1, 1);
-    size_t need_a = llm_state_size(&a.cfg, 64, 1, 0), need_b = llm_state_size(&b.cfg, 64, 1, 0);
+    llm_state_options so = { 64, 1, 0, LLM_KV_F32 };
+    size_t need_a = llm_state_size(&a.cfg, &so), need_b = llm_state_size(&b.cfg, &so);
     void *arena_a = NULL, *arena_b = NULL;
     if (posix_memalign(&arena_a, LLM_ALIGN, need_a) || posix_memalign(&arena_b, LLM_ALIGN, need_b)) return;
     llm_state sa, sb;
-    llm_state_init(&sa, &a, 64, 1, 0, arena_a, need_a);
-    llm_state_init(&sb, &b, 64, 1, 0, arena_b, need_b);
+    llm_state_init(&sa, &a, &so, arena_a, need_a);
+    llm_state_init(&sb, &b, &so, arena_b, need_b);
     double worst = 0;
     int V = a.cfg.vocab_size;
     for (int t = 0; t < 5; t++) {
@@ -388,13 +419,14 @@ static void test_bad_headers(const void *good, size_t n) {
 }
 
 static void test_state_errors(const llm_model *m) {
-    size_t need = llm_state_size(&m->cfg, 16, 4, 0);
+    llm_state_options so = { 16, 4, 0, LLM_KV_F32 };
+    size_t need = llm_state_size(&m->cfg, &so);
     void *arena = NULL;
     if (posix_memalign(&arena, LLM_ALIGN, need)) return;
     llm_state s;
-    int st = llm_state_init(&s, m, 16, 4, 0, arena, need - 1);
+    int st = llm_state_init(&s, m, &so, arena, need - 1);
     check(st == LLM_ERR_ARENA, "arena_one_byte_short", "status %g (want %g)", st, LLM_ERR_ARENA);
-    st = llm_state_init(&s, m, 16, 4, 0, arena, need);
+    st = llm_state_init(&s, m, &so, arena, need);
     check(st == LLM_OK, "arena_exact_size", "status %g (want %g)", st, LLM_OK);
     int toks[4] = { 1, 2, 3, 4 }, bad[1] = { 512 };
     st = llm_forward(m, &s, toks, 4, 13, LLM_LOGITS_LAST);
@@ -403,7 +435,8 @@ static void test_state_errors(const llm_model *m) {
     check(st == LLM_ERR_ARG, "forward_token_out_of_range", "status %g (want %g)", st, LLM_ERR_ARG);
     st = llm_forward(m, &s, toks, 4, 0, LLM_LOGITS_ALL);
     check(st == LLM_ERR_ARG, "forward_all_logits_not_planned", "status %g (want %g)", st, LLM_ERR_ARG);
-    st = llm_state_init(&s, m, m->cfg.seq_len + 1, 1, 0, arena, need);
+    llm_state_options too_long = { m->cfg.seq_len + 1, 1, 0, LLM_KV_F32 };
+    st = llm_state_init(&s, m, &too_long, arena, need);
     check(st == LLM_ERR_ARG, "context_beyond_seq_len", "status %g (want %g)", st, LLM_ERR_ARG);
     free(arena);
 }
@@ -428,6 +461,7 @@ int main(int argc, char **argv) {
         if (st == LLM_OK) {
             test_prefill_equals_decode(&m);
             test_two_models(bytes, n);
+            test_kv_types(&m);
             test_state_errors(&m);
         }
         test_bad_headers(bytes, n);

@@ -1,0 +1,488 @@
+#!/usr/bin/python3
+"""bench/bench.py -- the benchmark behind `make bench`: prefill and decode speed of
+./run against limits this machine reaches, measured in the same run.
+
+Usage (from anywhere; stdlib Python only):
+
+    /usr/bin/python3 bench/bench.py                   # everything (~5-10 min on 2 cores)
+    BENCH_MODELS=260K,15M BENCH_RUNS=3 /usr/bin/python3 bench/bench.py
+
+Environment:
+    LLM_MODELS     folder with stories260K.bin, tok512.bin, tokenizer.bin
+                   (default: ../shared/models relative to the repository root)
+    BENCH_MODELS   rows to run, from 260K,15M,42M,110M (default: all)
+    BENCH_DTYPES   from f32,f16,q8_0 (default: all)
+    BENCH_THREADS  thread counts (default: 1,2)
+    BENCH_RUNS     timed runs per row; the median is reported (default: 5)
+
+What it does:
+1. Compiles bench/membw.c and bench/fmapeak.c with `cc -O3 -march=native -fopenmp`
+   into build/bench/ and measures, for 1 and 2 threads:
+   - memory read bandwidth: an AVX-512 sum over a 1 GiB float buffer (DRAM) and a
+     32 MiB one (cache-resident on this machine); best of several passes;
+   - fp32 FMA peak: 16 independent _mm512_fmadd_ps chains per thread, counted as
+     2 flops per lane per FMA; best of several repetitions.
+2. Prepares the checkpoints, cached in build/bench/ and reused when present (a
+   cached file that `./run --info` refuses is regenerated):
+   - stories260K: $LLM_MODELS/stories260K.bin as is (f32, legacy llama2.c file),
+     and `export.py --dtype f16|q8_0` of it; tokenizer tok512.bin;
+   - random checkpoints (`export.py random --seed 0`, shared classifier) of the
+     TinyStories shapes 15M (dim 288, 6 layers, 6 heads, hidden 768, seq 256),
+     42M (512, 8, 8, 1376, seq 1024), 110M (768, 12, 12, 2048, seq 1024), vocab
+     32000, in f32, f16 and q8_0 (group 32); tokenizer tokenizer.bin.
+3. Builds, per tokenizer, a prompt text that tokenizes to exactly 128 tokens with
+   BOS (checked with `./run -m tokenize`, and again from the stats line), saved as
+   build/bench/prompt-<tokenizer>.txt.
+4. Per row (checkpoint x threads) runs
+       ./run CKPT -z TOK -n 256 -t 1 -s SEED -i PROMPT --threads N
+   once untimed (page cache), then BENCH_RUNS times (1 and 2 threads alternating,
+   the same seeds for both), and reports the medians of the prefill and decode
+   tok/s from the stats line on stderr, and the median peak RSS (ru_maxrss from
+   os.wait4; it includes the mapped checkpoint pages). A run must decode 128
+   tokens (prompt 128 + 128 = 256 steps); if the model samples BOS early, the run
+   is repeated with another seed (seed + 1000).
+
+Shares of the machine's limits (limits: the best measured figures, 1 GiB buffer):
+    decode share  = file bytes x decode tok/s / read bandwidth(threads)
+                    (weight bytes per token approximated by the checkpoint's file
+                    size: every matrix is read once per token, the shared
+                    embedding once as the LM head)
+    prefill share = flops per token x prefill tok/s / FMA peak(threads), with
+                    flops per token = 2 x file bytes / bytes per weight
+                    (4 for f32, 2 for f16, 1 + 4/32 for q8_0 group 32), i.e.
+                    2 x parameters; attention flops are ignored.
+Models smaller than the last-level cache can exceed 100% of the DRAM bandwidth.
+The table goes to stdout, progress to stderr.
+"""
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_SRC = os.path.join(ROOT, "bench")
+CACHE = os.path.join(ROOT, "build", "bench")
+RUN = os.path.join(ROOT, "run")
+EXPORT = os.path.join(ROOT, "export.py")
+MODELS = os.environ.get("LLM_MODELS") or os.path.join(ROOT, "..", "shared", "models")
+
+PROMPT_TOKENS = 128
+STEPS = 256                      # prompt 128 + 128 decoded tokens
+DECODED = STEPS - PROMPT_TOKENS  # forwards after the prefill
+Q8_GROUP = 32
+QUIET = float(os.environ.get("BENCH_QUIET", "0.25"))        # background cores counted as busy
+QUIET_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "5"))  # seconds to wait for quiet before a run
+BUSY_RETRIES = int(os.environ.get("BENCH_BUSY_RETRIES", "2"))
+
+# name: (dim, layers, heads, kv_heads, hidden, vocab, seq_len); None = stories260K
+SHAPES = {
+    "260K": None,
+    "15M": (288, 6, 6, 6, 768, 32000, 256),
+    "42M": (512, 8, 8, 8, 1376, 32000, 1024),
+    "110M": (768, 12, 12, 12, 2048, 32000, 1024),
+}
+DTYPES = ("f32", "f16", "q8_0")
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 1.0 + 4.0 / Q8_GROUP}
+
+STATS_RE = re.compile(
+    r"prompt: (\d+) tokens, prefill ([\d.]+) tok/s \| generated: (\d+) tokens, "
+    r"decode ([\d.]+) tok/s \| time to first token ([\d.]+) ms")
+
+# Prompt material: plain story sentences (tokenizes similarly under both vocabularies).
+STORY = (
+    "Once upon a time, in a small village near the sea, there lived a little girl "
+    "named Lily. She loved to play outside with her friends and her big brown dog, "
+    "Max. One sunny morning, Lily found a shiny red ball under an old tree. She was "
+    "very happy and ran to show it to her mom. Her mom smiled and said, \"That is a "
+    "very nice ball, Lily. Be careful not to lose it.\" Lily nodded and went to the "
+    "park with Max. They played and played until the sun was low in the sky. Then "
+    "the ball rolled into the pond, and Lily began to cry. Max jumped into the water "
+    "and swam to the ball. He brought it back to Lily, and she hugged him tight. "
+    "\"Thank you, Max. You are the best dog in the world,\" she said. When they got "
+    "home, Lily told her mom the whole story. Her mom gave Max a big bone, and Lily "
+    "gave him a warm bath. That night, Lily went to bed with the red ball next to "
+    "her pillow, and she dreamed of the sea, the park and her brave little dog. The "
+    "next day, her friend Tom came to play, and they built a tall castle of sand "
+    "with a flag on the top and a moat all around it."
+)
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def die(msg):
+    print("bench.py: error: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def env_list(name, default, allowed):
+    raw = os.environ.get(name)
+    items = [x.strip() for x in raw.split(",") if x.strip()] if raw else list(default)
+    for x in items:
+        if x not in allowed:
+            die("%s: unknown %r (choose from %s)" % (name, x, ",".join(allowed)))
+    return items
+
+
+def rel(path):
+    return os.path.relpath(path, ROOT)
+
+
+# --------------------------------------------------------------------------- #
+# machine limits
+# --------------------------------------------------------------------------- #
+
+def compile_tools():
+    os.makedirs(CACHE, exist_ok=True)
+    cc = os.environ.get("CC", "cc")
+    out = {}
+    for name in ("membw", "fmapeak"):
+        src, exe = os.path.join(BENCH_SRC, name + ".c"), os.path.join(CACHE, name)
+        if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+            cmd = [cc, "-O3", "-march=native", "-fopenmp", "-Wall", "-Wextra", "-o", exe, src]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                die("cannot compile %s:\n%s" % (rel(src), r.stderr))
+        out[name] = exe
+    return out
+
+
+def kv_line(text):
+    return dict(f.split("=", 1) for f in text.split())
+
+
+def measure_limits(tools, threads):
+    lim = {"bw": {}, "bw32": {}, "fma": {}}
+    for t in threads:
+        for mib, reps, key in ((1024, 10, "bw"), (32, 100, "bw32")):
+            wait_quiet(QUIET_WAIT)
+            r = subprocess.run([tools["membw"], str(mib), str(t), str(reps)],
+                               capture_output=True, text=True, check=True)
+            d = kv_line(r.stdout)
+            lim[key][t] = (float(d["best_gbs"]), float(d["median_gbs"]))
+        wait_quiet(QUIET_WAIT)
+        r = subprocess.run([tools["fmapeak"], str(t), "20000000", "9"],
+                           capture_output=True, text=True, check=True)
+        d = kv_line(r.stdout)
+        lim["fma"][t] = (float(d["best_gflops"]), float(d["median_gflops"]))
+        log("limits, %d thread(s): read %.1f GB/s (1 GiB), %.1f GB/s (32 MiB), FMA %.0f GFLOP/s"
+            % (t, lim["bw"][t][0], lim["bw32"][t][0], lim["fma"][t][0]))
+    return lim
+
+
+# --------------------------------------------------------------------------- #
+# checkpoints and prompts
+# --------------------------------------------------------------------------- #
+
+def run_info_ok(path):
+    r = subprocess.run([RUN, path, "--info"], capture_output=True, text=True)
+    return r.returncode == 0
+
+
+def export(args, out):
+    log("  export.py %s" % " ".join(args + [rel(out)]))
+    r = subprocess.run([sys.executable, EXPORT] + args + [out], capture_output=True, text=True)
+    if r.returncode != 0:
+        die("export.py failed for %s:\n%s" % (rel(out), r.stderr))
+
+
+def checkpoint(model, dtype):
+    """Path of the checkpoint for a row, generating (and caching) it if needed."""
+    if SHAPES[model] is None:
+        src = os.path.join(MODELS, "stories260K.bin")
+        if dtype == "f32":
+            return src
+        out = os.path.join(CACHE, "stories260K-%s.llmw" % dtype)
+        args = ["--dtype", dtype, src]
+    else:
+        dim, layers, heads, kv, hidden, vocab, seq = SHAPES[model]
+        out = os.path.join(CACHE, "random%s-%s.llmw" % (model, dtype))
+        args = ["random", "--dim", str(dim), "--layers", str(layers), "--heads", str(heads),
+                "--kv-heads", str(kv), "--hidden-dim", str(hidden), "--vocab", str(vocab),
+                "--seq-len", str(seq), "--seed", "0", "--shared", "--dtype", dtype]
+    if dtype == "q8_0":
+        i = args.index("--dtype")
+        args[i:i] = ["--group-size", str(Q8_GROUP)]
+    if os.path.exists(out) and run_info_ok(out):
+        return out
+    export(args, out)
+    if not run_info_ok(out):
+        die("./run refuses the freshly exported %s" % rel(out))
+    return out
+
+
+def tokenize(tok, text):
+    r = subprocess.run([RUN, "-m", "tokenize", "-z", tok, "-i", text], capture_output=True, text=True)
+    if r.returncode != 0:
+        die("./run -m tokenize failed: %s" % r.stderr.strip())
+    return r.stdout.split()
+
+
+def make_prompt(tok):
+    """A text that tokenizes to exactly PROMPT_TOKENS ids with BOS; cached per tokenizer."""
+    name = os.path.splitext(os.path.basename(tok))[0]
+    path = os.path.join(CACHE, "prompt-%s.txt" % name)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if len(tokenize(tok, text)) == PROMPT_TOKENS:
+            return text, path
+    words = (STORY + " ") * 4
+    words = words.split()
+    count = lambda k: len(tokenize(tok, " ".join(words[:k])))
+    lo, hi = 1, len(words)  # largest k with count(k) <= PROMPT_TOKENS
+    if count(hi) < PROMPT_TOKENS:
+        die("prompt material too short for %s" % tok)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(mid) <= PROMPT_TOKENS:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = " ".join(words[:lo])
+    n = len(tokenize(tok, text))
+    fillers = [" " + words[lo][:j] for j in range(1, len(words[lo]) + 1)] + [" a", " the", ".", "!", ","]
+    guard = 0
+    while n < PROMPT_TOKENS and guard < 64:
+        guard += 1
+        for f in fillers:
+            if len(tokenize(tok, text + f)) == n + 1:
+                text, n = text + f, n + 1
+                break
+        else:
+            die("cannot build a %d-token prompt for %s" % (PROMPT_TOKENS, tok))
+    if n != PROMPT_TOKENS:
+        die("prompt for %s has %d tokens, wanted %d" % (tok, n, PROMPT_TOKENS))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return text, path
+
+
+# --------------------------------------------------------------------------- #
+# runs
+# --------------------------------------------------------------------------- #
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_busy():
+    """Seconds of non-idle CPU time of the whole machine so far (all CPUs, steal included)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice: inside user]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / CLK_TCK
+
+
+def run_once(ckpt, tok, prompt, threads, seed):
+    """One ./run; returns (prefill tok/s, decode tok/s, generated, maxrss bytes, background
+    load), the background load being the CPUs' busy time not spent by this run, per
+    second of the run (0 = a quiet machine; 1 = one core busy elsewhere)."""
+    cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-t", "1", "-s", str(seed),
+           "-i", prompt, "--threads", str(threads)]
+    busy0, t0 = cpu_busy(), time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read().decode("utf-8", "replace")
+    p.stderr.close()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall, busy = time.monotonic() - t0, cpu_busy() - busy0
+    background = max(0.0, busy - ru.ru_utime - ru.ru_stime) / wall if wall > 0 else 0.0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        die("%s exited with %d:\n%s" % (" ".join(cmd[:2]), p.returncode, err))
+    m = STATS_RE.search(err)
+    if not m:
+        die("no stats line from ./run:\n" + err)
+    n_prompt, prefill, generated, decode = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
+    if n_prompt != PROMPT_TOKENS:
+        die("the prompt ran as %d tokens, not %d" % (n_prompt, PROMPT_TOKENS))
+    return prefill, decode, generated, ru.ru_maxrss * 1024, background
+
+
+def wait_quiet(max_wait):
+    """Wait (sleeping) up to max_wait seconds for half a second in which the machine's other
+    processes keep less than QUIET cores busy; returns the last background load seen."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        b0, t0 = cpu_busy(), time.monotonic()
+        time.sleep(0.5)
+        bg = (cpu_busy() - b0) / (time.monotonic() - t0)
+        if bg < QUIET or time.monotonic() >= deadline:
+            return bg
+
+
+def bench_rows(ckpt, tok, prompt, threads, runs):
+    """Per thread count, the lists of figures of the kept runs. Run r uses seed 1 + r for
+    every thread count (the same tokens: the engine's output does not depend on threads);
+    a seed that samples BOS before DECODED tokens is replaced by seed + 1000 (up to 5 times).
+    A run during which other processes kept more than QUIET cores busy is repeated up to
+    BUSY_RETRIES times, and the quietest attempt kept."""
+    keys = ("prefill", "decode", "rss", "bg")
+    res = {t: dict({k: [] for k in keys}, short=0, bos_retries=0, busy_retries=0) for t in threads}
+    run_once(ckpt, tok, prompt, threads[-1], 1)  # warm the page cache, untimed
+    for r in range(runs):
+        seed = 1 + r
+        for t in threads:
+            best, busy_left, bos_left = None, BUSY_RETRIES, 5
+            while True:
+                wait_quiet(QUIET_WAIT)
+                o = run_once(ckpt, tok, prompt, t, seed)
+                if o[2] != DECODED + 1 and bos_left > 0:
+                    bos_left -= 1
+                    res[t]["bos_retries"] += 1
+                    seed += 1000  # the model sampled BOS early: another seed, for later threads too
+                    best = None
+                    continue
+                if best is None or o[4] < best[4]:
+                    best = o
+                if best[4] > QUIET and busy_left > 0:
+                    busy_left -= 1
+                    res[t]["busy_retries"] += 1
+                    continue
+                break
+            pf, dc, gen, rss, bg = best
+            for k, v in zip(keys, (pf, dc, rss, bg)):
+                res[t][k].append(v)
+            if gen != DECODED + 1:
+                res[t]["short"] += 1
+    return res
+
+
+def spread(xs):
+    m = statistics.median(xs)
+    return (max(xs) - min(xs)) / m * 100 if m else 0.0
+
+
+def fmt_rate(x):
+    return "%.0f" % x if x >= 100 else "%.1f" % x
+
+
+def main():
+    runs = int(os.environ.get("BENCH_RUNS", "5"))
+    if runs < 1:
+        die("BENCH_RUNS must be >= 1")
+    models = env_list("BENCH_MODELS", SHAPES, list(SHAPES))
+    dtypes = env_list("BENCH_DTYPES", DTYPES, list(DTYPES))
+    threads = sorted(int(t) for t in env_list("BENCH_THREADS", ("1", "2"), [str(i) for i in range(1, 257)]))
+    if not os.access(RUN, os.X_OK):
+        die("%s not found: run `make` first" % rel(RUN))
+    for f in ("stories260K.bin", "tok512.bin", "tokenizer.bin"):
+        if not os.path.exists(os.path.join(MODELS, f)):
+            die("%s not found (set LLM_MODELS)" % os.path.join(MODELS, f))
+    t_start = time.time()
+    load0 = os.getloadavg()
+
+    tools = compile_tools()
+    limits = measure_limits(tools, threads)
+
+    prompts = {}
+    rows = []
+    for model in models:
+        tok = os.path.join(MODELS, "tok512.bin" if SHAPES[model] is None else "tokenizer.bin")
+        if tok not in prompts:
+            prompts[tok] = make_prompt(tok)
+        text, _ = prompts[tok]
+        for dtype in dtypes:
+            ckpt = checkpoint(model, dtype)
+            size = os.path.getsize(ckpt)
+            t0 = time.time()
+            res = bench_rows(ckpt, tok, text, threads, runs)
+            log("%s %s: %.0f s" % (model, dtype, time.time() - t0))
+            for t in threads:
+                r = res[t]
+                pf, dc = statistics.median(r["prefill"]), statistics.median(r["decode"])
+                rss = statistics.median(r["rss"])
+                flops_tok = 2.0 * size / BYTES_PER_WEIGHT[dtype]
+                rows.append({
+                    "model": model, "dtype": dtype, "threads": t, "size": size, "ckpt": ckpt,
+                    "prefill": pf, "decode": dc, "rss": rss,
+                    "pf_share": flops_tok * pf / (limits["fma"][t][0] * 1e9) * 100,
+                    "dc_share": size * dc / (limits["bw"][t][0] * 1e9) * 100,
+                    "pf_spread": spread(r["prefill"]), "dc_spread": spread(r["decode"]),
+                    "short": r["short"], "bos_retries": r["bos_retries"], "n": len(r["decode"]),
+                    "busy_retries": r["busy_retries"], "bg": statistics.median(r["bg"]),
+                })
+                log("  %d thread(s): prefill %s tok/s (%.1f%% of FMA peak), decode %s tok/s (%.1f%% of read BW)"
+                    % (t, fmt_rate(pf), rows[-1]["pf_share"], fmt_rate(dc), rows[-1]["dc_share"]))
+    elapsed = time.time() - t_start
+    load1 = os.getloadavg()
+
+    # ----------------------------------------------------------------- report
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                                capture_output=True, text=True).stdout.strip() or "?"
+    except OSError:
+        commit = "?"
+    print("## Benchmark: ./run prefill and decode against this machine's limits")
+    print()
+    print("%s, %d CPUs; commit %s; load average %.2f at the start, %.2f at the end; %d timed runs "
+          "per row, medians; %.0f s in all." % (cpu, os.cpu_count() or 0, commit, load0[0], load1[0], runs, elapsed))
+    print()
+    print("Machine limits (measured by bench/membw.c and bench/fmapeak.c in this run; best of the "
+          "repetitions, median in brackets):")
+    print()
+    print("| threads | read BW, 1 GiB buffer | read BW, 32 MiB buffer | fp32 FMA peak |")
+    print("| --- | --- | --- | --- |")
+    for t in threads:
+        print("| %d | %.1f GB/s (%.1f) | %.1f GB/s (%.1f) | %.0f GFLOP/s (%.0f) |"
+              % (t, limits["bw"][t][0], limits["bw"][t][1], limits["bw32"][t][0], limits["bw32"][t][1],
+                 limits["fma"][t][0], limits["fma"][t][1]))
+    print()
+    print("Command per run (prompts of exactly %d tokens with BOS, in build/bench/prompt-*.txt; "
+          "seeds 1..%d, +1000 when a run samples BOS early; one untimed warm-up run per checkpoint):"
+          % (PROMPT_TOKENS, runs))
+    print()
+    print("```")
+    for tok, (_, ppath) in prompts.items():
+        print("./run CKPT -z %s -n %d -t 1 -s SEED -i \"$(cat %s)\" --threads N"
+              % (os.path.relpath(tok, ROOT), STEPS, rel(ppath)))
+    print("```")
+    print()
+    print("- prefill: %d prompt tokens in one batch; %% of FMA peak = 2 x (file bytes / bytes per weight) "
+          "x prefill tok/s / FMA peak(N) (bytes per weight: f32 4, f16 2, q8_0 %.3f; attention flops ignored)."
+          % (PROMPT_TOKENS, BYTES_PER_WEIGHT["q8_0"]))
+    print("- decode: %d tokens, one at a time; %% of read BW = file bytes x decode tok/s / read BW(N, 1 GiB) "
+          "(the file size stands for the weight bytes read per token)." % DECODED)
+    print("- peak RSS: median ru_maxrss of the runs, mapped checkpoint pages included. "
+          "spread: (max - min) / median of the runs, prefill / decode.")
+    print("- background: median over the kept runs of the CPU time other processes used during the run, in "
+          "cores (/proc/stat busy time minus the run's own; 1.00 = one of the %d cores busy elsewhere). "
+          "Before each run the bench waits up to %.0f s for the machine to be quiet (< %.2f cores), and repeats "
+          "a run that was not, up to %d times, keeping the quietest." % (os.cpu_count() or 0, QUIET_WAIT, QUIET, BUSY_RETRIES))
+    print()
+    print("| model | weights | file MiB | threads | prefill tok/s | % FMA peak | decode tok/s | % read BW "
+          "| peak RSS MiB | spread p / d | background |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        name = "stories260K" if r["model"] == "260K" else "random " + r["model"]
+        wt = r["dtype"] + (" (legacy)" if r["ckpt"].endswith("stories260K.bin") else "")
+        note = ""
+        if r["short"]:
+            note = " (%d of %d runs decoded < %d)" % (r["short"], r["n"], DECODED)
+        print("| %s | %s | %.1f | %d | %s | %.1f%% | %s | %.1f%% | %.0f | %.0f%% / %.0f%% | %.2f%s |"
+              % (name, wt, r["size"] / 2**20, r["threads"], fmt_rate(r["prefill"]), r["pf_share"],
+                 fmt_rate(r["decode"]), r["dc_share"], r["rss"] / 2**20, r["pf_spread"], r["dc_spread"],
+                 r["bg"], note))
+    print()
+    bos = sum(r["bos_retries"] for r in rows)
+    busy = sum(r["busy_retries"] for r in rows)
+    print("%d run(s) sampled BOS before %d tokens and were repeated with another seed; %d run(s) were "
+          "repeated because other processes kept more than %.2f cores busy (BENCH_QUIET)."
+          % (bos, DECODED, busy, QUIET))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+# embedded.mk -- the engine bare-metal on Cortex-M under QEMU, and ./run on aarch64.
+# Include it from the top Makefile, or use it alone from the repo root:
+#   make -f embedded/embedded.mk embedded-test      build every board and aarch64, run, compare
+#   make -f embedded/embedded.mk embedded-figures   flash, RAM and instructions per token (markdown)
+#   make -f embedded/embedded.mk embedded-run EMB_BOARD=an547 EMB_TEMPERATURE=0 EMB_STEPS=200
+#   make -f embedded/embedded.mk embedded-deps      install the Debian packages (root)
+# One image: EMB_BOARD (an386 | an547), the checkpoint and tokenizer it links
+# (EMB_CKPT, EMB_TOK), and the parameters fixed at build time: EMB_CTX (0 = the
+# model's seq_len), EMB_KV (f32 | f16 | q8), EMB_TEMPERATURE, EMB_TOPP, EMB_TOPK,
+# EMB_SEED, EMB_STEPS, EMB_PROMPT; EMB_STACK and EMB_RAM_BUDGET (bytes) bound
+# the RAM at link time. Images live in build/embedded/EMB_NAME/EMB_BOARD/.
+EMB_PYTHON ?= /usr/bin/python3
+EMB_MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),../shared/models)
+EMB_CKPT ?= $(EMB_MODELS)/stories260K.bin
+EMB_TOK ?= $(EMB_MODELS)/tok512.bin
+EMB_BOARD ?= an386
+EMB_NAME ?= custom
+EMB_CTX ?= 256
+EMB_KV ?= f32
+EMB_TEMPERATURE ?= 1.0
+EMB_TOPP ?= 0.9
+EMB_TOPK ?= 0
+EMB_SEED ?= 42
+EMB_STEPS ?= 256
+EMB_PROMPT ?=
+EMB_STACK ?= 8192
+EMB_RAM_BUDGET ?=
+EMB_OPT ?= -O2
+
+EMB_CC = arm-none-eabi-gcc
+EMB_SIZE = arm-none-eabi-size
+EMB_HOSTCC ?= cc
+EMB_CPU_an386 = -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16
+EMB_CPU_an547 = -mcpu=cortex-m55 -mthumb -mfloat-abi=hard
+EMB_QEMU_an386 = qemu-system-arm -M mps2-an386 -cpu cortex-m4
+EMB_QEMU_an547 = qemu-system-arm -M mps3-an547 -cpu cortex-m55
+EMB_QEMU_FLAGS = -nographic -monitor none -serial null -semihosting-config enable=on,target=native
+# the engine's sources build with the strictest flags; startup.c needs GNU C (asm, naked)
+EMB_STRICT = -std=c99 -pedantic -Wall -Wextra -Werror -DMODEL_NO_STDIO
+EMB_CFLAGS = $(EMB_CPU_$(EMB_BOARD)) $(EMB_OPT) -g -ffunction-sections -fdata-sections -DEMB_BOARD='"$(EMB_BOARD)"'
+EMB_LDFLAGS = $(EMB_CPU_$(EMB_BOARD)) -nostartfiles --specs=nano.specs --specs=rdimon.specs \
+  -Lembedded -T embedded/$(EMB_BOARD).ld -Wl,--gc-sections -Wl,--defsym=EMB_STACK=$(EMB_STACK) \
+  $(if $(EMB_RAM_BUDGET),-Wl$(EMB_COMMA)--defsym=EMB_RAM_BUDGET=$(EMB_RAM_BUDGET))
+EMB_DIR = build/embedded/$(EMB_NAME)/$(EMB_BOARD)
+EMB_COMMA := ,
+EMB_SQ = '$(subst ','\'',$(1))'
+EMB_PARAMS = -DEMB_TEMPERATURE='($(EMB_TEMPERATURE))' -DEMB_TOPP='($(EMB_TOPP))' -DEMB_TOPK='($(EMB_TOPK))' \
+  -DEMB_SEED='($(EMB_SEED))' -DEMB_STEPS='($(EMB_STEPS))'
+EMB_CONFIG = $(EMB_BOARD) | $(EMB_CKPT) | $(EMB_TOK) | ctx $(EMB_CTX) | kv $(EMB_KV) | $(EMB_PARAMS) | \
+  prompt $(EMB_PROMPT) | stack $(EMB_STACK) | budget $(EMB_RAM_BUDGET) | $(EMB_OPT)
+
+.PHONY: embedded-elf embedded-run embedded-test embedded-figures embedded-deps embedded-aarch64 embedded-clean FORCE
+
+embedded-elf: $(EMB_DIR)/demo.elf
+
+# build/embedded/plan: the host program that sizes the arenas from the engine's own plan
+build/embedded/plan: embedded/plan.c model.h tokenizer.h tokenizer.c
+	@mkdir -p $(@D)
+	$(EMB_HOSTCC) -std=c99 -O1 -Wall -Wextra -I. -o $@ embedded/plan.c tokenizer.c -lm
+
+# the configuration as a file that changes only when a parameter does
+$(EMB_DIR)/config: FORCE
+	@mkdir -p $(@D)
+	@echo $(call EMB_SQ,$(EMB_CONFIG)) | cmp -s - $@ || echo $(call EMB_SQ,$(EMB_CONFIG)) > $@
+
+$(EMB_DIR)/plan.h: build/embedded/plan $(EMB_DIR)/config $(EMB_CKPT) $(EMB_TOK)
+	build/embedded/plan $(EMB_CKPT) $(EMB_TOK) $(EMB_CTX) $(EMB_KV) $(call EMB_SQ,$(EMB_PROMPT)) \
+	  $(EMB_TEMPERATURE) $(EMB_TOPP) $(EMB_TOPK) > $@.tmp && mv $@.tmp $@
+
+$(EMB_DIR)/main.o: embedded/main.c embedded/board.h model.h tokenizer.h sampler.h $(EMB_DIR)/plan.h $(EMB_DIR)/config
+	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) $(EMB_PARAMS) -I. -Iembedded -I$(EMB_DIR) -c -o $@ embedded/main.c
+
+$(EMB_DIR)/tokenizer.o: tokenizer.c tokenizer.h $(EMB_DIR)/config
+	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) -I. -c -o $@ tokenizer.c
+
+$(EMB_DIR)/startup.o: embedded/startup.c embedded/board.h $(EMB_DIR)/config
+	$(EMB_CC) $(EMB_CFLAGS) -std=gnu99 -Wall -Wextra -Werror -c -o $@ embedded/startup.c
+
+$(EMB_DIR)/model.o: embedded/model.S $(EMB_CKPT) $(EMB_TOK) $(EMB_DIR)/config
+	$(EMB_CC) $(EMB_CFLAGS) -DEMB_CKPT_FILE='"$(EMB_CKPT)"' -DEMB_TOK_FILE='"$(EMB_TOK)"' -c -o $@ embedded/model.S
+
+$(EMB_DIR)/demo.elf: $(addprefix $(EMB_DIR)/,startup.o main.o tokenizer.o model.o) embedded/$(EMB_BOARD).ld embedded/common.ld
+	$(EMB_CC) $(EMB_LDFLAGS) -Wl,-Map=$(EMB_DIR)/demo.map -o $@ $(filter %.o,$^) -lm
+	@$(EMB_SIZE) -A $@ | awk '/^\.(text|vectors|model|data|bss|noinit|stack) /{printf "  %-9s %9d\n", $$1, $$2}'
+
+embedded-run: $(EMB_DIR)/demo.elf
+	$(EMB_QEMU_$(EMB_BOARD)) $(EMB_QEMU_FLAGS) -kernel $<
+
+# ./run for aarch64 Linux (NEON path), run under qemu-aarch64
+EMB_A64_CC = aarch64-linux-gnu-gcc
+EMB_A64_FLAGS = -std=c99 -O2 -march=armv8.2-a+dotprod+fp16 -Wall -Wextra -static
+embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp
+build/embedded/run-aarch64: run.c tokenizer.c model.h tokenizer.h sampler.h
+	@mkdir -p $(@D)
+	$(EMB_A64_CC) $(EMB_A64_FLAGS) -o $@ run.c tokenizer.c -lm
+build/embedded/run-aarch64-omp: run.c tokenizer.c model.h tokenizer.h sampler.h
+	@mkdir -p $(@D)
+	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fopenmp -o $@ run.c tokenizer.c -lm
+
+# the QEMU plugin that counts guest instructions (Debian's QEMU ships none)
+build/embedded/libinsncount.so: ../shared/tools/qemu-insncount.c
+	@mkdir -p $(@D)
+	$(EMB_HOSTCC) -O2 -shared -fPIC -o $@ $<
+
+embedded-test:
+	$(MAKE) -f Makefile all
+	LLM_MODELS=$(EMB_MODELS) $(EMB_PYTHON) embedded/test_embedded.py
+
+embedded-figures:
+	$(MAKE) -f Makefile all
+	LLM_MODELS=$(EMB_MODELS) $(EMB_PYTHON) embedded/test_embedded.py --figures
+
+embedded-deps:
+	apt-get install -y --no-install-recommends qemu-system-arm qemu-user gcc-arm-none-eabi \
+	  libnewlib-arm-none-eabi binutils-arm-none-eabi gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+
+embedded-clean:
+	rm -rf build/embedded
+
+FORCE:

@@ -1,0 +1,280 @@
+"""Checkpoint formats through the engine: stories260K exported to LLMW in f32,
+f16 and q8_0; LLMW files with LayerNorm biases and a Hugging Face directory
+against the PyTorch reference; llama2.c's ak42 files; and every malformed LLMW
+file refused with a clear error (also under the asan build)."""
+import os
+import struct
+import subprocess
+import sys
+
+import common
+from common import model, run, scratch
+
+REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
+LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
+EXPORT = os.path.join(common.ROOT, "export.py")
+LEGACY = model("stories260K.bin")
+TOK = model("tok512.bin")
+TOKENS = [1] + [(i * 37 + 11) % 512 for i in range(47)]   # 48 positions
+TOL_F16 = 2e-3      # max |logit - f32 logit| / max |f32 logit|: f16 weights (seen: 4e-4)
+TOL_Q8 = 5e-2       # the same for q8_0 weights and activations (seen: 2e-2)
+TOL_REF = 1e-4      # engine vs the float64 reference, as in test_reference.py
+
+
+def py(code, timeout=600):
+    p = subprocess.run([REF_PYTHON, "-c", code], cwd=common.TESTS, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    return p.stdout.decode()
+
+
+def export(*args):
+    p = subprocess.run([REF_PYTHON, EXPORT] + [str(a) for a in args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=600)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+
+
+_exported = {}
+
+
+def exported(dtype, group=32):
+    key = (dtype, group)
+    if key not in _exported:
+        path = scratch(f"fmt_stories260K_{dtype}_g{group}.llmw")
+        export("--dtype", dtype, "--group-size", group, LEGACY, path)
+        _exported[key] = path
+    return _exported[key]
+
+
+def logits(path, tokens=TOKENS, mode="prefill", extra=()):
+    out = scratch(f"fmt_logits_{os.getpid()}.f32")
+    rc, so, se = run([path, "--tokens", ",".join(map(str, tokens)), "--mode", mode, "--out", out] + list(extra),
+                     binary=LOGITS)
+    assert rc == 0, se
+    import array
+    a = array.array("f")
+    with open(out, "rb") as f:
+        a.frombytes(f.read())
+    os.remove(out)
+    return a
+
+
+def rel(a, b):
+    return max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
+
+
+def greedy(path, n=200):
+    rc, out, err = run([path, "-z", TOK, "-t", "0", "-n", n])
+    assert rc == 0, err
+    return out
+
+
+def token_ids(text):
+    rc, out, err = run(["-m", "tokenize", "-z", TOK, "-i", text.decode().rstrip("\n")])
+    assert rc == 0, err
+    return out.split()
+
+
+def test_f32_export_identical_to_legacy():
+    path = exported("f32")
+    a, b = logits(path), logits(LEGACY)
+    assert list(a) == list(b), f"logits differ: max rel {rel(a, b):.3g}"
+    assert greedy(path) == open(model("stories260K.greedy200.txt"), "rb").read()
+    rc, out, err = run([path, "-z", TOK, "-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])
+    assert out == open(model("stories260K.t1-p0.9-s133742.txt"), "rb").read()
+
+
+def test_compact_weights_close_to_f32():
+    base = logits(LEGACY)
+    want = token_ids(open(model("stories260K.greedy200.txt"), "rb").read())
+    for dtype, group, tol, min_agree in (("f16", 32, TOL_F16, 200), ("q8_0", 32, TOL_Q8, 50), ("q8_0", 64, TOL_Q8, 50),
+                                         ("q8_0", 48, TOL_Q8, 20)):
+        def one(dtype=dtype, group=group, tol=tol, min_agree=min_agree):
+            path = exported(dtype, group)
+            for mode in ("prefill", "decode"):
+                d = rel(logits(path, mode=mode), base)
+                print(f"   {dtype} g{group} {mode}: max rel logit diff {d:.3g} (tol {tol:g})")
+                assert d <= tol, (dtype, group, mode, d)
+            got = token_ids(greedy(path))
+            agree = next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), min(len(got), len(want)))
+            print(f"   {dtype} g{group}: greedy text agrees with f32 for {agree} of {len(want)} tokens; "
+                  f"file {os.path.getsize(path)} bytes")
+            assert agree >= min_agree, (dtype, group, agree)
+        yield f"{dtype}_g{group}", one
+
+
+def test_llmw_with_norm_biases_matches_reference():
+    """export.py random with LayerNorm biases, GQA, unshared classifier, awkward sizes;
+    the engine against the reference for all 8 variants, prefill and decode."""
+    for dtype in ("f32", "f16"):
+        path = scratch(f"fmt_random_bias_{dtype}.llmw")
+        export("random", "--dim", 48, "--hidden-dim", 100, "--layers", 3, "--heads", 6, "--kv-heads", 2,
+               "--vocab", 97, "--seq-len", 64, "--unshared", "--norm-bias", "--seed", 5, "--dtype", dtype, path)
+        toks = [1] + [(i * 13 + 5) % 97 for i in range(40)]
+        combos = [(n, p, f) for n in ("rms", "layer") for p in ("pre", "post") for f in ("on", "off")]
+        outs = {c: scratch(f"fmt_ref_{dtype}_{'_'.join(c)}.f32") for c in combos}
+        py("import reference\n"
+           f"w = reference.load_checkpoint({path!r})\n"
+           f"for (n, p, f), o in {list(outs.items())!r}:\n"
+           f"    reference.forward(w, {toks!r}, n, p, f, None).numpy().astype('<f4').tofile(o)\n")
+        for combo in combos:
+            for mode in ("prefill", "decode"):
+                def one(path=path, combo=combo, mode=mode, toks=toks, out=outs[combo]):
+                    import array
+                    ref = array.array("f")
+                    with open(out, "rb") as f:
+                        ref.frombytes(f.read())
+                    got = logits(path, toks, mode, ["--norm", combo[0], "--norm-pos", combo[1], "--final-norm", combo[2]])
+                    d = rel(got, ref)
+                    print(f"   {'/'.join(combo)} {mode}: max rel diff {d:.3g}")
+                    assert d <= TOL_REF, (combo, mode, d)
+                yield f"{dtype}-{'-'.join(combo)}-{mode}", one
+
+
+def test_llmw_header_defaults_used():
+    """The header's norm settings apply without flags (post-LayerNorm, final off, eps 1e-3)."""
+    path = scratch("fmt_random_post_layer.llmw")
+    export("random", "--dim", 32, "--hidden-dim", 80, "--layers", 2, "--heads", 4, "--kv-heads", 4, "--vocab", 61,
+           "--seq-len", 32, "--norm", "layer", "--norm-pos", "post", "--final-norm", "off", "--norm-eps", "1e-3",
+           "--norm-bias", "--seed", 9, path)
+    toks = [1, 5, 9, 60, 2, 33, 17]
+    out = scratch("fmt_ref_defaults.f32")
+    py("import reference\n"
+       f"w = reference.load_checkpoint({path!r})\n"
+       f"reference.forward(w, {toks!r}).numpy().astype('<f4').tofile({out!r})\n")
+    import array
+    ref = array.array("f")
+    with open(out, "rb") as f:
+        ref.frombytes(f.read())
+    d = rel(logits(path, toks), ref)
+    assert d <= TOL_REF, d
+    rc, so, err = run([path, "--info"])
+    assert rc == 0, err
+    assert "norm: layer, post-norm, final norm off, eps 0.001, with biases" in err, err
+
+
+def test_hf_directory_matches_reference():
+    """A tiny HF Llama directory (bf16, HF names, HF's half-split rotary layout), converted
+    by export.py, against a reference that runs HF's layout (rotate_half) on the HF weights."""
+    folder = scratch("fmt_hf")
+    ckpt = scratch("fmt_hf.llmw")
+    out = scratch("fmt_hf_ref.f32")
+    toks = [1] + [(i * 7 + 3) % 50 for i in range(33)]   # HF_CFG's vocabulary is 50
+    py(f"""
+import sys, numpy as np, torch
+sys.path.insert(0, {common.TESTS!r})
+import test_export, reference
+known = test_export.make_hf({folder!r}, dtype="bf16", seed=3)
+c = test_export.HF_CFG
+assert c["V"] == 50, c
+nh, nkv = c["nh"], c["nkv"]
+w = reference._empty_weights(dict(dim=c["dim"], hidden_dim=c["hidden"], n_layers=c["L"], n_heads=nh,
+                                  n_kv_heads=nkv, vocab_size=c["V"], seq_len=c["S"], shared_classifier=False))
+w["config"].update(rope_layout="half", rope_theta=50000.0, norm_eps=1e-6)
+t = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float64))
+w["tok_embeddings"], w["classifier"], w["final_norm"] = t(known["tok_embeddings"]), t(known["classifier"]), t(known["final_norm"])
+for l in range(c["L"]):
+    k = lambda n: known[f"layers.{{l}}.{{n}}"]
+    w["layers"].append(dict(att_norm=t(k("attn_norm")), att_norm_bias=None, ffn_norm=t(k("ffn_norm")), ffn_norm_bias=None,
+        wq=t(test_export.hf_permute(torch.from_numpy(k("wq")), nh).numpy()),
+        wk=t(test_export.hf_permute(torch.from_numpy(k("wk")), nkv).numpy()),
+        wv=t(k("wv")), wo=t(k("wo")), w1=t(k("w1")), w2=t(k("w2")), w3=t(k("w3"))))
+reference.forward(w, {toks!r}).numpy().astype('<f4').tofile({out!r})
+""")
+    export(folder, ckpt)
+    import array
+    ref = array.array("f")
+    with open(out, "rb") as f:
+        ref.frombytes(f.read())
+    for mode in ("prefill", "decode"):
+        d = rel(logits(ckpt, toks, mode), ref)
+        print(f"   hf bf16 {mode}: max rel diff {d:.3g}")
+        assert d <= TOL_REF, (mode, d)
+
+
+# ---- llama2.c's ak42 files, written here from the legacy tensors ----
+
+def write_ak42(src, dst, version, group=0):
+    py(f"""
+import struct, numpy as np, reference
+w = reference.load_checkpoint({src!r})
+c = w["config"]
+L = c["n_layers"]
+f32 = lambda a: np.asarray(a, dtype='<f4').tobytes()
+head = struct.pack('<Ii7i', 0x616b3432, {version}, c["dim"], c["hidden_dim"], L, c["n_heads"], c["n_kv_heads"],
+                   c["vocab_size"], c["seq_len"]) + struct.pack('<B', int(c["shared_classifier"]))
+if {version} == 2: head += struct.pack('<i', {group})
+out = [head + b'\\0' * (256 - len(head))]
+out += [f32(lw["att_norm"]) for lw in w["layers"]] + [f32(lw["ffn_norm"]) for lw in w["layers"]] + [f32(w["final_norm"])]
+def q(a):   # llama2.c's Q8_0: groups of the flattened tensor, scale max|w|/127, round
+    a = np.asarray(a, dtype=np.float32).reshape(-1, {group or 1})
+    s = np.abs(a).max(axis=1) / 127.0
+    qv = np.round(a / np.where(s == 0, 1, s)[:, None]).astype(np.int8)
+    return qv.tobytes() + s.astype('<f4').tobytes()
+enc = f32 if {version} == 1 else q
+out.append(enc(w["tok_embeddings"]))
+for name in ("wq", "wk", "wv", "wo", "w1", "w2", "w3"):
+    out += [enc(lw[name]) for lw in w["layers"]]
+if not c["shared_classifier"]:
+    out.append(enc(w["classifier"]))
+open({dst!r}, 'wb').write(b''.join(out))
+""")
+
+
+def test_ak42_files():
+    v1 = scratch("fmt_ak42_v1.bin")
+    write_ak42(LEGACY, v1, 1)
+    assert list(logits(v1)) == list(logits(LEGACY)), "ak42 v1 logits differ from the legacy file's"
+    assert greedy(v1) == open(model("stories260K.greedy200.txt"), "rb").read()
+    # int8: a random model whose rows the groups divide
+    src = scratch("fmt_ak42_src.bin")
+    py(f"import reference; reference.write_random_legacy({src!r}, 64, 128, 2, 4, 2, 97, 64, 4, False)")
+    v2 = scratch("fmt_ak42_v2.bin")
+    write_ak42(src, v2, 2, 32)
+    toks = [1] + [(i * 5 + 2) % 97 for i in range(30)]
+    d = rel(logits(v2, toks), logits(src, toks))
+    print(f"   ak42 v2 (int8, group 32) vs f32: max rel diff {d:.3g}")
+    assert d <= TOL_Q8, d
+    # stories260K with groups of 64 spanning w2's rows of 172: refused, pointing at export.py
+    bad = scratch("fmt_ak42_v2_span.bin")
+    write_ak42(LEGACY, bad, 2, 64)
+    rc, out, err = run([bad, "-z", TOK, "-n", "4"])
+    assert rc == 1 and "span" in err and "export.py" in err, err
+
+
+# ---- malformed LLMW files ----
+
+def test_malformed_llmw_refused():
+    good = open(exported("q8_0"), "rb").read()
+
+    def patched(off, fmt, value):
+        b = bytearray(good)
+        struct.pack_into(fmt, b, off, value)
+        return bytes(b)
+    cases = {
+        "truncated": (good[:-100], "truncated"),
+        "truncated_header": (good[:100], "truncated"),
+        "trailing": (good + b"\0" * 64, "bytes"),
+        "newer_version": (patched(4, "<I", 2), "newer"),
+        "misaligned": (patched(12, "<I", 32), "alignment"),
+        "header_size": (patched(8, "<I", 128), "header"),
+        "file_size_field": (patched(88, "<Q", len(good) + 64), "records"),
+        "head_size": (patched(44, "<i", 16), "head_size"),
+        "weight_type": (patched(76, "<I", 7), "weight type"),
+        "group_size_zero": (patched(80, "<I", 0), "group size"),
+        "norm_type": (patched(48, "<I", 5), "norm_type"),
+        "norm_bias_flag": (patched(84, "<I", 3), "norm_bias"),
+        "eps_nan": (patched(60, "<f", float("nan")), "eps"),
+        "huge_dim": (patched(16, "<i", 1 << 30), "dim"),
+        "rope_layout": (patched(68, "<I", 9), "rope_layout"),
+    }
+    for name, (blob, word) in cases.items():
+        def one(blob=blob, word=word, name=name):
+            path = scratch(f"fmt_bad_{name}.llmw")
+            with open(path, "wb") as f:
+                f.write(blob)
+            rc, out, err = run([path, "-z", TOK, "-n", "4"])
+            lines = [l for l in err.splitlines() if l.strip()]
+            assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
+            assert word in lines[0], lines[0]
+        yield name, one
