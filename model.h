@@ -904,6 +904,51 @@ static float llm__dot_q8(const int8_t *w, const float *ws, const int8_t *xq, con
     return acc;
 }
 
+/* The q8_0 dot product as every fast path computes it, so that x86, ARM and
+ * a microcontroller print the same text: in each group, chunks of 32 values,
+ * eight lanes of four consecutive products summed in integers (what VNNI's
+ * dpbusd and ARM's sdot/SMLAD pairs give); each lane accumulates
+ * fma(lane_sum, w_scale * x_scale, lane) group after group; the eight lanes
+ * are added in a fixed tree at the end. */
+#define LLM__Q8_LANES 8
+static inline int32_t llm__lane_sum_i8(const int8_t *w, const int8_t *x, int len) { /* len <= 4 */
+    int32_t s = 0;
+    for (int i = 0; i < len; i++) s += (int32_t)w[i] * (int32_t)x[i];
+    return s;
+}
+#if defined(__ARM_FEATURE_DSP) && !defined(MODEL_NO_SIMD) && !defined(__aarch64__)
+#include <arm_acle.h>
+/* the four products of one 32-bit word: two SMLADs (Cortex-M4/M7 DSP) */
+static inline int32_t llm__word_sum_i8(const int8_t *w, const int8_t *x) {
+    uint32_t a, b;
+    memcpy(&a, w, 4);
+    memcpy(&b, x, 4);
+    return __smlad(__sxtb16(__ror(a, 8)), __sxtb16(__ror(b, 8)), __smlad(__sxtb16(a), __sxtb16(b), 0));
+}
+#else
+static inline int32_t llm__word_sum_i8(const int8_t *w, const int8_t *x) { return llm__lane_sum_i8(w, x, 4); }
+#endif
+static inline float llm__lanes_total(const float *lane) {
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+static inline float llm__dot_q8_lanes(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
+    float lane[LLM__Q8_LANES] = { 0 };
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int glen = n - g0 < G ? n - g0 : G;
+        int32_t isum[LLM__Q8_LANES] = { 0 };
+        for (int c0 = 0; c0 < glen; c0 += 32) {
+            for (int l = 0; l < LLM__Q8_LANES; l++) {
+                int at = c0 + 4 * l, len = glen - at;
+                if (len >= 4) isum[l] += llm__word_sum_i8(w + g0 + at, xq + g0 + at);
+                else if (len > 0) isum[l] += llm__lane_sum_i8(w + g0 + at, xq + g0 + at, len);
+            }
+        }
+        float scale = ws[gi] * xs[gi];
+        for (int l = 0; l < LLM__Q8_LANES; l++) lane[l] = fmaf((float)isum[l], scale, lane[l]);
+    }
+    return llm__lanes_total(lane);
+}
+
 /* Row r of W times one activation vector (x, or its q8 form xq/xs). */
 static float llm__row_dot(const llm_matrix *w, int r, const float *x, const int8_t *xq, const float *xs) {
     size_t n = (size_t)w->cols;
@@ -995,6 +1040,34 @@ typedef float32x4_t llm__vf;
 #else
 #define LLM__SIMD "scalar"
 #endif
+
+/* a (n,) . b (n,) in f32 for attention scores, in one order on every
+ * platform: eight lanes (lane l takes j = l mod 8, by fused multiply-add; a
+ * short tail is zero-padded), added in the same tree as the q8_0 lanes. */
+static float llm__dot8(const float *a, const float *b, int n) {
+    int n8 = n - n % 8;
+#if defined(__AVX2__) && defined(__FMA__) && !defined(MODEL_NO_SIMD)
+    __m256 acc = _mm256_setzero_ps();
+    for (int j = 0; j < n8; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+    float lane[8];
+    _mm256_storeu_ps(lane, acc);
+#elif defined(LLM__VL) && LLM__VL == 4
+    llm__vf lo = llm__vzero(), hi = llm__vzero();
+    for (int j = 0; j < n8; j += 8) {
+        lo = llm__vfma(llm__vload(a + j), llm__vload(b + j), lo);
+        hi = llm__vfma(llm__vload(a + j + 4), llm__vload(b + j + 4), hi);
+    }
+    float lane[8];
+    vst1q_f32(lane, lo);
+    vst1q_f32(lane + 4, hi);
+#else
+    float lane[8] = { 0 };
+    for (int j = 0; j < n8; j += 8)
+        for (int l = 0; l < 8; l++) lane[l] = fmaf(a[j + l], b[j + l], lane[l]);
+#endif
+    for (int j = n8; j < n; j++) lane[j - n8] = fmaf(a[j], b[j], lane[j - n8]);
+    return llm__lanes_total(lane);
+}
 
 #define LLM__NR 4                      /* rows per tile */
 #ifdef LLM__NC
@@ -1127,6 +1200,21 @@ static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *
 }
 #endif /* q8 SIMD */
 
+#ifndef LLM__VL
+/* No vector unit: W rows r..r+3 (f32) . x (n,) with one load of x per column
+ * for four rows; each sum runs in the scalar twin's order, so it equals it. */
+static void llm__rows4_f32(float *out, const float *w, const float *x, int n) {
+    const float *w0 = w, *w1 = w + n, *w2 = w + 2 * (size_t)n, *w3 = w + 3 * (size_t)n;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float xj = x[j];
+        a0 += w0[j] * xj; a1 += w1[j] * xj; a2 += w2[j] * xj; a3 += w3[j] * xj;
+    }
+    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3;
+}
+
+#endif /* !LLM__VL */
+
 /* Rows r0..r1 of W times tokens t0..t1 of X into Out (T,d), tile by tile. */
 static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, const int8_t *xq,
                             const float *xs, int r0, int r1, int t0, int t1) {
@@ -1152,17 +1240,28 @@ static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, con
 #else
                 for (int b = 0; b < nc; b++)
                     for (int a = 0; a < nr; a++)
-                        o[(size_t)b * d + a] = llm__row_dot(w, r + a, NULL, xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups);
+                        o[(size_t)b * d + a] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)(r + a) * n,
+                                                                 w->scale + (size_t)(r + a) * groups,
+                                                                 xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, w->group);
 #endif
                 break;
             }
         }
     }
 #else
-    for (int t = t0; t < t1; t++)
-        for (int r = r0; r < r1; r++)
-            out[(size_t)t * d + r] = llm__row_dot(w, r, x + (size_t)t * n,
-                                                 xq ? xq + (size_t)t * n : NULL, xs ? xs + (size_t)t * groups : NULL);
+    for (int t = t0; t < t1; t++) {
+        int r = r0;
+        if (w->type == LLM_F32) /* four rows share each load of x */
+            for (; r + 4 <= r1; r += 4)
+                llm__rows4_f32(out + (size_t)t * d + r, (const float *)w->data + (size_t)r * n, x + (size_t)t * n, n);
+        if (w->type == LLM_Q8_0) {
+            for (; r < r1; r++)
+                out[(size_t)t * d + r] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)r * n, w->scale + (size_t)r * groups,
+                                                          xq + (size_t)t * n, xs + (size_t)t * groups, n, w->group);
+        }
+        for (; r < r1; r++)
+            out[(size_t)t * d + r] = llm__row_dot(w, r, x + (size_t)t * n, NULL, NULL);
+    }
 #endif
 }
 
@@ -1242,8 +1341,17 @@ static void llm__rope_table(float *rope, int pos, int T, const llm_config *c) {
     }
 }
 
+/* GCC's vectorizer turns the rotation below into a fused complex multiply
+ * (vfmaddsub) even with contraction off, which rounds differently from the
+ * scalar code other targets run: keep it scalar so every build agrees. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LLM__NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
+#else
+#define LLM__NO_VECTORIZE
+#endif
+
 /* Rotate each head of v (n_heads*hs,) by the angles in rope (hs,). */
-static void llm__rope(float *v, int n_heads, const float *rope, const llm_config *c) {
+LLM__NO_VECTORIZE static void llm__rope(float *v, int n_heads, const float *rope, const llm_config *c) {
     int hs = c->head_size, half = hs / 2;
     for (int h = 0; h < n_heads; h++) {
         float *vh = v + (size_t)h * hs;
@@ -1326,7 +1434,7 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
         float block_max = -INFINITY;
         for (int j = 0; j < len; j++) {
             const float *k = llm__kv_row(kv->k, kv->k_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
-            scores[j] = llm__dot_f32(q, k, hs) / sqrt_hs;
+            scores[j] = llm__dot8(q, k, hs) / sqrt_hs;
             if (scores[j] > block_max) block_max = scores[j];
         }
         if (block_max > run_max) { /* rescale what was summed so far */

@@ -2,9 +2,9 @@
 """bench/bench.py -- the benchmark behind `make bench`: prefill and decode speed of
 ./run against limits this machine reaches, measured in the same run.
 
-Usage (from anywhere; stdlib Python only):
+Usage (from anywhere; stdlib Python only; needs ./run, i.e. `make` first):
 
-    /usr/bin/python3 bench/bench.py                   # everything (~5-10 min on 2 cores)
+    /usr/bin/python3 bench/bench.py                   # everything (~10 min on 2 quiet cores)
     BENCH_MODELS=260K,15M BENCH_RUNS=3 /usr/bin/python3 bench/bench.py
 
 Environment:
@@ -13,15 +13,24 @@ Environment:
     BENCH_MODELS   rows to run, from 260K,15M,42M,110M (default: all)
     BENCH_DTYPES   from f32,f16,q8_0 (default: all)
     BENCH_THREADS  thread counts (default: 1,2)
-    BENCH_RUNS     timed runs per row; the median is reported (default: 5)
+    BENCH_RUNS     timed runs per row, the median is reported (default 5; stories260K
+                   runs take ~30 ms, so its rows get 4 x BENCH_RUNS)
+    BENCH_QUIET    background load, in cores, above which the machine counts as busy
+                   (default 0.25)
+    BENCH_QUIET_WAIT, BENCH_BUSY_RETRIES, BENCH_QUIET_BUDGET
+                   seconds to wait for a quiet machine before each run (3), repeats
+                   of a run that was disturbed (2), and seconds in all that waits and
+                   repeats may take (180)
 
 What it does:
 1. Compiles bench/membw.c and bench/fmapeak.c with `cc -O3 -march=native -fopenmp`
-   into build/bench/ and measures, for 1 and 2 threads:
+   into build/bench/ and measures, for each thread count, at the start and again
+   at the end (each program 3 times, the best kept; the shares use the better of
+   start and end):
    - memory read bandwidth: an AVX-512 sum over a 1 GiB float buffer (DRAM) and a
-     32 MiB one (cache-resident on this machine); best of several passes;
+     32 MiB one (cache-resident on this machine); best of the passes;
    - fp32 FMA peak: 16 independent _mm512_fmadd_ps chains per thread, counted as
-     2 flops per lane per FMA; best of several repetitions.
+     2 flops per lane per FMA; best of the repetitions.
 2. Prepares the checkpoints, cached in build/bench/ and reused when present (a
    cached file that `./run --info` refuses is regenerated):
    - stories260K: $LLM_MODELS/stories260K.bin as is (f32, legacy llama2.c file),
@@ -33,14 +42,21 @@ What it does:
 3. Builds, per tokenizer, a prompt text that tokenizes to exactly 128 tokens with
    BOS (checked with `./run -m tokenize`, and again from the stats line), saved as
    build/bench/prompt-<tokenizer>.txt.
-4. Per row (checkpoint x threads) runs
+4. Per checkpoint runs
        ./run CKPT -z TOK -n 256 -t 1 -s SEED -i PROMPT --threads N
-   once untimed (page cache), then BENCH_RUNS times (1 and 2 threads alternating,
-   the same seeds for both), and reports the medians of the prefill and decode
-   tok/s from the stats line on stderr, and the median peak RSS (ru_maxrss from
+   once untimed (page cache), then BENCH_RUNS times per thread count (thread counts
+   alternating, run r with seed r for all of them: the engine's tokens do not depend
+   on the thread count), and reports the medians of the prefill and decode tok/s
+   from the stats line on stderr, and the median peak RSS (ru_maxrss from
    os.wait4; it includes the mapped checkpoint pages). A run must decode 128
    tokens (prompt 128 + 128 = 256 steps); if the model samples BOS early, the run
-   is repeated with another seed (seed + 1000).
+   is repeated with seed + 1000 (up to 5 times).
+5. Noise: the machine is shared. Around every run the bench reads /proc/stat and
+   reports the CPU time other processes used meanwhile ("background", in cores).
+   It waits (sleeping) for a quiet machine before each run and repeats disturbed
+   runs, within the limits above. OpenMP runs with 2 threads on 2 cores suffer
+   most: when another process holds a core, every parallel region's barrier waits
+   for the scheduler.
 
 Shares of the machine's limits (limits: the best measured figures, 1 GiB buffer):
     decode share  = file bytes x decode tok/s / read bandwidth(threads)
@@ -75,8 +91,10 @@ STEPS = 256                      # prompt 128 + 128 decoded tokens
 DECODED = STEPS - PROMPT_TOKENS  # forwards after the prefill
 Q8_GROUP = 32
 QUIET = float(os.environ.get("BENCH_QUIET", "0.25"))        # background cores counted as busy
-QUIET_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "5"))  # seconds to wait for quiet before a run
+QUIET_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "3"))  # seconds to wait for quiet before a run
 BUSY_RETRIES = int(os.environ.get("BENCH_BUSY_RETRIES", "2"))
+QUIET_BUDGET = float(os.environ.get("BENCH_QUIET_BUDGET", "180"))  # in all, for waits and repeats
+TINY_RUNS = 4  # stories260K runs take ~30 ms: BENCH_RUNS x this many of them
 
 # name: (dim, layers, heads, kv_heads, hidden, vocab, seq_len); None = stories260K
 SHAPES = {
@@ -156,20 +174,29 @@ def kv_line(text):
     return dict(f.split("=", 1) for f in text.split())
 
 
+LIMIT_TRIES = 3  # invocations of each limit program per measurement; the best is kept
+
+
 def measure_limits(tools, threads):
-    lim = {"bw": {}, "bw32": {}, "fma": {}}
+    """One set of measurements, {"bw"|"bw32"|"fma": {threads: (best, median)}}: each program
+    runs LIMIT_TRIES times (after waiting for a quiet machine) and the invocation with
+    the best figure is kept, with the median of its repetitions."""
+    progs = (("bw", [tools["membw"], "1024", None, "15"], "best_gbs", "median_gbs"),
+             ("bw32", [tools["membw"], "32", None, "200"], "best_gbs", "median_gbs"),
+             ("fma", [tools["fmapeak"], None, "10000000", "15"], "best_gflops", "median_gflops"))
+    lim = {k: {} for k, _, _, _ in progs}
     for t in threads:
-        for mib, reps, key in ((1024, 10, "bw"), (32, 100, "bw32")):
-            wait_quiet(QUIET_WAIT)
-            r = subprocess.run([tools["membw"], str(mib), str(t), str(reps)],
-                               capture_output=True, text=True, check=True)
-            d = kv_line(r.stdout)
-            lim[key][t] = (float(d["best_gbs"]), float(d["median_gbs"]))
-        wait_quiet(QUIET_WAIT)
-        r = subprocess.run([tools["fmapeak"], str(t), "20000000", "9"],
-                           capture_output=True, text=True, check=True)
-        d = kv_line(r.stdout)
-        lim["fma"][t] = (float(d["best_gflops"]), float(d["median_gflops"]))
+        for key, argv, best_k, med_k in progs:
+            argv = [str(t) if a is None else a for a in argv]
+            for _ in range(LIMIT_TRIES):
+                wait_quiet(QUIET_WAIT)
+                r = subprocess.run(argv, capture_output=True, text=True)
+                if r.returncode != 0:
+                    die("%s failed: %s" % (" ".join(argv), r.stderr.strip()))
+                d = kv_line(r.stdout)
+                got = (float(d[best_k]), float(d[med_k]))
+                if t not in lim[key] or got[0] > lim[key][t][0]:
+                    lim[key][t] = got
         log("limits, %d thread(s): read %.1f GB/s (1 GiB), %.1f GB/s (32 MiB), FMA %.0f GFLOP/s"
             % (t, lim["bw"][t][0], lim["bw32"][t][0], lim["fma"][t][0]))
     return lim
@@ -280,8 +307,8 @@ def cpu_busy():
 
 def run_once(ckpt, tok, prompt, threads, seed):
     """One ./run; returns (prefill tok/s, decode tok/s, generated, maxrss bytes, background
-    load), the background load being the CPUs' busy time not spent by this run, per
-    second of the run (0 = a quiet machine; 1 = one core busy elsewhere)."""
+    load, wall seconds), the background load being the CPUs' busy time not spent by this
+    run, per second of the run (0 = a quiet machine; 1 = one core busy elsewhere)."""
     cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-t", "1", "-s", str(seed),
            "-i", prompt, "--threads", str(threads)]
     busy0, t0 = cpu_busy(), time.monotonic()
@@ -300,19 +327,24 @@ def run_once(ckpt, tok, prompt, threads, seed):
     n_prompt, prefill, generated, decode = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
     if n_prompt != PROMPT_TOKENS:
         die("the prompt ran as %d tokens, not %d" % (n_prompt, PROMPT_TOKENS))
-    return prefill, decode, generated, ru.ru_maxrss * 1024, background
+    return prefill, decode, generated, ru.ru_maxrss * 1024, background, wall
+
+
+BUDGET = {"left": QUIET_BUDGET}  # seconds still allowed for waiting and repeated runs
 
 
 def wait_quiet(max_wait):
-    """Wait (sleeping) up to max_wait seconds for half a second in which the machine's other
-    processes keep less than QUIET cores busy; returns the last background load seen."""
-    deadline = time.monotonic() + max_wait
+    """Sleep up to max_wait seconds (and what is left of the budget) until, over a 0.2 s
+    window, the machine's other processes keep less than QUIET cores busy."""
+    t_start = time.monotonic()
+    deadline = t_start + max(0.0, min(max_wait, BUDGET["left"]))
     while True:
         b0, t0 = cpu_busy(), time.monotonic()
-        time.sleep(0.5)
+        time.sleep(0.2)
         bg = (cpu_busy() - b0) / (time.monotonic() - t0)
         if bg < QUIET or time.monotonic() >= deadline:
-            return bg
+            break
+    BUDGET["left"] -= max(0.0, time.monotonic() - t_start - 0.2)
 
 
 def bench_rows(ckpt, tok, prompt, threads, runs):
@@ -320,7 +352,7 @@ def bench_rows(ckpt, tok, prompt, threads, runs):
     every thread count (the same tokens: the engine's output does not depend on threads);
     a seed that samples BOS before DECODED tokens is replaced by seed + 1000 (up to 5 times).
     A run during which other processes kept more than QUIET cores busy is repeated up to
-    BUSY_RETRIES times, and the quietest attempt kept."""
+    BUSY_RETRIES times while the budget lasts, and the quietest attempt kept."""
     keys = ("prefill", "decode", "rss", "bg")
     res = {t: dict({k: [] for k in keys}, short=0, bos_retries=0, busy_retries=0) for t in threads}
     run_once(ckpt, tok, prompt, threads[-1], 1)  # warm the page cache, untimed
@@ -339,12 +371,13 @@ def bench_rows(ckpt, tok, prompt, threads, runs):
                     continue
                 if best is None or o[4] < best[4]:
                     best = o
-                if best[4] > QUIET and busy_left > 0:
+                if best[4] > QUIET and busy_left > 0 and BUDGET["left"] > 0:
                     busy_left -= 1
+                    BUDGET["left"] -= o[5]
                     res[t]["busy_retries"] += 1
                     continue
                 break
-            pf, dc, gen, rss, bg = best
+            pf, dc, gen, rss, bg, _ = best
             for k, v in zip(keys, (pf, dc, rss, bg)):
                 res[t][k].append(v)
             if gen != DECODED + 1:
@@ -377,7 +410,7 @@ def main():
     load0 = os.getloadavg()
 
     tools = compile_tools()
-    limits = measure_limits(tools, threads)
+    limits_start = measure_limits(tools, threads)
 
     prompts = {}
     rows = []
@@ -390,24 +423,29 @@ def main():
             ckpt = checkpoint(model, dtype)
             size = os.path.getsize(ckpt)
             t0 = time.time()
-            res = bench_rows(ckpt, tok, text, threads, runs)
+            res = bench_rows(ckpt, tok, text, threads, runs * (TINY_RUNS if SHAPES[model] is None else 1))
             log("%s %s: %.0f s" % (model, dtype, time.time() - t0))
             for t in threads:
                 r = res[t]
-                pf, dc = statistics.median(r["prefill"]), statistics.median(r["decode"])
-                rss = statistics.median(r["rss"])
-                flops_tok = 2.0 * size / BYTES_PER_WEIGHT[dtype]
                 rows.append({
                     "model": model, "dtype": dtype, "threads": t, "size": size, "ckpt": ckpt,
-                    "prefill": pf, "decode": dc, "rss": rss,
-                    "pf_share": flops_tok * pf / (limits["fma"][t][0] * 1e9) * 100,
-                    "dc_share": size * dc / (limits["bw"][t][0] * 1e9) * 100,
+                    "prefill": statistics.median(r["prefill"]), "decode": statistics.median(r["decode"]),
+                    "rss": statistics.median(r["rss"]), "bg": statistics.median(r["bg"]),
                     "pf_spread": spread(r["prefill"]), "dc_spread": spread(r["decode"]),
                     "short": r["short"], "bos_retries": r["bos_retries"], "n": len(r["decode"]),
-                    "busy_retries": r["busy_retries"], "bg": statistics.median(r["bg"]),
+                    "busy_retries": r["busy_retries"],
                 })
-                log("  %d thread(s): prefill %s tok/s (%.1f%% of FMA peak), decode %s tok/s (%.1f%% of read BW)"
-                    % (t, fmt_rate(pf), rows[-1]["pf_share"], fmt_rate(dc), rows[-1]["dc_share"]))
+                log("  %d thread(s): prefill %s tok/s, decode %s tok/s, background %.2f cores"
+                    % (t, fmt_rate(rows[-1]["prefill"]), fmt_rate(rows[-1]["decode"]), rows[-1]["bg"]))
+
+    limits_end = measure_limits(tools, threads)
+    # the machine's limit: the best figure of either measurement
+    limits = {k: {t: max(limits_start[k][t][0], limits_end[k][t][0]) for t in threads} for k in limits_start}
+    for r in rows:
+        t, size = r["threads"], r["size"]
+        flops_tok = 2.0 * size / BYTES_PER_WEIGHT[r["dtype"]]
+        r["pf_share"] = flops_tok * r["prefill"] / (limits["fma"][t] * 1e9) * 100
+        r["dc_share"] = size * r["decode"] / (limits["bw"][t] * 1e9) * 100
     elapsed = time.time() - t_start
     load1 = os.getloadavg()
 
@@ -431,19 +469,20 @@ def main():
     print("%s, %d CPUs; commit %s; load average %.2f at the start, %.2f at the end; %d timed runs "
           "per row, medians; %.0f s in all." % (cpu, os.cpu_count() or 0, commit, load0[0], load1[0], runs, elapsed))
     print()
-    print("Machine limits (measured by bench/membw.c and bench/fmapeak.c in this run; best of the "
-          "repetitions, median in brackets):")
+    print("Machine limits, measured by bench/membw.c (AVX-512 sum of a float buffer) and bench/fmapeak.c "
+          "(16 independent zmm FMA chains, 2 flops per lane per FMA) at the start and at the end of this run: "
+          "best of the repetitions (median in brackets), start / end. The shares below use the better of the two.")
     print()
     print("| threads | read BW, 1 GiB buffer | read BW, 32 MiB buffer | fp32 FMA peak |")
     print("| --- | --- | --- | --- |")
     for t in threads:
-        print("| %d | %.1f GB/s (%.1f) | %.1f GB/s (%.1f) | %.0f GFLOP/s (%.0f) |"
-              % (t, limits["bw"][t][0], limits["bw"][t][1], limits["bw32"][t][0], limits["bw32"][t][1],
-                 limits["fma"][t][0], limits["fma"][t][1]))
+        cell = lambda k, unit, f: " / ".join(("%s (%s)" % (f % L[k][t][0], f % L[k][t][1])) for L in (limits_start, limits_end)) + " " + unit
+        print("| %d | %s | %s | %s |" % (t, cell("bw", "GB/s", "%.1f"), cell("bw32", "GB/s", "%.1f"), cell("fma", "GFLOP/s", "%.0f")))
     print()
     print("Command per run (prompts of exactly %d tokens with BOS, in build/bench/prompt-*.txt; "
-          "seeds 1..%d, +1000 when a run samples BOS early; one untimed warm-up run per checkpoint):"
-          % (PROMPT_TOKENS, runs))
+          "run r uses seed r (1, 2, ...), +1000 when it samples BOS early; one untimed warm-up run per "
+          "checkpoint; %d timed runs per row, %d for stories260K):"
+          % (PROMPT_TOKENS, runs, runs * TINY_RUNS))
     print()
     print("```")
     for tok, (_, ppath) in prompts.items():
@@ -461,7 +500,9 @@ def main():
     print("- background: median over the kept runs of the CPU time other processes used during the run, in "
           "cores (/proc/stat busy time minus the run's own; 1.00 = one of the %d cores busy elsewhere). "
           "Before each run the bench waits up to %.0f s for the machine to be quiet (< %.2f cores), and repeats "
-          "a run that was not, up to %d times, keeping the quietest." % (os.cpu_count() or 0, QUIET_WAIT, QUIET, BUSY_RETRIES))
+          "a run that was not, up to %d times, keeping the quietest (%.0f s in all for waits and repeats, "
+          "BENCH_QUIET_BUDGET; %.0f s left)." % (os.cpu_count() or 0, QUIET_WAIT, QUIET, BUSY_RETRIES,
+                                                 QUIET_BUDGET, max(0.0, BUDGET["left"])))
     print()
     print("| model | weights | file MiB | threads | prefill tok/s | % FMA peak | decode tok/s | % read BW "
           "| peak RSS MiB | spread p / d | background |")

@@ -4,8 +4,9 @@
  * Contract: reset turns the FPU on, copies .data from its load address, zeroes
  * .bss, paints the stack region with a pattern (so emb_stack_used() can read
  * the high-water mark after the run) and arms a stack guard -- MSPLIM on
- * Armv8-M, an MPU no-access region at the stack's bottom on Armv7-M -- so an
- * overflow is a fault with a message, never silent corruption or a lock-up.
+ * Armv8-M, an MPU no-access region of 64 KiB below the stack, which starts
+ * RAM, on Armv7-M -- so an overflow is a fault with a message, never silent
+ * corruption or a lock-up.
  * Every fault prints one "error: ..." line on stderr and exits with status 70.
  * Symbols come from the linker script (common.ld).
  */
@@ -26,7 +27,7 @@ extern uint32_t __stack_bottom[], __stack_top[];
 int main(void);
 
 #define EMB_PAINT 0xC5A5A5C5u
-#define EMB_GUARD 32u                  /* bytes of MPU guard at the stack's bottom (Armv7-M) */
+#define EMB_GUARD 0x10000u             /* bytes of MPU guard below the stack (Armv7-M) */
 #define REG(addr) (*(volatile uint32_t *)(addr))
 
 /* --------------------------------------------------------------------- */
@@ -75,9 +76,6 @@ size_t emb_stack_size(void) { return (size_t)((uintptr_t)__stack_top - (uintptr_
 
 size_t emb_stack_used(void) {
     const uint32_t *p = __stack_bottom;
-#if !EMB_V8M
-    p += EMB_GUARD / 4;                /* the guard is never written: the MPU forbids it */
-#endif
     while (p < __stack_top && *p == EMB_PAINT) p++;
     return (size_t)((uintptr_t)__stack_top - (uintptr_t)p);
 }
@@ -86,11 +84,12 @@ static void arm_stack_guard(void) {
 #if EMB_V8M
     __asm__ volatile("msr msplim, %0" : : "r"(__stack_bottom));
 #else
-    /* MPU region 0: EMB_GUARD bytes at the stack's bottom, no access, never executed;
-     * everything else keeps the default map for privileged code (PRIVDEFENA). */
+    /* MPU region 0: the EMB_GUARD bytes below the stack (which starts RAM, 64 KiB
+     * aligned): no access, never executed; everything else keeps the default map
+     * for privileged code (PRIVDEFENA). */
     REG(0xE000ED98) = 0;                                      /* MPU_RNR */
-    REG(0xE000ED9C) = (uint32_t)(uintptr_t)__stack_bottom;    /* MPU_RBAR (32-aligned) */
-    REG(0xE000EDA0) = (1u << 28) | (0u << 24) | (4u << 1) | 1u; /* MPU_RASR: XN, AP none, 2^(4+1) bytes, on */
+    REG(0xE000ED9C) = (uint32_t)(uintptr_t)__stack_bottom - EMB_GUARD; /* MPU_RBAR */
+    REG(0xE000EDA0) = (1u << 28) | (0u << 24) | (15u << 1) | 1u; /* MPU_RASR: XN, AP none, 2^(15+1) bytes, on */
     REG(0xE000ED94) = (1u << 2) | 1u;                         /* MPU_CTRL: PRIVDEFENA | ENABLE */
     __asm__ volatile("dsb\n\tisb" ::: "memory");
 #endif
@@ -130,8 +129,8 @@ void fault_report(void) {
     put_hex(msg + 70, mmfar);
     emb_write(EMB_STDERR, msg, sizeof msg - 1);
     int overflow = (cfsr & (1u << 20)) /* STKOF */ || (cfsr & (1u << 4)) /* MSTKERR */ ||
-                   ((cfsr & (1u << 7)) && mmfar >= (uint32_t)(uintptr_t)__stack_bottom &&
-                    mmfar < (uint32_t)(uintptr_t)__stack_bottom + EMB_GUARD);
+                   ((cfsr & (1u << 7)) && mmfar < (uint32_t)(uintptr_t)__stack_bottom &&
+                    mmfar >= (uint32_t)(uintptr_t)__stack_bottom - EMB_GUARD);
     if (overflow) {
         static const char so[] = "error: stack overflow: the stack budget (EMB_STACK in embedded/embedded.mk) is too small\n";
         emb_write(EMB_STDERR, so, sizeof so - 1);

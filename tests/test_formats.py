@@ -103,6 +103,20 @@ def test_compact_weights_close_to_f32():
         yield f"{dtype}_g{group}", one
 
 
+def test_compact_config_same_text_every_build():
+    """q8_0 weights, int8 KV cache, context 256: every build (and, in embedded-test,
+    every device) computes q8_0 products in one order, so prints the same text."""
+    path = exported("q8_0")
+    reference = os.path.join(common.ROOT, "run")
+    for args in (["-t", "0", "-n", "256"], ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"]):
+        outs = []
+        for binary, threads in ((None, 1), (None, 2), (reference, 1)):
+            rc, out, err = run([path, "-z", TOK, "--kv", "q8", "--ctx", "256", "--threads", threads] + args, binary=binary)
+            assert rc == 0, err
+            outs.append(out)
+        assert outs[0] == outs[1] == outs[2], f"{args}: texts differ:\n{outs[0]!r}\n{outs[1]!r}\n{outs[2]!r}"
+
+
 def test_llmw_with_norm_biases_matches_reference():
     """export.py random with LayerNorm biases, GQA, unshared classifier, awkward sizes;
     the engine against the reference for all 8 variants, prefill and decode."""
