@@ -1121,11 +1121,22 @@ LLM__DEFINE_TILE_ANY(llm__tile_any_f32, llm__tile_f32, float)
 LLM__DEFINE_TILE_ANY(llm__tile_any_f16, llm__tile_f16, uint16_t)
 #endif /* LLM__VL */
 
-#if defined(LLM__VL) && (defined(__AVX512VNNI__) || defined(__AVXVNNI__) || defined(__AVX2__))
+/* q8_0 tiles on a vector unit, in the lane order llm__dot_q8_lanes defines:
+ * a 32-byte chunk of int8 gives eight int32 lanes (four products each), and
+ * each lane accumulates fma(lane sum, w_scale * x_scale) per group. */
+#if defined(LLM__VL) && defined(__AVX2__)
 #define LLM__Q8_SIMD 1
-/* Sum over 32 int8 pairs of w*x as 8 int32 lanes added to acc: |w| as unsigned
- * times x with w's sign (the maddubs/VNNI trick; |-128| reads as 128). */
-LLM__INLINE __m256i llm__dot32_i8(__m256i acc, __m256i w, __m256i x) {
+typedef __m256i llm__i8x32;     /* 32 int8                   */
+typedef __m256i llm__i32x8;     /* eight int32 lane sums     */
+typedef __m256 llm__f32x8;      /* eight float lanes         */
+#define llm__i32x8_zero() _mm256_setzero_si256()
+#define llm__f32x8_zero() _mm256_setzero_ps()
+/* fma(lane sums, scale, acc) */
+#define llm__f32x8_fma_scaled(acc, isum, scale) _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(scale), acc)
+LLM__INLINE llm__i8x32 llm__i8x32_load(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+/* acc + the eight lane sums of w*x: |w| as unsigned times x with w's sign (the
+ * maddubs/VNNI trick; |-128| reads as 128) */
+LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x) {
     __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
     return _mm256_dpbusd_epi32(acc, aw, sx);
@@ -1136,52 +1147,86 @@ LLM__INLINE __m256i llm__dot32_i8(__m256i acc, __m256i w, __m256i x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 #endif
 }
-
-LLM__INLINE __m256i llm__load32_i8(const int8_t *p, int len) {
-    if (len == 32) return _mm256_loadu_si256((const __m256i *)(const void *)p);
-    int8_t buf[32] = { 0 };           /* short chunk: zero-padded copy */
-    memcpy(buf, p, (size_t)len);
-    return _mm256_loadu_si256((const __m256i *)(const void *)buf);
-}
-
-LLM__INLINE float llm__hsum8(__m256 v) {
+/* the eight lanes added in llm__lanes_total's tree */
+LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+#elif defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+#define LLM__Q8_SIMD 1
+typedef int8x16x2_t llm__i8x32;
+typedef int32x4x2_t llm__i32x8;
+typedef float32x4x2_t llm__f32x8;
+LLM__INLINE llm__i32x8 llm__i32x8_zero(void) { llm__i32x8 z; z.val[0] = z.val[1] = vdupq_n_s32(0); return z; }
+LLM__INLINE llm__f32x8 llm__f32x8_zero(void) { llm__f32x8 z; z.val[0] = z.val[1] = vdupq_n_f32(0.0f); return z; }
+LLM__INLINE llm__f32x8 llm__f32x8_fma_scaled(llm__f32x8 acc, llm__i32x8 isum, float scale) {
+    acc.val[0] = vfmaq_n_f32(acc.val[0], vcvtq_f32_s32(isum.val[0]), scale);
+    acc.val[1] = vfmaq_n_f32(acc.val[1], vcvtq_f32_s32(isum.val[1]), scale);
+    return acc;
+}
+LLM__INLINE llm__i8x32 llm__i8x32_load(const int8_t *p) { llm__i8x32 v; v.val[0] = vld1q_s8(p); v.val[1] = vld1q_s8(p + 16); return v; }
+/* four products per int32 lane: sdot where the CPU has it, else widening multiplies */
+LLM__INLINE int32x4_t llm__dot16_i8(int32x4_t acc, int8x16_t w, int8x16_t x) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, w, x);
+#else
+    int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(x)));    /* p0+p1, p2+p3, ... */
+    int32x4_t hi = vpaddlq_s16(vmull_s8(vget_high_s8(w), vget_high_s8(x)));
+    return vaddq_s32(acc, vpaddq_s32(lo, hi));                                  /* words 0..3 */
+#endif
+}
+LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x) {
+    acc.val[0] = llm__dot16_i8(acc.val[0], w.val[0], x.val[0]);
+    acc.val[1] = llm__dot16_i8(acc.val[1], w.val[1], x.val[1]);
+    return acc;
+}
+LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
+    float lane[8];
+    vst1q_f32(lane, v.val[0]);
+    vst1q_f32(lane + 4, v.val[1]);
+    return llm__lanes_total(lane);
+}
+#endif
+
+#ifdef LLM__Q8_SIMD
+/* 32 int8 from p, zero-padded past len */
+LLM__INLINE llm__i8x32 llm__load32_i8(const int8_t *p, int len) {
+    if (len == 32) return llm__i8x32_load(p);
+    int8_t buf[32] = { 0 };
+    memcpy(buf, p, (size_t)len);
+    return llm__i8x32_load(buf);
+}
 
 /* q8_0 tile: nr weight rows (int8 in groups of G, scales ws) times nc
- * quantized tokens (xq, xs): integer dot per group, scaled and summed in
- * float lanes. Any G and any n (short last groups) work. */
+ * quantized tokens (xq, xs). Any G and any n (short last groups) work. */
 LLM__INLINE void llm__tile_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
                               const float *xs, int n, int G, int nr, int nc) {
     int groups = (n + G - 1) / G;
-    __m256 acc[LLM__NR][LLM__NC];
+    llm__f32x8 acc[LLM__NR][LLM__NC];
     for (int a = 0; a < nr; a++)
-        for (int b = 0; b < nc; b++) acc[a][b] = _mm256_setzero_ps();
+        for (int b = 0; b < nc; b++) acc[a][b] = llm__f32x8_zero();
     for (int g = 0; g < groups; g++) {
         int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
-        __m256i isum[LLM__NR][LLM__NC];
+        llm__i32x8 isum[LLM__NR][LLM__NC];
         for (int a = 0; a < nr; a++)
-            for (int b = 0; b < nc; b++) isum[a][b] = _mm256_setzero_si256();
+            for (int b = 0; b < nc; b++) isum[a][b] = llm__i32x8_zero();
         for (int c0 = 0; c0 < glen; c0 += 32) {
             int len = glen - c0 < 32 ? glen - c0 : 32;
-            __m256i xv[LLM__NC];
+            llm__i8x32 xv[LLM__NC];
             for (int b = 0; b < nc; b++) xv[b] = llm__load32_i8(xq + (size_t)b * n + g0 + c0, len);
             for (int a = 0; a < nr; a++) {
-                __m256i wv = llm__load32_i8(w + (size_t)a * n + g0 + c0, len);
+                llm__i8x32 wv = llm__load32_i8(w + (size_t)a * n + g0 + c0, len);
                 for (int b = 0; b < nc; b++) isum[a][b] = llm__dot32_i8(isum[a][b], wv, xv[b]);
             }
         }
         for (int a = 0; a < nr; a++)
             for (int b = 0; b < nc; b++)
-                acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a][b]),
-                                            _mm256_set1_ps(ws[(size_t)a * groups + g] * xs[(size_t)b * groups + g]),
-                                            acc[a][b]);
+                acc[a][b] = llm__f32x8_fma_scaled(acc[a][b], isum[a][b], ws[(size_t)a * groups + g] * xs[(size_t)b * groups + g]);
     }
     for (int a = 0; a < nr; a++)
-        for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__hsum8(acc[a][b]);
+        for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__f32x8_total(acc[a][b]);
 }
 
 static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
