@@ -61,7 +61,10 @@ test: test-bins
 TINYLLAMAS = https://huggingface.co/karpathy/tinyllamas/resolve/main/stories260K
 models/stories260K.bin models/tok512.bin:
 	@mkdir -p models
-	curl -fL -o $@ $(TINYLLAMAS)/$(notdir $@)
+	@if command -v curl >/dev/null; then curl -fL -o $@.part $(TINYLLAMAS)/$(notdir $@); \
+	 elif command -v wget >/dev/null; then wget -O $@.part $(TINYLLAMAS)/$(notdir $@); \
+	 else echo "error: need curl or wget to download $(notdir $@) (or put it in models/)"; exit 1; fi
+	@mv $@.part $@
 run: build/run.stamp $(if $(wildcard ../shared/models/stories260K.bin),,models/stories260K.bin models/tok512.bin)
 	./run $(MODELS)/stories260K.bin -z $(MODELS)/tok512.bin -n 256 -i "Once upon a time"
 

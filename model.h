@@ -1261,15 +1261,25 @@ static void llm__rows4_f32(float *out, const float *w, const float *x, int n) {
 #endif /* !LLM__VL */
 
 /* Rows r0..r1 of W times tokens t0..t1 of X into Out (T,d), tile by tile. */
+#ifndef LLM__L2_BLOCK_BYTES
+#define LLM__L2_BLOCK_BYTES (256 * 1024)
+#endif
 static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, const int8_t *xq,
                             const float *xs, int r0, int r1, int t0, int t1) {
     int d = w->rows, n = w->cols;
     int groups = w->type == LLM_Q8_0 ? (n + w->group - 1) / w->group : 0;
 #ifdef LLM__VL
-    for (int t = t0; t < t1; t += LLM__NC) {
+    /* a block of rows of W (a few hundred KB) stays in L2 while every token
+     * tile passes over it; inside, a 4-row panel meets a tile of tokens */
+    size_t row_bytes = (size_t)n * (w->type == LLM_F32 ? 4 : w->type == LLM_F16 ? 2 : 1);
+    int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / LLM__NR * LLM__NR;
+    if (block < LLM__NR) block = LLM__NR;
+    for (int rb = r0; rb < r1; rb += block) {
+      int rb1 = r1 - rb < block ? r1 : rb + block;
+      for (int t = t0; t < t1; t += LLM__NC) {
         int nc = t1 - t < LLM__NC ? t1 - t : LLM__NC;
-        for (int r = r0; r < r1; r += LLM__NR) {
-            int nr = r1 - r < LLM__NR ? r1 - r : LLM__NR;
+        for (int r = rb; r < rb1; r += LLM__NR) {
+            int nr = rb1 - r < LLM__NR ? rb1 - r : LLM__NR;
             float *o = out + (size_t)t * d + r;
             switch (w->type) {
             case LLM_F32:
@@ -1292,6 +1302,7 @@ static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, con
                 break;
             }
         }
+      }
     }
 #else
     for (int t = t0; t < t1; t++) {

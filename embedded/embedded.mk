@@ -9,6 +9,9 @@
 # model's seq_len), EMB_KV (f32 | f16 | q8), EMB_TEMPERATURE, EMB_TOPP, EMB_TOPK,
 # EMB_SEED, EMB_STEPS, EMB_PROMPT; EMB_STACK and EMB_RAM_BUDGET (bytes) bound
 # the RAM at link time. Images live in build/embedded/EMB_NAME/EMB_BOARD/.
+# included from another Makefile: its default goal stays the default (restored at the end)
+EMB_INCLUDED := $(filter-out embedded/embedded.mk,$(firstword $(MAKEFILE_LIST)))
+EMB_SAVED_GOAL := $(.DEFAULT_GOAL)
 EMB_PYTHON ?= /usr/bin/python3
 EMB_MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),../shared/models)
 EMB_CKPT ?= $(EMB_MODELS)/stories260K.bin
@@ -122,3 +125,9 @@ embedded-clean:
 	rm -rf build/embedded
 
 FORCE:
+
+ifneq ($(EMB_INCLUDED),)
+.DEFAULT_GOAL := $(EMB_SAVED_GOAL)
+else
+.DEFAULT_GOAL := embedded-test
+endif

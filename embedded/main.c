@@ -195,10 +195,11 @@ int main(void) {
     size_t ckpt_bytes = (size_t)(emb_ckpt_end - emb_ckpt), tok_bytes = (size_t)(emb_tok_end - emb_tok);
     if (llm_load(&model, emb_ckpt, ckpt_bytes) != LLM_OK) fail(1, "checkpoint", model.error);
     const llm_config *c = &model.cfg;
-    if (tok_arena_size(emb_tok, tok_bytes, c->vocab_size) != sizeof tok_arena ||
-        tok_init(&tok, emb_tok, tok_bytes, c->vocab_size, tok_arena, sizeof tok_arena) != 0)
-        fail(tok_arena_size(emb_tok, tok_bytes, c->vocab_size) ? 3 : 1, "tokenizer",
-             tok_arena_size(emb_tok, tok_bytes, c->vocab_size) ? "its arena differs from the build's plan (plan.h): rebuild" : tok_error(&tok));
+    size_t tok_need = tok_arena_size(emb_tok, tok_bytes, c->vocab_size);
+    if (tok_need != 0 && tok_need != sizeof tok_arena)
+        fail(3, "tokenizer", "its arena differs from the one the build reserved (plan.h): rebuild");
+    if (tok_init(&tok, emb_tok, tok_bytes, c->vocab_size, tok_arena, sizeof tok_arena) != 0)
+        fail(1, "tokenizer", tok_error(&tok));
     int n_prompt = tok_encode(&tok, EMB_PLAN_PROMPT, 1, 0, prompt_ids, EMB_PLAN_PROMPT_MAX_TOKENS,
                               encode_scratch, sizeof encode_scratch);
     if (n_prompt < 0) fail(1, "cannot encode the prompt", tok_error(&tok));

@@ -97,6 +97,8 @@ def make_vars(v, board, name=None):
            "EMB_STEPS=%d" % v["steps"], "EMB_PROMPT=" + v["prompt"], "EMB_STACK=%d" % v["stack"]]
     if v["budget"]:
         out.append("EMB_RAM_BUDGET=%d" % v["budget"])
+    if v.get("opt"):
+        out.append("EMB_OPT=" + v["opt"])
     return out
 
 
@@ -312,39 +314,42 @@ def figures():
     plugin = os.path.join("build", "embedded", "libinsncount.so")
     rows = []
     configs = [
-        ("f32 weights, f32 KV, context 256", cfg("f32-greedy")),
-        ("f32 weights, f32 KV, context 100", cfg("f32-greedy", ctx=100, steps=100)),
-        ("q8_0 weights, q8 KV, context 256", cfg("compact-greedy")),
+        ("f32 weights, f32 KV, context 256", cfg("f32-greedy"), "-O2", BOARDS),
+        ("f32 weights, f32 KV, context 100", cfg("f32-greedy", ctx=100, steps=100), "-O2", BOARDS),
+        ("q8_0 weights, q8 KV, context 256", cfg("compact-greedy"), "-O2", BOARDS),
+        ("f32 weights, f32 KV, context 256", cfg("f32-greedy"), "-O3", ["an547"]),
+        ("q8_0 weights, q8 KV, context 256", cfg("compact-greedy"), "-O3", ["an547"]),
     ]
-    for label, v in configs:
-        for board in BOARDS:
+    for label, v, opt, boards in configs:
+        for board in boards:
             steps = v["steps"]
-            elf, p = build(v, board, name="fig-%s-%d" % (v["kv"] + os.path.basename(v["ckpt"]), v["ctx"]))
-            elf1, p1 = build(dict(v, steps=1), board, name="fig1-%s-%d" % (v["kv"] + os.path.basename(v["ckpt"]), v["ctx"]))
+            key = "%s-%s-%d%s" % (v["kv"], os.path.basename(v["ckpt"]), v["ctx"], opt)
+            elf, p = build(dict(v, opt=opt), board, name="fig-" + key)
+            elf1, p1 = build(dict(v, opt=opt, steps=1), board, name="fig1-" + key)
             if p.returncode or p1.returncode:
                 print("build failed: " + tail(p.stderr + p1.stderr))
                 return 1
             n, q = insns(board, elf, plugin)
             n1, _ = insns(board, elf1, plugin)
             used, size = stack_used(q.stderr)
-            m = memory(elf)
-            rows.append((label, board, m, used, (n - n1) / (steps - 1), n1, steps))
-    out = []
-    out.append("| configuration | board | code + rodata | checkpoint + tokenizer (flash) | RAM: data + bss | arenas | stack used / reserved | RAM total | guest instructions per token |")
-    out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for label, board, m, used, per_tok, n1, steps in rows:
-        out.append("| %s | %s | %s | %s | %s | %s | %s / %s | %s (%.1f KiB) | %.2f M |" % (
-            label, {"an386": "mps2-an386 (Cortex-M4F)", "an547": "mps3-an547 (Cortex-M55)"}[board],
-            fmt(m["code"]), fmt(m["model"]), fmt(m["data"] + m["bss"]), fmt(m["noinit"]), fmt(used), fmt(m["stack"]),
-            fmt(m["ram"]), m["ram"] / 1024.0, per_tok / 1e6))
+            rows.append((label, board, opt, memory(elf), used, (n - n1) / (steps - 1), steps))
+    names = {"an386": "mps2-an386 (Cortex-M4F)", "an547": "mps3-an547 (Cortex-M55)"}
+    out = ["| configuration | board, build | code + rodata | checkpoint + tokenizer (flash) | RAM: data + bss "
+           "| arenas | stack touched / reserved | RAM total | guest instructions per token (steps) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for label, board, opt, m, used, per_tok, steps in rows:
+        out.append("| %s | %s, %s | %s | %s | %s | %s | %s / %s | %s (%.1f KiB) | %.2f M (%d) |" % (
+            label, names[board], opt, fmt(m["code"]), fmt(m["model"]), fmt(m["data"] + m["bss"]), fmt(m["noinit"]),
+            fmt(used), fmt(m["stack"]), fmt(m["ram"]), m["ram"] / 1024.0, per_tok / 1e6, steps))
     print("\n".join(out))
     print()
-    print("Instructions per token: (count for %s greedy steps - count for 1 step) / (steps - 1), counted by the "
-          "QEMU TCG plugin built from shared/tools/qemu-insncount.c; decode only (prefill is one BOS token), "
-          "averaged over positions 1..steps-1, sampling included. Bytes from `arm-none-eabi-size -A`: code + "
-          "rodata = .vectors + .text + .data's load image; arenas = the engine's state (llm_state_size) + the "
-          "tokenizer's arena + encode scratch + sampler candidates, all static (.noinit); the stack is painted at "
-          "reset and its high-water mark read after the run." % "/".join(str(x[6]) for x in rows[:1]))
+    print("Bytes from `arm-none-eabi-size -A`: code + rodata = .vectors + .text + the load image of .data; "
+          "arenas = the engine's state (`llm_state_size`) + the tokenizer's arena + the prompt's encode scratch + "
+          "the sampler's candidates, all static (`.noinit`); RAM total = data + bss + arenas + the reserved stack. "
+          "The stack is painted at reset and the deepest word written is read after the run. Instructions per "
+          "token: (count for N greedy steps - count for 1 step) / (N - 1), from the QEMU TCG plugin built from "
+          "shared/tools/qemu-insncount.c: decode from an empty prompt, averaged over positions 1..N-1, argmax "
+          "included.")
     return 0
 
 

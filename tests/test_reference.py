@@ -145,6 +145,22 @@ def test_logits_match_reference():
                lambda w=which: check_against_reference(w, ("rms", "pre", "on"), "prefill", 3))
 
 
+def test_prefill_equals_decode_every_variant():
+    """Batched prefill and one-token decode give the same logits for every norm variant."""
+    for which in ("stories260K", "random"):
+        for combo in COMBOS:
+            def one(which=which, combo=combo):
+                toks, vocab, _ = reference_logits(which)
+                path, _ = checkpoint(which)
+                pre = c_logits(path, toks, vocab, *combo, "prefill", 2)
+                dec = c_logits(path, toks, vocab, *combo, "decode")
+                chunk = c_logits(path, toks, vocab, *combo, "chunked")
+                for name, got in (("decode", dec), ("chunks of 5", chunk)):
+                    rel, at = rel_diff(pre, got)
+                    assert rel <= 1e-5, f"{which} {'/'.join(combo)}: prefill vs {name} differ by {rel:.3g} at {at}"
+            yield f"{which}-{'-'.join(combo)}", one
+
+
 def test_reference_cli_matches_import():
     """The command line writes what forward() computes (the C tests rely on both)."""
     toks, vocab, refs = reference_logits("random")
