@@ -866,6 +866,34 @@ void llm_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
+/* e^x in float, the engine's own so that every platform (and its vector
+ * twin below) computes the same bits: x = n ln2 + r with |r| <= ln2/2,
+ * e^r = 1 + r + r^2 P(r) in fused multiply-adds, times 2^n. Within 2 ulp
+ * of the true value; flushes results below 2^-126 to zero. */
+#define LLM__EXP_LOG2E 1.44269504088896341f
+#define LLM__EXP_LN2_HI 0.693145751953125f
+#define LLM__EXP_LN2_LO 1.42860682030941723212e-6f
+#define LLM__EXP_MIN -87.33654475f
+#define LLM__EXP_MAX 88.72283905f
+/* e^r = 1 + r + r^2 P(r) with Cephes' minimax coefficients for P */
+static const float llm__exp_c[6] = { 5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f, 8.3334519073e-3f,
+                                     1.3981999507e-3f, 1.9875691500e-4f };
+static inline float llm__expf(float x) {
+    if (x != x) return x;
+    if (x < LLM__EXP_MIN) return 0.0f;
+    if (x > LLM__EXP_MAX) return INFINITY;
+    float n = floorf(x * LLM__EXP_LOG2E + 0.5f);
+    float r = fmaf(n, -LLM__EXP_LN2_HI, x);
+    r = fmaf(n, -LLM__EXP_LN2_LO, r);
+    float p = llm__exp_c[5];
+    for (int i = 4; i >= 0; i--) p = fmaf(p, r, llm__exp_c[i]);
+    p = fmaf(p, r * r, r) + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+
 /* w_row (n,) . x (n,), f32 */
 static float llm__dot_f32(const float *w, const float *x, int n) {
     float acc = 0.0f;
@@ -1040,6 +1068,46 @@ typedef float32x4_t llm__vf;
 #else
 #define LLM__SIMD "scalar"
 #endif
+
+/* x[i] = e^(x[i] - shift), eight at a time where a vector unit has them;
+ * the same operations as llm__expf, so the same bits. */
+static void llm__exp_shifted(float *x, int n, float shift) {
+    int i = 0;
+#if defined(__AVX2__) && defined(__FMA__) && !defined(MODEL_NO_SIMD)
+    const __m256 lo = _mm256_set1_ps(LLM__EXP_MIN), hi = _mm256_set1_ps(LLM__EXP_MAX), sh = _mm256_set1_ps(shift);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), sh);
+        __m256 nn = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(LLM__EXP_LOG2E)), _mm256_set1_ps(0.5f)));
+        __m256 under = _mm256_cmp_ps(v, lo, _CMP_LT_OQ), over = _mm256_cmp_ps(v, hi, _CMP_GT_OQ);
+        __m256 inrange = _mm256_andnot_ps(_mm256_or_ps(under, over), _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+        nn = _mm256_and_ps(nn, inrange);                      /* keep the exponent sane outside */
+        __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LLM__EXP_LN2_HI), v);
+        r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LLM__EXP_LN2_LO), r);
+        __m256 p = _mm256_set1_ps(llm__exp_c[5]);
+        for (int k = 4; k >= 0; k--) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(llm__exp_c[k]));
+        p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+        __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+        y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
+        y = _mm256_blendv_ps(y, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        _mm256_storeu_ps(x + i, y);
+    }
+#endif
+    for (; i < n; i++) x[i] = llm__expf(x[i] - shift);
+}
+
+/* SwiGLU in place: g (n,) = silu(g) * u = g * 1/(1 + e^-g) * u */
+static void llm__swiglu(float *g, const float *u, int n) {
+    int i = 0;
+    float e[64];
+    for (; i < n; i += 64) {
+        int len = n - i < 64 ? n - i : 64;
+        for (int j = 0; j < len; j++) e[j] = -g[i + j];
+        llm__exp_shifted(e, len, 0.0f);
+        for (int j = 0; j < len; j++) g[i + j] = g[i + j] * (1.0f / (1.0f + e[j])) * u[i + j];
+    }
+}
 
 /* a (n,) . b (n,) in f32 for attention scores, in one order on every
  * platform: eight lanes (lane l takes j = l mod 8, by fused multiply-add; a
@@ -1494,13 +1562,14 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
             if (scores[j] > block_max) block_max = scores[j];
         }
         if (block_max > run_max) { /* rescale what was summed so far */
-            float r = expf(run_max - block_max);
+            float r = llm__expf(run_max - block_max);
             run_sum *= r;
             for (int i = 0; i < hs; i++) out[i] *= r;
             run_max = block_max;
         }
+        llm__exp_shifted(scores, len, run_max);   /* scores[j] = e^(scores[j] - run_max) */
         for (int j = 0; j < len; j++) {
-            float p = expf(scores[j] - run_max);
+            float p = scores[j];
             const float *v = llm__kv_row(kv->v, kv->v_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
             run_sum += p;
             for (int i = 0; i < hs; i++) out[i] += p * v[i];
@@ -1577,7 +1646,7 @@ static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, in
     LLM__PARALLEL_FOR(s->n_threads, (long)T * H * 8 >= LLM_PARALLEL_MIN_WORK)
     for (int t = 0; t < T; t++) {
         float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;
-        for (int i = 0; i < H; i++) g[i] = g[i] * (1.0f / (1.0f + expf(-g[i]))) * u[i];
+        llm__swiglu(g, u, H);
     }
     llm__matmul(s->xb2, &w2, s->hb, T, s);
 }

@@ -39,7 +39,7 @@ EMB_QEMU_an386 = qemu-system-arm -M mps2-an386 -cpu cortex-m4
 EMB_QEMU_an547 = qemu-system-arm -M mps3-an547 -cpu cortex-m55
 EMB_QEMU_FLAGS = -nographic -monitor none -serial null -semihosting-config enable=on,target=native
 # the engine's sources build with the strictest flags; startup.c needs GNU C (asm, naked)
-EMB_STRICT = -std=c99 -pedantic -Wall -Wextra -Werror -DMODEL_NO_STDIO
+EMB_STRICT = -std=c99 -pedantic -Wall -Wextra -Werror -ffp-contract=off -DMODEL_NO_STDIO
 EMB_CFLAGS = $(EMB_CPU_$(EMB_BOARD)) $(EMB_OPT) -g -ffunction-sections -fdata-sections -DEMB_BOARD='"$(EMB_BOARD)"'
 EMB_LDFLAGS = $(EMB_CPU_$(EMB_BOARD)) -nostartfiles --specs=nano.specs --specs=rdimon.specs \
   -Lembedded -T embedded/$(EMB_BOARD).ld -Wl,--gc-sections -Wl,--defsym=EMB_STACK=$(EMB_STACK) \
@@ -95,7 +95,7 @@ embedded-run: $(EMB_DIR)/demo.elf
 # ./run for aarch64 Linux (NEON path), run under qemu-aarch64
 EMB_A64_CC = aarch64-linux-gnu-gcc
 # (static without OpenMP; the OpenMP build is dynamic: qemu-aarch64 -L /usr/aarch64-linux-gnu)
-EMB_A64_FLAGS = -std=c99 -O2 -march=armv8.2-a+dotprod+fp16 -Wall -Wextra
+EMB_A64_FLAGS = -std=c99 -O2 -march=armv8.2-a+dotprod+fp16 -ffp-contract=off -Wall -Wextra
 embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp
 build/embedded/run-aarch64: run.c tokenizer.c model.h tokenizer.h sampler.h
 	@mkdir -p $(@D)

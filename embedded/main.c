@@ -57,12 +57,12 @@ extern const unsigned char emb_ckpt[], emb_ckpt_end[], emb_tok[], emb_tok_end[];
 
 /* All working memory, sized on the host from the engine's own plan. Not
  * zeroed at reset (.noinit): llm_state_init and tok_init initialise it. */
-#define EMB_NOINIT __attribute__((section(".noinit"), aligned(LLM_ALIGN)))
-static unsigned char state_arena[EMB_PLAN_STATE_BYTES] EMB_NOINIT;
-static unsigned char tok_arena[EMB_PLAN_TOK_ARENA_BYTES] EMB_NOINIT;
-static unsigned char encode_scratch[EMB_PLAN_SCRATCH_BYTES] EMB_NOINIT;
-static int prompt_ids[EMB_PLAN_PROMPT_MAX_TOKENS] EMB_NOINIT;
-static llm_prob_index candidates[EMB_PLAN_CANDIDATES] EMB_NOINIT;
+#define EMB_NOINIT(align) __attribute__((section(".noinit"), aligned(align)))
+static unsigned char state_arena[EMB_PLAN_STATE_BYTES] EMB_NOINIT(LLM_ALIGN);
+static unsigned char tok_arena[EMB_PLAN_TOK_ARENA_BYTES] EMB_NOINIT(8);
+static unsigned char encode_scratch[EMB_PLAN_SCRATCH_BYTES] EMB_NOINIT(8);
+static int prompt_ids[EMB_PLAN_PROMPT_MAX_TOKENS] EMB_NOINIT(8);
+static llm_prob_index candidates[EMB_PLAN_CANDIDATES] EMB_NOINIT(8);
 static llm_model model;
 static llm_state state;
 static tok_tokenizer tok;

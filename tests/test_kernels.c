@@ -108,6 +108,31 @@ static void test_softmax(void) {
     check(worst < 1e-6, "softmax_formula_large_logits", "max abs diff %g (tol %g)", worst, 1e-6);
 }
 
+/* ---- e^x: the engine's own, within 2 ulp, and its vector twin bit for bit ---- */
+static void test_expf(void) {
+    enum { N = 20011 };
+    static float xs[N], ys[N];
+    double worst_ulp = 0;
+    for (int i = 0; i < N; i++) xs[i] = -87.0f + 175.0f * (float)i / (N - 1);   /* -87 .. 88 */
+    memcpy(ys, xs, sizeof xs);
+    llm__exp_shifted(ys, N, 0.0f);
+    int mismatch = 0;
+    for (int i = 0; i < N; i++) {
+        float s1 = llm__expf(xs[i]);
+        if (memcmp(&s1, &ys[i], 4) != 0) mismatch++;
+        double want = exp((double)xs[i]);
+        double ulp = ldexp(1.0, ilogb(want) - 23);
+        worst_ulp = fmax(worst_ulp, fabs(s1 - want) / ulp);
+    }
+    check(worst_ulp <= 2.0, "expf_within_2_ulp_on_-87_88", "worst %g ulp (tol %g)", worst_ulp, 2.0);
+    printf("   expf: worst %.2f ulp\n", worst_ulp);
+    check(mismatch == 0, "expf_vector_eq_scalar", "%g of %g differ", mismatch, N);
+    float edge[6] = { -100.0f, 100.0f, 0.0f, -0.0f, NAN, -87.5f };
+    llm__exp_shifted(edge, 6, 0.0f);
+    check(edge[0] == 0.0f && isinf(edge[1]) && edge[2] == 1.0f && edge[3] == 1.0f && isnan(edge[4]) && edge[5] == 0.0f,
+          "expf_edges_zero_inf_one_nan", "%g %g", edge[0], edge[1]);
+}
+
 /* ---- f16 ---- */
 static void test_f16(void) {
     int bad = 0, first = -1;
@@ -455,6 +480,7 @@ int main(int argc, char **argv) {
     test_rmsnorm_lesson();
     test_norms_random();
     test_softmax();
+    test_expf();
     test_f16();
     test_matvec();
     test_matmul_fast();
