@@ -1117,6 +1117,12 @@ static float llm__dot8(const float *a, const float *b, int n) {
 #if defined(__AVX2__) && defined(__FMA__) && !defined(MODEL_NO_SIMD)
     __m256 acc = _mm256_setzero_ps();
     for (int j = 0; j < n8; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+    if (n8 == n) { /* the lanes_total tree in registers */
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
     float lane[8];
     _mm256_storeu_ps(lane, acc);
 #elif defined(LLM__VL) && LLM__VL == 4
@@ -1521,7 +1527,7 @@ static void llm__kv_store(void *cache, uint16_t *scales, int kv_type, size_t pos
 
 /* Head kvh's row at position j as f32: a pointer into an f32 cache, or
  * converted into tmp (hs,). */
-static const float *llm__kv_row(const void *cache, const uint16_t *scales, int kv_type, size_t j, int kvh,
+LLM__INLINE const float *llm__kv_row(const void *cache, const uint16_t *scales, int kv_type, size_t j, int kvh,
                                 int n_heads, int hs, float *tmp) {
     size_t at = (j * (size_t)n_heads + (size_t)kvh) * (size_t)hs;
     if (kv_type == LLM_KV_F32) return (const float *)cache + at;
