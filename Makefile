@@ -2,7 +2,8 @@
 #   make            optimised ./run for this machine (OpenMP where the compiler has it)
 #   make portable   ./run-portable: plain C99, no OpenMP, no arch flags
 #   make asan       ./run-asan: AddressSanitizer + UndefinedBehaviorSanitizer
-#   make test       the whole suite (optimised, asan and portable builds)
+#   make test       the host suite (optimised, asan and portable builds)
+#   make check      embedded-test (Cortex-M under QEMU, aarch64) and then make test
 #   make run        build and tell a story with the default model
 CC ?= cc
 PYTHON ?= /usr/bin/python3
@@ -19,7 +20,7 @@ SRC = run.c tokenizer.c
 HDR = model.h tokenizer.h sampler.h
 LIBS = -lm
 
-.PHONY: all portable asan test test-bins run bench clean norm-table
+.PHONY: all portable asan test test-bins run bench clean norm-table check
 all: build/run.stamp
 
 # ./run is the binary, `make run` the story: the binary's rule keys on a stamp
@@ -70,6 +71,14 @@ run: build/run.stamp $(if $(wildcard ../shared/models/stories260K.bin),,models/s
 
 clean:
 	rm -rf run run-portable run-asan build
+
+# Bare metal (Cortex-M4F and M55 under QEMU) and aarch64: embedded-test, embedded-figures
+include embedded/embedded.mk
+
+# Everything CI runs: the devices first, then the host suite (its summary line last).
+check:
+	$(MAKE) --no-print-directory embedded-test
+	$(MAKE) --no-print-directory test
 
 # Perplexity of stories260K on tests/data/stories.txt under the 8 norm variants (README's table).
 NORM_TEXT ?= tests/data/stories.txt

@@ -67,6 +67,9 @@ enum llm_kv_type { LLM_KV_F32 = 0, LLM_KV_F16 = 1, LLM_KV_Q8 = 2 };
 #define LLM_MAX_LAYERS 1024
 #define LLM_MAX_VOCAB (1 << 22)
 #define LLM_MAX_SEQ (1 << 20)
+#ifndef LLM_MAX_HEAD_SIZE
+#define LLM_MAX_HEAD_SIZE 256       /* attention keeps one head's row on the stack */
+#endif
 
 typedef struct llm_config {
     int dim;            /* residual stream width                       */
@@ -188,6 +191,7 @@ const char *llm_norm_pos_name(int p);
 const char *llm_dtype_name(int t);
 const char *llm_kv_type_name(int t);
 int llm_parse_kv_type(const char *s);   /* "f32", "f16", "q8", or -1 */
+const char *llm_simd_name(void);        /* the kernels this build runs: "avx512", "neon", ... */
 
 /* Scalar kernels, public so tests can check them against their formulas. */
 void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps);
@@ -447,7 +451,7 @@ int llm_check_config(llm_model *m) {
     LLM__CHECK(c->dim % c->n_heads == 0, "dim %d is not a multiple of n_heads %d", c->dim, c->n_heads);
     LLM__CHECK(c->n_heads % c->n_kv_heads == 0, "n_heads %d is not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
     LLM__CHECK(c->head_size > 0 && c->head_size % 2 == 0, "head size %d must be even", c->head_size);
-    LLM__CHECK(c->head_size <= 512, "head size %d above the engine's limit of 512", c->head_size);
+    LLM__CHECK(c->head_size <= LLM_MAX_HEAD_SIZE, "head size %d above this build's LLM_MAX_HEAD_SIZE %d", c->head_size, LLM_MAX_HEAD_SIZE);
     LLM__CHECK(c->norm_type == LLM_NORM_RMS || c->norm_type == LLM_NORM_LAYER, "norm_type %d unknown", c->norm_type);
     LLM__CHECK(c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_POST, "norm_pos %d unknown", c->norm_pos);
     LLM__CHECK(c->final_norm == 0 || c->final_norm == 1, "final_norm %d must be 0 or 1", c->final_norm);
@@ -858,14 +862,6 @@ void llm_layernorm(float *out, const float *x, const float *g, const float *b, i
     for (int i = 0; i < n; i++) out[i] = g[i] * ((x[i] - mean) * inv) + (b ? b[i] : 0.0f);
 }
 
-void llm_softmax(float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
-    for (int i = 0; i < n; i++) x[i] /= sum;
-}
-
 /* e^x in float, the engine's own so that every platform (and its vector
  * twin below) computes the same bits: x = n ln2 + r with |r| <= ln2/2,
  * e^r = 1 + r + r^2 P(r) in fused multiply-adds, times 2^n. Within 2 ulp
@@ -882,7 +878,9 @@ static inline float llm__expf(float x) {
     if (x != x) return x;
     if (x < LLM__EXP_MIN) return 0.0f;
     if (x > LLM__EXP_MAX) return INFINITY;
-    float n = floorf(x * LLM__EXP_LOG2E + 0.5f);
+    float t = x * LLM__EXP_LOG2E + 0.5f;
+    float n = (float)(int32_t)t;              /* floor(t), without a libm call */
+    if (n > t) n -= 1.0f;
     float r = fmaf(n, -LLM__EXP_LN2_HI, x);
     r = fmaf(n, -LLM__EXP_LN2_LO, r);
     float p = llm__exp_c[5];
@@ -892,6 +890,14 @@ static inline float llm__expf(float x) {
     float scale;
     memcpy(&scale, &bits, 4);
     return p * scale;
+}
+
+void llm_softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) { x[i] = llm__expf(x[i] - max); sum += x[i]; }
+    for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
 /* w_row (n,) . x (n,), f32 */
@@ -951,7 +957,8 @@ static inline int32_t llm__word_sum_i8(const int8_t *w, const int8_t *x) {
     uint32_t a, b;
     memcpy(&a, w, 4);
     memcpy(&b, x, 4);
-    return __smlad(__sxtb16(__ror(a, 8)), __sxtb16(__ror(b, 8)), __smlad(__sxtb16(a), __sxtb16(b), 0));
+    uint32_t a8 = (a >> 8) | (a << 24), b8 = (b >> 8) | (b << 24);   /* rotate: bytes 1, 3 into 0, 2 */
+    return __smlad(__sxtb16(a8), __sxtb16(b8), __smlad(__sxtb16(a), __sxtb16(b), 0));
 }
 #else
 static inline int32_t llm__word_sum_i8(const int8_t *w, const int8_t *x) { return llm__lane_sum_i8(w, x, 4); }
@@ -960,10 +967,12 @@ static inline float llm__lanes_total(const float *lane) {
     return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 static inline float llm__dot_q8_lanes(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
-    float lane[LLM__Q8_LANES] = { 0 };
+    float lane[LLM__Q8_LANES];
+    for (int l = 0; l < LLM__Q8_LANES; l++) lane[l] = 0.0f;   /* loops, not = {0}: no memset call */
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
         int glen = n - g0 < G ? n - g0 : G;
-        int32_t isum[LLM__Q8_LANES] = { 0 };
+        int32_t isum[LLM__Q8_LANES];
+        for (int l = 0; l < LLM__Q8_LANES; l++) isum[l] = 0;
         for (int c0 = 0; c0 < glen; c0 += 32) {
             for (int l = 0; l < LLM__Q8_LANES; l++) {
                 int at = c0 + 4 * l, len = glen - at;
@@ -1135,7 +1144,8 @@ static float llm__dot8(const float *a, const float *b, int n) {
     vst1q_f32(lane, lo);
     vst1q_f32(lane + 4, hi);
 #else
-    float lane[8] = { 0 };
+    float lane[8];
+    for (int l = 0; l < 8; l++) lane[l] = 0.0f;
     for (int j = 0; j < n8; j += 8)
         for (int l = 0; l < 8; l++) lane[l] = fmaf(a[j + l], b[j + l], lane[l]);
 #endif
@@ -1334,6 +1344,18 @@ static void llm__rows4_f32(float *out, const float *w, const float *x, int n) {
 
 #endif /* !LLM__VL */
 
+const char *llm_simd_name(void) {
+#if defined(__AVX512VNNI__) && defined(LLM__Q8_SIMD)
+    return LLM__SIMD "+vnni";
+#elif defined(__ARM_FEATURE_DOTPROD) && defined(LLM__Q8_SIMD)
+    return LLM__SIMD "+dotprod";
+#elif defined(__ARM_FEATURE_DSP) && !defined(LLM__VL) && !defined(MODEL_NO_SIMD)
+    return "scalar+dsp";
+#else
+    return LLM__SIMD;
+#endif
+}
+
 /* Rows r0..r1 of W times tokens t0..t1 of X into Out (T,d), tile by tile. */
 #ifndef LLM__L2_BLOCK_BYTES
 #define LLM__L2_BLOCK_BYTES (256 * 1024)
@@ -1458,15 +1480,17 @@ static void llm__residual_add(float *x, const float *y, int T, int n, int nt) {
 }
 
 /* cos/sin of every frequency for T positions: rope (T, head_size) as (cos, sin) pairs.
- * Frequencies as llama2.c computes them: pos * theta^(-2i/hs). */
+ * The angle in float as llama2.c computes it, pos * (1 / theta^(i/hs)); the
+ * power, cosine and sine in double, then rounded: float libms differ between
+ * glibc and a microcontroller's newlib, double ones agree to the float bit. */
 static void llm__rope_table(float *rope, int pos, int T, const llm_config *c) {
     int hs = c->head_size;
-    for (int t = 0; t < T; t++) {
-        for (int i = 0; i < hs; i += 2) {
-            float freq = 1.0f / powf(c->rope_theta, (float)i / (float)hs);
+    for (int i = 0; i < hs; i += 2) {
+        float freq = 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs));
+        for (int t = 0; t < T; t++) {
             float val = (float)(pos + t) * freq;
-            rope[(size_t)t * hs + i] = cosf(val);
-            rope[(size_t)t * hs + i + 1] = sinf(val);
+            rope[(size_t)t * hs + i] = (float)cos((double)val);
+            rope[(size_t)t * hs + i + 1] = (float)sin((double)val);
         }
     }
 }
@@ -1550,12 +1574,12 @@ typedef struct llm__kv_view {
 } llm__kv_view;
 
 #define LLM__KEY_BLOCK 32
-#define LLM__MAX_HEAD 512   /* head sizes the attention's stack rows allow */
+
 
 /* One query head over cache positions 0..last: out (hs,) = softmax(q.K/sqrt(hs)) V.
  * Keys in blocks with a running max (online softmax): no score row in memory. */
 static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv, int kvh, int last) {
-    float scores[LLM__KEY_BLOCK], row[LLM__MAX_HEAD];
+    float scores[LLM__KEY_BLOCK], row[LLM_MAX_HEAD_SIZE];
     int hs = kv->hs;
     float run_max = -INFINITY, run_sum = 0.0f, sqrt_hs = sqrtf((float)hs);
     for (int i = 0; i < hs; i++) out[i] = 0.0f;

@@ -272,16 +272,16 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
             c->seq_len, llm_dtype_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
-    fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s\n",
+    fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
             llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
             (double)c->norm_eps, c->norm_bias ? ", with biases" : "", e->state.ctx_len,
             llm_kv_type_name(e->state.kv_type), o->threads,
 #ifdef _OPENMP
-            ""
+            "",
 #else
-            " (built without OpenMP)"
+            " (built without OpenMP)",
 #endif
-    );
+            llm_simd_name());
 }
 
 static void print_plan(const engine *e) {

@@ -469,6 +469,17 @@ def main():
     print("%s, %d CPUs; commit %s; load average %.2f at the start, %.2f at the end; %d timed runs "
           "per row, medians; %.0f s in all." % (cpu, os.cpu_count() or 0, commit, load0[0], load1[0], runs, elapsed))
     print()
+    omp_env = " ".join("%s=%s" % (k, v) for k, v in sorted(os.environ.items())
+                       if k.startswith(("OMP_", "GOMP_", "KMP_")))
+    if omp_env:
+        print("OpenMP environment passed to ./run: `%s`." % omp_env)
+        print()
+    busy_rows = [r for r in rows if r["bg"] > QUIET]
+    if busy_rows:
+        print("**Warning: other processes kept the machine busy during %d of %d rows (background column "
+              "above %.2f cores); those figures, above all the 2-thread ones, measure the contention more than "
+              "the engine. Run again on a quiet machine.**" % (len(busy_rows), len(rows), QUIET))
+        print()
     print("Machine limits, measured by bench/membw.c (AVX-512 sum of a float buffer) and bench/fmapeak.c "
           "(16 independent zmm FMA chains, 2 flops per lane per FMA) at the start and at the end of this run: "
           "best of the repetitions (median in brackets), start / end. The shares below use the better of the two.")

@@ -16,12 +16,6 @@
  * EMB_STEPS; the prompt, context and KV type come with plan.h (EMB_PLAN_*).
  */
 #include <stdint.h>
-#if defined(EMB_NEED_ROR)
-/* GCC 12's arm_acle.h has no __ror (ACLE's rotate right), which model.h's
- * SMLAD path uses; embedded.mk probes the compiler and asks for this one. */
-#include <arm_acle.h>
-static inline uint32_t __ror(uint32_t x, uint32_t y) { y &= 31; return y ? (x >> y) | (x << (32 - y)) : x; }
-#endif
 #define MODEL_IMPLEMENTATION
 #include "model.h"
 #include "tokenizer.h"

@@ -263,6 +263,13 @@ def check_aarch64(r):
     p = run(MK + ["embedded-aarch64"])
     if not r.check("aarch64 build", p.returncode == 0, tail(p.stderr)):
         return
+    # every kernel against its scalar twin, on NEON
+    q = run(["qemu-aarch64", os.path.join("build", "embedded", "test_kernels-aarch64"), MODELS])
+    out = q.stdout.decode()
+    summary = [l for l in out.splitlines() if l.endswith(" failed") and " passed, " in l]
+    r.check("aarch64 kernel tests (NEON path)", q.returncode == 0 and "simd path: neon" in out and summary
+            and summary[-1].split()[2] == "0", (summary[-1] if summary else tail(q.stderr)),
+            summary[-1] if summary else "")
     for binary, extra in [("run-aarch64", []), ("run-aarch64-omp", ["--threads", "2"])]:
         exe = os.path.join("build", "embedded", binary)
         for name in ["f32-greedy", "f32-seeded"]:
@@ -272,11 +279,12 @@ def check_aarch64(r):
             r.check("aarch64 %s %s text == %s" % (binary, name, os.path.basename(v["golden"])),
                     q.returncode == 0 and q.stdout == want,
                     "status %s, %s" % (q.returncode, tail(q.stderr)) if q.stdout != want else "")
-        v = cfg("compact-greedy")
-        q = run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", exe] + host_args(v) + extra)
-        h = run(["./run-portable"] + host_args(v))
-        r.check("aarch64 %s compact-greedy text == host ./run-portable" % binary,
-                q.returncode == 0 and q.stdout == h.stdout, "differs at byte %d" % first_diff(q.stdout, h.stdout))
+        for name in ["compact-greedy", "compact-seeded"]:
+            v = cfg(name)
+            q = run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", exe] + host_args(v) + extra)
+            h = run(["./run"] + host_args(v))
+            r.check("aarch64 %s %s text == host ./run" % (binary, name),
+                    q.returncode == 0 and q.stdout == h.stdout, "differs at byte %d" % first_diff(q.stdout, h.stdout))
 
 
 def main_checks():
