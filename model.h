@@ -875,9 +875,8 @@ void llm_layernorm(float *out, const float *x, const float *g, const float *b, i
 static const float llm__exp_c[6] = { 5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f, 8.3334519073e-3f,
                                      1.3981999507e-3f, 1.9875691500e-4f };
 static inline float llm__expf(float x) {
-    if (x != x) return x;
-    if (x < LLM__EXP_MIN) return 0.0f;
-    if (x > LLM__EXP_MAX) return INFINITY;
+    if (!(x >= LLM__EXP_MIN && x <= LLM__EXP_MAX)) /* out of range, or NaN */
+        return x < LLM__EXP_MIN ? 0.0f : x > LLM__EXP_MAX ? INFINITY : x;
     float t = x * LLM__EXP_LOG2E + 0.5f;
     float n = (float)(int32_t)t;              /* floor(t), without a libm call */
     if (n > t) n -= 1.0f;
@@ -967,12 +966,13 @@ static inline float llm__lanes_total(const float *lane) {
     return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 static inline float llm__dot_q8_lanes(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
+    /* zeroed by statements: a zeroing loop becomes a memset call on a microcontroller */
     float lane[LLM__Q8_LANES];
-    for (int l = 0; l < LLM__Q8_LANES; l++) lane[l] = 0.0f;   /* loops, not = {0}: no memset call */
+    lane[0] = lane[1] = lane[2] = lane[3] = lane[4] = lane[5] = lane[6] = lane[7] = 0.0f;
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
         int glen = n - g0 < G ? n - g0 : G;
         int32_t isum[LLM__Q8_LANES];
-        for (int l = 0; l < LLM__Q8_LANES; l++) isum[l] = 0;
+        isum[0] = isum[1] = isum[2] = isum[3] = isum[4] = isum[5] = isum[6] = isum[7] = 0;
         for (int c0 = 0; c0 < glen; c0 += 32) {
             for (int l = 0; l < LLM__Q8_LANES; l++) {
                 int at = c0 + 4 * l, len = glen - at;
@@ -1144,10 +1144,16 @@ static float llm__dot8(const float *a, const float *b, int n) {
     vst1q_f32(lane, lo);
     vst1q_f32(lane + 4, hi);
 #else
+    float l0 = 0.0f, l1 = 0.0f, l2 = 0.0f, l3 = 0.0f, l4 = 0.0f, l5 = 0.0f, l6 = 0.0f, l7 = 0.0f;
+    for (int j = 0; j < n8; j += 8) {
+        l0 = fmaf(a[j], b[j], l0); l1 = fmaf(a[j + 1], b[j + 1], l1);
+        l2 = fmaf(a[j + 2], b[j + 2], l2); l3 = fmaf(a[j + 3], b[j + 3], l3);
+        l4 = fmaf(a[j + 4], b[j + 4], l4); l5 = fmaf(a[j + 5], b[j + 5], l5);
+        l6 = fmaf(a[j + 6], b[j + 6], l6); l7 = fmaf(a[j + 7], b[j + 7], l7);
+    }
+    if (n8 == n) return ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7));
     float lane[8];
-    for (int l = 0; l < 8; l++) lane[l] = 0.0f;
-    for (int j = 0; j < n8; j += 8)
-        for (int l = 0; l < 8; l++) lane[l] = fmaf(a[j + l], b[j + l], lane[l]);
+    lane[0] = l0; lane[1] = l1; lane[2] = l2; lane[3] = l3; lane[4] = l4; lane[5] = l5; lane[6] = l6; lane[7] = l7;
 #endif
     for (int j = n8; j < n; j++) lane[j - n8] = fmaf(a[j], b[j], lane[j - n8]);
     return llm__lanes_total(lane);
@@ -1330,16 +1336,32 @@ static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *
 #endif /* q8 SIMD */
 
 #ifndef LLM__VL
-/* No vector unit: W rows r..r+3 (f32) . x (n,) with one load of x per column
- * for four rows; each sum runs in the scalar twin's order, so it equals it. */
-static void llm__rows4_f32(float *out, const float *w, const float *x, int n) {
-    const float *w0 = w, *w1 = w + n, *w2 = w + 2 * (size_t)n, *w3 = w + 3 * (size_t)n;
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+/* a + b * c: one fused instruction where the FPU has it (a microcontroller's
+ * VFMA), else the plain expression (fmaf would be a slow library call) */
+#if defined(__ARM_FEATURE_FMA) || defined(__FMA__)
+#define LLM__MADD(a, b, c) fmaf(b, c, a)
+#else
+#define LLM__MADD(a, b, c) ((a) + (b) * (c))
+#endif
+/* No vector unit: W rows r..r+7 (f32) . x (n,) with one load of x per column
+ * for eight rows; each sum runs over j in order, as the scalar twin's does. */
+static void llm__rows8_f32(float *out, const float *w, const float *x, int n) {
+    const float *w0 = w, *w1 = w0 + n, *w2 = w1 + n, *w3 = w2 + n, *w4 = w3 + n, *w5 = w4 + n, *w6 = w5 + n, *w7 = w6 + n;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
     for (int j = 0; j < n; j++) {
         float xj = x[j];
-        a0 += w0[j] * xj; a1 += w1[j] * xj; a2 += w2[j] * xj; a3 += w3[j] * xj;
+        a0 = LLM__MADD(a0, w0[j], xj); a1 = LLM__MADD(a1, w1[j], xj);
+        a2 = LLM__MADD(a2, w2[j], xj); a3 = LLM__MADD(a3, w3[j], xj);
+        a4 = LLM__MADD(a4, w4[j], xj); a5 = LLM__MADD(a5, w5[j], xj);
+        a6 = LLM__MADD(a6, w6[j], xj); a7 = LLM__MADD(a7, w7[j], xj);
     }
-    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3;
+    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3; out[4] = a4; out[5] = a5; out[6] = a6; out[7] = a7;
+}
+/* one row the same way */
+static float llm__row1_f32(const float *w, const float *x, int n) {
+    float a = 0.0f;
+    for (int j = 0; j < n; j++) a = LLM__MADD(a, w[j], x[j]);
+    return a;
 }
 
 #endif /* !LLM__VL */
@@ -1403,9 +1425,12 @@ static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, con
 #else
     for (int t = t0; t < t1; t++) {
         int r = r0;
-        if (w->type == LLM_F32) /* four rows share each load of x */
-            for (; r + 4 <= r1; r += 4)
-                llm__rows4_f32(out + (size_t)t * d + r, (const float *)w->data + (size_t)r * n, x + (size_t)t * n, n);
+        if (w->type == LLM_F32) { /* eight rows share each load of x */
+            for (; r + 8 <= r1; r += 8)
+                llm__rows8_f32(out + (size_t)t * d + r, (const float *)w->data + (size_t)r * n, x + (size_t)t * n, n);
+            for (; r < r1; r++)
+                out[(size_t)t * d + r] = llm__row1_f32((const float *)w->data + (size_t)r * n, x + (size_t)t * n, n);
+        }
         if (w->type == LLM_Q8_0) {
             for (; r < r1; r++)
                 out[(size_t)t * d + r] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)r * n, w->scale + (size_t)r * groups,
@@ -1586,6 +1611,21 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
     for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
         int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
         float block_max = -INFINITY;
+#ifndef LLM__VL
+        if (kv->type == LLM_KV_F32 && hs == 8) {
+            /* no vector unit, eight-wide heads (a microcontroller's model): the
+             * query stays in registers; llm__dot8's lanes and tree exactly */
+            const float *k = (const float *)kv->k + ((size_t)j0 * kv->n_heads + (size_t)kvh) * 8;
+            size_t stride = (size_t)kv->n_heads * 8;
+            float q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3], q4 = q[4], q5 = q[5], q6 = q[6], q7 = q[7];
+            for (int j = 0; j < len; j++, k += stride) {
+                float l0 = fmaf(q0, k[0], 0.0f), l1 = fmaf(q1, k[1], 0.0f), l2 = fmaf(q2, k[2], 0.0f), l3 = fmaf(q3, k[3], 0.0f);
+                float l4 = fmaf(q4, k[4], 0.0f), l5 = fmaf(q5, k[5], 0.0f), l6 = fmaf(q6, k[6], 0.0f), l7 = fmaf(q7, k[7], 0.0f);
+                scores[j] = (((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))) / sqrt_hs;
+                if (scores[j] > block_max) block_max = scores[j];
+            }
+        } else
+#endif
         for (int j = 0; j < len; j++) {
             const float *k = llm__kv_row(kv->k, kv->k_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
             scores[j] = llm__dot8(q, k, hs) / sqrt_hs;
@@ -1598,11 +1638,27 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
             run_max = block_max;
         }
         llm__exp_shifted(scores, len, run_max);   /* scores[j] = e^(scores[j] - run_max) */
+#ifndef LLM__VL
+        if (kv->type == LLM_KV_F32) {
+            /* no vector unit: one output element at a time in a register, the
+             * keys in the same order, so the same sums */
+            const float *v0 = (const float *)kv->v + ((size_t)j0 * kv->n_heads + (size_t)kvh) * (size_t)hs;
+            size_t stride = (size_t)kv->n_heads * (size_t)hs;
+            for (int j = 0; j < len; j++) run_sum += scores[j];
+            for (int i = 0; i < hs; i++) {
+                float acc = out[i];
+                const float *v = v0 + i;
+                for (int j = 0; j < len; j++, v += stride) acc = fmaf(scores[j], *v, acc);
+                out[i] = acc;
+            }
+            continue;
+        }
+#endif
         for (int j = 0; j < len; j++) {
             float p = scores[j];
             const float *v = llm__kv_row(kv->v, kv->v_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
             run_sum += p;
-            for (int i = 0; i < hs; i++) out[i] += p * v[i];
+            for (int i = 0; i < hs; i++) out[i] = fmaf(p, v[i], out[i]);   /* fused on every target */
         }
     }
     float inv = 1.0f / run_sum;
