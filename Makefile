@@ -5,6 +5,7 @@
 #   make test       the host suite (optimised, asan and portable builds)
 #   make check      embedded-test (Cortex-M under QEMU, aarch64) and then make test
 #   make run        build and tell a story with the default model
+#   make bench      speed against the machine's limits (README's table)
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),$(if $(wildcard ../shared/models/stories260K.bin),../shared/models,models))
@@ -79,6 +80,11 @@ include embedded/embedded.mk
 check:
 	$(MAKE) --no-print-directory embedded-test
 	$(MAKE) --no-print-directory test
+
+# Prefill and decode tok/s for stories260K and the TinyStories shapes in f32/f16/q8_0,
+# 1 and 2 threads, against the machine's bandwidth and FMA peak measured in the same run.
+bench: build/run.stamp
+	$(PYTHON) bench/bench.py
 
 # Perplexity of stories260K on tests/data/stories.txt under the 8 norm variants (README's table).
 NORM_TEXT ?= tests/data/stories.txt
