@@ -229,10 +229,11 @@ uint16_t llm_f32_to_f16(float f);
 #define LLM__OMP 0
 #define LLM__PRAGMA(x)
 #endif
-/* Threads pay only above this many multiply-adds: below it, waking them costs
- * more than the work (stories260K's matrices are all smaller). */
+/* Threads pay only above this many multiply-adds: below it, waking a
+ * sleeping thread costs more than the work (all of stories260K's products,
+ * and a 15M model's per-layer ones in decode, stay on one thread). */
 #ifndef LLM_PARALLEL_MIN_WORK
-#define LLM_PARALLEL_MIN_WORK (1L << 16)
+#define LLM_PARALLEL_MIN_WORK (1L << 19)
 #endif
 /* Parallel for over independent iterations; serial when `cond` is false. */
 #if LLM__OMP

@@ -517,6 +517,11 @@ static void close_engine(engine *e) {
 }
 
 int main(int argc, char **argv) {
+    /* Idle OpenMP threads sleep instead of spinning, unless the user says
+     * otherwise: on a small or shared machine a spinning thread takes the core
+     * (or the hyperthread) the work needs, and one descheduled spinner stalls
+     * every barrier. Set before the OpenMP runtime starts. */
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
     options o = parse_options(argc, argv);
     engine e;
     memset(&e, 0, sizeof e);
