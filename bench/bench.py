@@ -305,12 +305,30 @@ def cpu_busy():
     return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / CLK_TCK
 
 
+RUN_SEEN = set()  # identities of the ./run binary the current row ran
+
+
+def run_identity():
+    """Tells rebuilds of ./run apart (others may run `make` while the bench runs)."""
+    st = os.stat(RUN)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def git_describe():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True).stdout.strip() or "?"
+    except OSError:
+        return "?"
+
+
 def run_once(ckpt, tok, prompt, threads, seed):
     """One ./run; returns (prefill tok/s, decode tok/s, generated, maxrss bytes, background
     load, wall seconds), the background load being the CPUs' busy time not spent by this
     run, per second of the run (0 = a quiet machine; 1 = one core busy elsewhere)."""
     cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-t", "1", "-s", str(seed),
            "-i", prompt, "--threads", str(threads)]
+    RUN_SEEN.add(run_identity())
     busy0, t0 = cpu_busy(), time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = p.stderr.read().decode("utf-8", "replace")
@@ -408,6 +426,7 @@ def main():
             die("%s not found (set LLM_MODELS)" % os.path.join(MODELS, f))
     t_start = time.time()
     load0 = os.getloadavg()
+    commit0, run0 = git_describe(), run_identity()
 
     tools = compile_tools()
     limits_start = measure_limits(tools, threads)
@@ -423,6 +442,7 @@ def main():
             ckpt = checkpoint(model, dtype)
             size = os.path.getsize(ckpt)
             t0 = time.time()
+            RUN_SEEN.clear()
             res = bench_rows(ckpt, tok, text, threads, runs * (TINY_RUNS if SHAPES[model] is None else 1))
             log("%s %s: %.0f s" % (model, dtype, time.time() - t0))
             for t in threads:
@@ -433,7 +453,7 @@ def main():
                     "rss": statistics.median(r["rss"]), "bg": statistics.median(r["bg"]),
                     "pf_spread": spread(r["prefill"]), "dc_spread": spread(r["decode"]),
                     "short": r["short"], "bos_retries": r["bos_retries"], "n": len(r["decode"]),
-                    "busy_retries": r["busy_retries"],
+                    "busy_retries": r["busy_retries"], "binaries": set(RUN_SEEN),
                 })
                 log("  %d thread(s): prefill %s tok/s, decode %s tok/s, background %.2f cores"
                     % (t, fmt_rate(rows[-1]["prefill"]), fmt_rate(rows[-1]["decode"]), rows[-1]["bg"]))
@@ -459,11 +479,8 @@ def main():
                     break
     except OSError:
         pass
-    try:
-        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
-                                capture_output=True, text=True).stdout.strip() or "?"
-    except OSError:
-        commit = "?"
+    commit1 = git_describe()
+    commit = commit0 if commit1 == commit0 else "%s at the start, %s at the end" % (commit0, commit1)
     print("## Benchmark: ./run prefill and decode against this machine's limits")
     print()
     print("%s, %d CPUs; commit %s; load average %.2f at the start, %.2f at the end; %d timed runs "
@@ -473,6 +490,11 @@ def main():
                        if k.startswith(("OMP_", "GOMP_", "KMP_")))
     if omp_env:
         print("OpenMP environment passed to ./run: `%s`." % omp_env)
+        print()
+    rebuilt = [r for r in rows if r["binaries"] != {run0}]
+    if rebuilt:
+        print("**Warning: ./run was rebuilt while the bench ran; %d of %d rows (marked `rebuilt`) did not run "
+              "only the binary present at the start. Run again.**" % (len(rebuilt), len(rows)))
         print()
     busy_rows = [r for r in rows if r["bg"] > QUIET]
     if busy_rows:
@@ -521,9 +543,9 @@ def main():
     for r in rows:
         name = "stories260K" if r["model"] == "260K" else "random " + r["model"]
         wt = r["dtype"] + (" (legacy)" if r["ckpt"].endswith("stories260K.bin") else "")
-        note = ""
+        note = " rebuilt" if r["binaries"] != {run0} else ""
         if r["short"]:
-            note = " (%d of %d runs decoded < %d)" % (r["short"], r["n"], DECODED)
+            note += " (%d of %d runs decoded < %d)" % (r["short"], r["n"], DECODED)
         print("| %s | %s | %.1f | %d | %s | %.1f%% | %s | %.1f%% | %.0f | %.0f%% / %.0f%% | %.2f%s |"
               % (name, wt, r["size"] / 2**20, r["threads"], fmt_rate(r["prefill"]), r["pf_share"],
                  fmt_rate(r["decode"]), r["dc_share"], r["rss"] / 2**20, r["pf_spread"], r["dc_spread"],
