@@ -1031,6 +1031,12 @@ static void llm__dequant_row(float *out, const llm_matrix *w, int r) {
  * tokens give. Leftover columns (n not a multiple of the vector width) go
  * through a scalar loop; the scalar twins above are the reference. */
 
+/* unroll the tiles' short loops fully, so the accumulators stay in registers at -O2 too */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LLM__UNROLL _Pragma("GCC unroll 8")
+#else
+#define LLM__UNROLL
+#endif
 #if defined(__GNUC__)
 #define LLM__INLINE static inline __attribute__((always_inline))
 #else
@@ -1075,6 +1081,25 @@ typedef float32x4_t llm__vf;
 #define llm__vload_f16(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(p))))
 #define llm__vfma(a, b, c) vfmaq_f32(c, a, b)
 #define llm__vsum(v) vaddvq_f32(v)
+#elif !defined(MODEL_NO_SIMD) && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
+/* Helium (Cortex-M55): eight vector registers, so tiles of 4 rows x 1 token */
+#include <arm_mve.h>
+#define LLM__SIMD "helium"
+#define LLM__HELIUM 1
+#define LLM__VL 4
+#define LLM__NC 1
+typedef float32x4_t llm__vf;
+#define llm__vzero() vdupq_n_f32(0.0f)
+#define llm__vload(p) vld1q_f32(p)
+#define llm__vfma(a, b, c) vfmaq_f32(c, a, b)
+LLM__INLINE float32x4_t llm__vload_f16(const uint16_t *p) {
+    float t[4];
+    t[0] = llm_f16_to_f32(p[0]); t[1] = llm_f16_to_f32(p[1]); t[2] = llm_f16_to_f32(p[2]); t[3] = llm_f16_to_f32(p[3]);
+    return vld1q_f32(t);
+}
+LLM__INLINE float llm__vsum(float32x4_t v) {
+    return (vgetq_lane_f32(v, 0) + vgetq_lane_f32(v, 2)) + (vgetq_lane_f32(v, 1) + vgetq_lane_f32(v, 3));
+}
 #else
 #define LLM__SIMD "scalar"
 #endif
@@ -1179,10 +1204,10 @@ static float llm__dot8(const float *a, const float *b, int n) {
         int nv = n - n % LLM__VL;                                                              \
         for (int j = 0; j < nv; j += LLM__VL) {                                                \
             llm__vf xv[LLM__NC];                                                               \
-            for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j);            \
-            for (int a = 0; a < nr; a++) {                                                     \
+            LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j); \
+            LLM__UNROLL for (int a = 0; a < nr; a++) {                                         \
                 llm__vf wv = wload(w + (size_t)a * n + j);                                     \
-                for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);      \
+                LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]); \
             }                                                                                  \
         }                                                                                      \
         for (int a = 0; a < nr; a++) {                                                         \
@@ -1612,7 +1637,7 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
     for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
         int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
         float block_max = -INFINITY;
-#ifndef LLM__VL
+#if !defined(LLM__VL) || defined(LLM__HELIUM)   /* scalar FPU paths */
         if (kv->type == LLM_KV_F32 && hs == 8) {
             /* no vector unit, eight-wide heads (a microcontroller's model): the
              * query stays in registers; llm__dot8's lanes and tree exactly */
@@ -1639,7 +1664,7 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
             run_max = block_max;
         }
         llm__exp_shifted(scores, len, run_max);   /* scores[j] = e^(scores[j] - run_max) */
-#ifndef LLM__VL
+#if !defined(LLM__VL) || defined(LLM__HELIUM)   /* scalar FPU paths */
         if (kv->type == LLM_KV_F32) {
             /* no vector unit: one output element at a time in a register, the
              * keys in the same order, so the same sums */
