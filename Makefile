@@ -84,7 +84,7 @@ check:
 # Prefill and decode tok/s for stories260K and the TinyStories shapes in f32/f16/q8_0,
 # 1 and 2 threads, against the machine's bandwidth and FMA peak measured in the same run.
 bench: build/run.stamp
-	$(PYTHON) bench/bench.py
+	LLM_MODELS=$(MODELS) $(PYTHON) bench/bench.py
 
 # Perplexity of stories260K on tests/data/stories.txt under the 8 norm variants (README's table).
 NORM_TEXT ?= tests/data/stories.txt

@@ -520,8 +520,15 @@ int main(int argc, char **argv) {
     /* Idle OpenMP threads sleep instead of spinning, unless the user says
      * otherwise: on a small or shared machine a spinning thread takes the core
      * (or the hyperthread) the work needs, and one descheduled spinner stalls
-     * every barrier. Set before the OpenMP runtime starts. */
-    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
+     * every barrier. libgomp reads its environment before main, so the
+     * program starts itself again with the variable set (once: the second
+     * start sees it); if that fails it goes on with the runtime's default. */
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
+        setenv("OMP_WAIT_POLICY", "passive", 0);
+#if defined(__linux__) && defined(_OPENMP)
+        execv("/proc/self/exe", argv);
+#endif
+    }
     options o = parse_options(argc, argv);
     engine e;
     memset(&e, 0, sizeof e);
