@@ -179,8 +179,6 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *o,
 /* Run n tokens at positions pos..pos+n-1 as one batch; logits in s->logits. */
 int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int n, int pos,
                 int which_logits);
-/* Bytes of weights the checkpoint holds (for reports). */
-size_t llm_weight_bytes(const llm_config *c);
 const char *llm_status_text(int status);
 /* Parse "rms"/"layer", "pre"/"post", "on"/"off": the value, or -1. */
 int llm_parse_norm_type(const char *s);
@@ -426,15 +424,6 @@ static int llm__fail(llm_model *m, int status, const char *msg) {
     return status;
 }
 
-size_t llm_weight_bytes(const llm_config *c) {
-    size_t kv = (size_t)c->n_kv_heads * c->head_size, qd = (size_t)c->n_heads * c->head_size;
-    size_t per_layer = qd * c->dim * 2 + kv * c->dim * 2 + (size_t)c->hidden_dim * c->dim * 3;
-    size_t n = per_layer * c->n_layers + (size_t)c->vocab_size * c->dim * (c->shared_classifier ? 1 : 2);
-    size_t bytes_per = c->weight_type == LLM_F32 ? 4 : c->weight_type == LLM_F16 ? 2 : 1;
-    size_t b = n * bytes_per;
-    if (c->weight_type == LLM_Q8_0 && c->group_size > 0) b += n / c->group_size * 4;
-    return b;
-}
 
 /* Range checks shared by every format. Message names the field. */
 int llm_check_config(llm_model *m) {

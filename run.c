@@ -306,11 +306,16 @@ static void print_plan(const engine *e) {
            (p.total + e->tok_arena_size) / MB, p.total);
 }
 
-static void open_engine(engine *e, const options *o, int max_batch, int all_logits) {
+/* Map and validate the checkpoint (read in place from here on), with the norm flags applied. */
+static void load_checkpoint(engine *e, const options *o) {
     e->ckpt_file = map_file(o->checkpoint, "checkpoint");
-    int st = llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size);
-    if (st != LLM_OK) die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
+    if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
+        die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     apply_norm_options(&e->model, o);
+}
+
+/* Plan and carve the state for batches of max_batch tokens. */
+static void open_state(engine *e, const options *o, int max_batch, int all_logits) {
     const llm_config *c = &e->model.cfg;
     int ctx = o->ctx ? o->ctx : c->seq_len;
     if (ctx > c->seq_len) die(2, "--ctx %d exceeds the model's seq_len %d", ctx, c->seq_len);
@@ -541,13 +546,9 @@ int main(int argc, char **argv) {
     }
 
     int is_eval = !strcmp(o.mode, "eval");
-    /* the batch the prompt needs is known only after encoding, so the
-     * tokenizer is read first with the vocab size from the checkpoint header */
-    file_bytes probe = map_file(o.checkpoint, "checkpoint");
-    llm_model header;
-    if (llm_load(&header, probe.data, probe.size) != LLM_OK) die(1, "checkpoint %s: %s", o.checkpoint, header.error);
-    unmap_file(&probe);
-    if (!o.info || o.tokenizer_given) load_tokenizer(&e, o.tokenizer, header.cfg.vocab_size);
+    /* the state's batch is the prompt's length, known only after encoding */
+    load_checkpoint(&e, &o);
+    if (!o.info || o.tokenizer_given) load_tokenizer(&e, o.tokenizer, e.model.cfg.vocab_size);
 
     int n_prompt = 0, *prompt = NULL;
     if (!strcmp(o.mode, "generate") && e.tok_file.data) prompt = encode_text(&e, o.prompt, 1, 0, &n_prompt);
@@ -555,7 +556,7 @@ int main(int argc, char **argv) {
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;
     if (max_batch > PREFILL_BATCH_MAX) max_batch = PREFILL_BATCH_MAX;
     if (max_batch < 1) max_batch = 1;
-    open_engine(&e, &o, max_batch, is_eval);
+    open_state(&e, &o, max_batch, is_eval);
     print_config(&e, &o, stderr);
     if (o.info) {
         print_plan(&e);

@@ -161,7 +161,8 @@ def compile_tools():
     out = {}
     for name in ("membw", "fmapeak"):
         src, exe = os.path.join(BENCH_SRC, name + ".c"), os.path.join(CACHE, name)
-        if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        header = os.path.join(BENCH_SRC, "timing.h")
+        if not os.path.exists(exe) or os.path.getmtime(exe) < max(os.path.getmtime(src), os.path.getmtime(header)):
             cmd = [cc, "-O3", "-march=native", "-fopenmp", "-Wall", "-Wextra", "-o", exe, src]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:

@@ -13,11 +13,8 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "timing.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 #define CHAINS 16
 
@@ -34,6 +31,12 @@ static float fma_chains(long iters, float seed) {
     return _mm512_reduce_add_ps(s);
 }
 
+struct chains_job { long iters; float seed; };
+static float chains_work(int t, void *ctx) {
+    const struct chains_job *j = (const struct chains_job *)ctx;
+    return fma_chains(j->iters, j->seed + (float)t);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) { fprintf(stderr, "usage: fmapeak THREADS ITERS REPS\n"); return 2; }
     int threads = atoi(argv[1]), reps = atoi(argv[3]);
@@ -42,28 +45,12 @@ int main(int argc, char **argv) {
     float seed = (float)argc * 0.5f;
     omp_set_num_threads(threads);
     omp_set_dynamic(0);
-    double *g = malloc(sizeof(double) * reps), checksum = 0.0;
-    float partial[256];
-    for (int r = 0; r < reps; r++) {
-        double t0 = 0, t1 = 0;
-#pragma omp parallel
-        {
-            int t = omp_get_thread_num();
-#pragma omp barrier
-#pragma omp master
-            t0 = omp_get_wtime();
-            partial[t & 255] = fma_chains(iters, seed + (float)t);
-#pragma omp barrier
-#pragma omp master
-            t1 = omp_get_wtime();
-        }
-        for (int t = 0; t < threads && t < 256; t++) checksum += partial[t];
-        g[r] = (double)threads * iters * CHAINS * 16 * 2 / (t1 - t0) / 1e9;
-    }
-    double best = 0;
-    for (int r = 0; r < reps; r++) if (g[r] > best) best = g[r];
-    qsort(g, reps, sizeof(double), cmp_d);
-    printf("threads=%d best_gflops=%.2f median_gflops=%.2f checksum=%.6g\n", threads, best, g[reps / 2], checksum);
+    double *g = malloc(sizeof(double) * reps), checksum = 0.0, best, median;
+    struct chains_job job = { iters, seed };
+    for (int r = 0; r < reps; r++)
+        g[r] = (double)threads * iters * CHAINS * 16 * 2 / timed_parallel(chains_work, &job, threads, &checksum) / 1e9;
+    best_and_median(g, reps, &best, &median);
+    printf("threads=%d best_gflops=%.2f median_gflops=%.2f checksum=%.6g\n", threads, best, median, checksum);
     free(g);
     return 0;
 }

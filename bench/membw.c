@@ -14,11 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "timing.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float sum_range(const float *p, size_t n) { /* n is a multiple of 128 */
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
@@ -35,6 +32,12 @@ static float sum_range(const float *p, size_t n) { /* n is a multiple of 128 */
     a0 = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
     a4 = _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7));
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a4));
+}
+
+struct sum_job { const float *buf; size_t chunk; };
+static float sum_work(int t, void *ctx) {
+    const struct sum_job *j = (const struct sum_job *)ctx;
+    return sum_range(j->buf + (size_t)t * j->chunk, j->chunk);
 }
 
 int main(int argc, char **argv) {
@@ -54,29 +57,13 @@ int main(int argc, char **argv) {
         float *p = buf + (size_t)t * chunk;
         for (size_t i = 0; i < chunk; i++) p[i] = (float)((i + t) & 7) * 0.125f;
     }
-    double *gbs = malloc(sizeof(double) * reps), checksum = 0.0;
-    float partial[256];
-    for (int r = 0; r < reps; r++) {
-        double t0 = 0, t1 = 0;
-#pragma omp parallel
-        {
-            int t = omp_get_thread_num();
-#pragma omp barrier
-#pragma omp master
-            t0 = omp_get_wtime();
-            partial[t & 255] = sum_range(buf + (size_t)t * chunk, chunk);
-#pragma omp barrier
-#pragma omp master
-            t1 = omp_get_wtime();
-        }
-        for (int t = 0; t < threads && t < 256; t++) checksum += partial[t];
-        gbs[r] = (double)chunk * threads * sizeof(float) / (t1 - t0) / 1e9;
-    }
-    double best = 0;
-    for (int r = 0; r < reps; r++) if (gbs[r] > best) best = gbs[r];
-    qsort(gbs, reps, sizeof(double), cmp_d);
+    double *gbs = malloc(sizeof(double) * reps), checksum = 0.0, best, median;
+    struct sum_job job = { buf, chunk };
+    for (int r = 0; r < reps; r++)
+        gbs[r] = (double)chunk * threads * sizeof(float) / timed_parallel(sum_work, &job, threads, &checksum) / 1e9;
+    best_and_median(gbs, reps, &best, &median);
     printf("mib=%zu threads=%d reps=%d best_gbs=%.3f median_gbs=%.3f checksum=%.6g\n",
-           mib, threads, reps, best, gbs[reps / 2], checksum);
+           mib, threads, reps, best, median, checksum);
     free(gbs);
     free(buf);
     return 0;
