@@ -16,6 +16,10 @@ FP = -ffp-contract=off
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 CFLAGS_FAST = -std=c99 -O3 -march=native $(FP) $(OPENMP) $(WARN)
 CFLAGS_PORTABLE = -std=c99 -O2 $(FP) $(WARN)
+# the AVX2 kernels, tested beside the native ones where this CPU runs them
+# (an AVX-512 machine's -march=native build takes the AVX-512 kernels)
+CFLAGS_AVX2 = -std=c99 -O3 -mavx2 -mfma -mf16c $(FP) $(OPENMP) $(WARN)
+HAVE_AVX2 := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo 1)
 CFLAGS_ASAN = -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(FP) $(OPENMP) $(WARN)
 SRC = run.c tokenizer.c
 HDR = model.h tokenizer.h sampler.h
@@ -34,6 +38,9 @@ portable: run-portable
 run-portable: $(SRC) $(HDR)
 	$(CC) $(CFLAGS_PORTABLE) -o $@ $(SRC) $(LIBS)
 
+run-avx2: $(SRC) $(HDR)
+	$(CC) $(CFLAGS_AVX2) -o $@ $(SRC) $(LIBS)
+
 asan: run-asan
 run-asan: $(SRC) $(HDR)
 	$(CC) $(CFLAGS_ASAN) -o $@ $(SRC) $(LIBS)
@@ -48,16 +55,23 @@ build/%-asan: tests/%.c $(HDR) tokenizer.c
 build/%-portable: tests/%.c $(HDR) tokenizer.c
 	@mkdir -p build
 	$(CC) $(CFLAGS_PORTABLE) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+build/%-avx2: tests/%.c $(HDR) tokenizer.c
+	@mkdir -p build
+	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
 
 TEST_PROGS = test_kernels logits test_tokenizer_unit
-test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable)
+AVX2_ARGS = --variant "avx2:RUN=./run-avx2,LOGITS=build/logits-avx2,KERNELS=build/test_kernels-avx2,TOKUNIT=build/test_tokenizer_unit-avx2"
+test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
+	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2))
 
-# One run, three builds; ends with the line "N passed, N failed".
+# One run, three builds (four with the AVX2 one); ends with the line "N passed, N failed".
 test: test-bins
+	@$(if $(HAVE_AVX2),,echo "note: this CPU lacks AVX2/FMA/F16C, so the avx2 variant does not run")
 	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py \
 	  --variant "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=build/test_tokenizer_unit" \
 	  --variant "asan:RUN=./run-asan,LOGITS=build/logits-asan,KERNELS=build/test_kernels-asan,TOKUNIT=build/test_tokenizer_unit-asan" \
-	  --variant "portable:RUN=./run-portable,LOGITS=build/logits-portable,KERNELS=build/test_kernels-portable,TOKUNIT=build/test_tokenizer_unit-portable,PORTABLE=1"
+	  --variant "portable:RUN=./run-portable,LOGITS=build/logits-portable,KERNELS=build/test_kernels-portable,TOKUNIT=build/test_tokenizer_unit-portable,PORTABLE=1" \
+	  $(if $(HAVE_AVX2),$(AVX2_ARGS))
 
 # Build and tell a story from the default model (downloads it if ../shared is absent).
 TINYLLAMAS = https://huggingface.co/karpathy/tinyllamas/resolve/main/stories260K
@@ -71,7 +85,7 @@ run: build/run.stamp $(if $(wildcard ../shared/models/stories260K.bin),,models/s
 	./run $(MODELS)/stories260K.bin -z $(MODELS)/tok512.bin -n 256 -i "Once upon a time"
 
 clean:
-	rm -rf run run-portable run-asan build
+	rm -rf run run-portable run-asan run-avx2 build
 
 # Bare metal (Cortex-M4F and M55 under QEMU) and aarch64: embedded-test, embedded-figures
 include embedded/embedded.mk

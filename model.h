@@ -1017,8 +1017,8 @@ static void llm__dequant_row(float *out, const llm_matrix *w, int r) {
 /* One vector type per ISA behind a few mapping macros (ggml's way). Every
  * product below computes each (row, token) dot product the same way whatever
  * the tile around it, so a batch of T tokens gives bit for bit what T single
- * tokens give. Leftover columns (n not a multiple of the vector width) go
- * through a scalar loop; the scalar twins above are the reference. */
+ * tokens give. Leftover columns (n not a multiple of the vector width) fill
+ * one last zero-padded vector; the scalar twins above are the reference. */
 
 /* unroll the tiles' short loops fully, so the accumulators stay in registers at -O2 too */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -1043,6 +1043,21 @@ typedef __m512 llm__vf;
 #define llm__vload_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define llm__vfma(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define llm__vsum(v) _mm512_reduce_add_ps(v)
+/* the first len (< 16) elements, the rest zero */
+#define llm__vload_part(p, len) _mm512_maskz_loadu_ps((__mmask16)((1u << (len)) - 1), p)
+#define llm__vload_f16_part(p, len) \
+    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << (len)) - 1), (const void *)(p)))
+#define LLM__HAVE_VSUM4 1
+/* out[0..3] = llm__vsum of a, b, c, d, in _mm512_reduce_add_ps's tree (high
+ * half + low half, then quarters, then pairs), four rows at once */
+LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) {
+    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0xEE), _mm512_shuffle_f32x4(a, b, 0x44));
+    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0xEE), _mm512_shuffle_f32x4(c, d, 0x44));
+    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0xDD), _mm512_shuffle_f32x4(ab, cd, 0x88));
+    q = _mm512_add_ps(q, _mm512_shuffle_ps(q, q, 0x4E));    /* lanes 0,1 of each quarter: + two along */
+    q = _mm512_add_ps(q, _mm512_shuffle_ps(q, q, 0xB1));    /* lane 0 of each quarter: + neighbour */
+    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), q)));
+}
 #elif !defined(MODEL_NO_SIMD) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define LLM__SIMD "avx2"
@@ -1058,6 +1073,18 @@ LLM__INLINE float llm__vsum(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+#define llm__vload_part(p, len) \
+    _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(len), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)))
+#define LLM__HAVE_VSUM4 1
+/* out[0..3] = llm__vsum of a, b, c, d in its tree, four rows at once */
+LLM__INLINE void llm__vsum4(float *out, __m256 a, __m256 b, __m256 c, __m256 d) {
+    __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+    __m256 u = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, 0x44), _mm256_shuffle_ps(ab, cd, 0xEE));
+    u = _mm256_add_ps(u, _mm256_shuffle_ps(u, u, 0xB1));    /* a a c c | b b d d */
+    __m128 lo = _mm256_castps256_ps128(u), hi = _mm256_extractf128_ps(u, 1);
+    _mm_storeu_ps(out, _mm_unpacklo_ps(_mm_shuffle_ps(lo, lo, 0x08), _mm_shuffle_ps(hi, hi, 0x08)));
 }
 #elif !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
@@ -1091,6 +1118,27 @@ LLM__INLINE float llm__vsum(float32x4_t v) {
 }
 #else
 #define LLM__SIMD "scalar"
+#endif
+#ifdef LLM__VL
+#ifndef llm__vload_part /* through a zero-padded copy */
+LLM__INLINE llm__vf llm__vload_part(const float *p, int len) {
+    float t[LLM__VL] = { 0 };
+    memcpy(t, p, (size_t)len * sizeof(float));
+    return llm__vload(t);
+}
+#endif
+#ifndef llm__vload_f16_part
+LLM__INLINE llm__vf llm__vload_f16_part(const uint16_t *p, int len) {
+    uint16_t t[LLM__VL] = { 0 };
+    memcpy(t, p, (size_t)len * sizeof(uint16_t));
+    return llm__vload_f16(t);
+}
+#endif
+#ifndef LLM__HAVE_VSUM4
+LLM__INLINE void llm__vsum4(float *out, llm__vf a, llm__vf b, llm__vf c, llm__vf d) {
+    out[0] = llm__vsum(a); out[1] = llm__vsum(b); out[2] = llm__vsum(c); out[3] = llm__vsum(d);
+}
+#endif
 #endif
 
 /* x[i] = e^(x[i] - shift), eight at a time where a vector unit has them;
@@ -1184,7 +1232,7 @@ static float llm__dot8(const float *a, const float *b, int n) {
 #ifdef LLM__VL
 /* Out[t][r] = W[r] . X[t] for nr rows (W rows of n, f32 or f16) and nc tokens.
  * nr, nc are constants at every call, so the accumulators live in registers. */
-#define LLM__DEFINE_TILE(name, wtype, wload, wscalar)                                          \
+#define LLM__DEFINE_TILE(name, wtype, wload, wload_part)                                       \
     LLM__INLINE void name(float *out, int ldo, const wtype *w, const float *x, int n, int nr,  \
                           int nc) {                                                            \
         llm__vf acc[LLM__NR][LLM__NC];                                                         \
@@ -1199,17 +1247,23 @@ static float llm__dot8(const float *a, const float *b, int n) {
                 LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]); \
             }                                                                                  \
         }                                                                                      \
-        for (int a = 0; a < nr; a++) {                                                         \
-            for (int b = 0; b < nc; b++) {                                                     \
-                float s = llm__vsum(acc[a][b]);                                                \
-                for (int j = nv; j < n; j++) s += wscalar(w[(size_t)a * n + j]) * x[(size_t)b * n + j]; \
-                out[(size_t)b * ldo + a] = s;                                                  \
+        if (nv < n) { /* the last columns, zero-padded to a whole vector */                   \
+            llm__vf xv[LLM__NC];                                                               \
+            LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + nv, n - nv); \
+            LLM__UNROLL for (int a = 0; a < nr; a++) {                                         \
+                llm__vf wv = wload_part(w + (size_t)a * n + nv, n - nv);                       \
+                LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]); \
             }                                                                                  \
         }                                                                                      \
+        for (int b = 0; b < nc; b++) {                                                         \
+            if (nr == 4)                                                                       \
+                llm__vsum4(out + (size_t)b * ldo, acc[0][b], acc[1][b], acc[2][b], acc[3][b]);  \
+            else                                                                               \
+                for (int a = 0; a < nr; a++) out[(size_t)b * ldo + a] = llm__vsum(acc[a][b]);   \
+        }                                                                                      \
     }
-#define LLM__F32_SCALAR(v) (v)
-LLM__DEFINE_TILE(llm__tile_f32, float, llm__vload, LLM__F32_SCALAR)
-LLM__DEFINE_TILE(llm__tile_f16, uint16_t, llm__vload_f16, llm_f16_to_f32)
+LLM__DEFINE_TILE(llm__tile_f32, float, llm__vload, llm__vload_part)
+LLM__DEFINE_TILE(llm__tile_f16, uint16_t, llm__vload_f16, llm__vload_f16_part)
 
 /* Dispatch a tile of any size to the fully unrolled kernels: the full 4 x NC
  * tile in the hot loop, smaller ones at the edges. */
@@ -1680,6 +1734,140 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
     for (int i = 0; i < hs; i++) out[i] *= inv;
 }
 
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(MODEL_NO_SIMD)
+#define LLM__ATTEND_AVX2 1
+#define LLM__GROUP_MAX 4   /* query heads sharing one pass over the keys */
+
+/* Elements c..c+7 of head kvh's row at position j as f32, converted as
+ * llm__kv_row converts them (f16 exactly, int8 times the row's scale). */
+LLM__INLINE __m256 llm__kv_load8(const void *cache, const uint16_t *scales, int type, size_t j, int kvh,
+                                 int n_heads, int hs, int c) {
+    size_t row = j * (size_t)n_heads + (size_t)kvh, at = row * (size_t)hs + (size_t)c;
+    if (type == LLM_KV_F32) return _mm256_loadu_ps((const float *)cache + at);
+    if (type == LLM_KV_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)cache + at)));
+    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)((const int8_t *)cache + at));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(llm_f16_to_f32(scales[row])));
+}
+
+/* The totals of eight lane vectors, each added in llm__dot8's tree, reduced
+ * together: slot s holds key (s >> 1) + 4 (s & 1), so keys come out in order. */
+LLM__INLINE __m256 llm__lane_totals8(const __m256 *v) {
+    __m256 t[4], u0, u1;
+    for (int i = 0; i < 4; i++) /* low + high half: slots 2i and 2i+1 side by side */
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], 0x44), _mm256_shuffle_ps(t[0], t[1], 0xEE)); /* + two along */
+    u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], 0x44), _mm256_shuffle_ps(t[2], t[3], 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x88), _mm256_shuffle_ps(u0, u1, 0xDD));        /* + neighbour */
+}
+
+/* scores[j] = q . k(j0 + j) / sqrt_hs for j < len: eight keys at a time,
+ * eight lane accumulators each, as llm__dot8 computes one (hs % 8 == 0). */
+LLM__INLINE void llm__scores8(float *scores, const float *q, const llm__kv_view *kv, int type, int kvh, int j0,
+                              int len, float sqrt_hs) {
+    int hs = kv->hs;
+    for (int b = 0; b < len; b += 8) {
+        __m256 lane[8];
+        size_t key[8];
+        LLM__UNROLL for (int s = 0; s < 8; s++) {
+            int j = b + (s >> 1) + 4 * (s & 1);
+            key[s] = (size_t)j0 + (size_t)(j < len ? j : len - 1); /* a short block repeats its last key */
+            lane[s] = _mm256_setzero_ps();
+        }
+        for (int c = 0; c < hs; c += 8) {
+            __m256 qc = _mm256_loadu_ps(q + c);
+            LLM__UNROLL for (int s = 0; s < 8; s++)
+                lane[s] = _mm256_fmadd_ps(qc, llm__kv_load8(kv->k, kv->k_scale, type, key[s], kvh, kv->n_heads, hs, c), lane[s]);
+        }
+        __m256 sc = _mm256_div_ps(llm__lane_totals8(lane), _mm256_set1_ps(sqrt_hs));
+        if (b + 8 <= len) {
+            _mm256_storeu_ps(scores + b, sc);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, sc);
+            memcpy(scores + b, tmp, (size_t)(len - b) * sizeof(float));
+        }
+    }
+}
+
+/* out[g] += sum_j p[g][j] v(j0 + j) for nq (1 or 2) heads, elements c..c+7,
+ * keys in order, fused: one load of each value row for both heads. */
+LLM__INLINE void llm__accumulate8(float *out, int ldo, float (*p)[LLM__KEY_BLOCK], int nq, const llm__kv_view *kv,
+                                  int type, int kvh, int j0, int len, int c) {
+    __m256 a0 = _mm256_loadu_ps(out + c), a1 = nq > 1 ? _mm256_loadu_ps(out + ldo + c) : a0;
+    for (int j = 0; j < len; j++) {
+        __m256 v = llm__kv_load8(kv->v, kv->v_scale, type, (size_t)(j0 + j), kvh, kv->n_heads, kv->hs, c);
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[0][j]), v, a0);
+        if (nq > 1) a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[1][j]), v, a1);
+    }
+    _mm256_storeu_ps(out + c, a0);
+    if (nq > 1) _mm256_storeu_ps(out + ldo + c, a1);
+}
+
+/* llm__attend_head for nq <= LLM__GROUP_MAX query heads (rows of q and out,
+ * hs apart) sharing kv head kvh, bit for bit: each key and value row is
+ * read once for all of them. */
+LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_view *kv, int type, int kvh, int nq,
+                                    int last) {
+    float p[LLM__GROUP_MAX][LLM__KEY_BLOCK], run_max[LLM__GROUP_MAX], run_sum[LLM__GROUP_MAX];
+    int hs = kv->hs;
+    float sqrt_hs = sqrtf((float)hs);
+    for (int g = 0; g < nq; g++) {
+        run_max[g] = -INFINITY;
+        run_sum[g] = 0.0f;
+        for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] = 0.0f;
+    }
+    for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
+        int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
+        for (int g = 0; g < nq; g++) {
+            float block_max = -INFINITY;
+            llm__scores8(p[g], q + (size_t)g * hs, kv, type, kvh, j0, len, sqrt_hs);
+            for (int j = 0; j < len; j++) if (p[g][j] > block_max) block_max = p[g][j];
+            if (block_max > run_max[g]) { /* rescale what was summed so far */
+                float r = llm__expf(run_max[g] - block_max);
+                run_sum[g] *= r;
+                for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] *= r;
+                run_max[g] = block_max;
+            }
+            llm__exp_shifted(p[g], len, run_max[g]);
+            for (int j = 0; j < len; j++) run_sum[g] += p[g][j];
+        }
+        for (int g = 0; g < nq; g += 2) {
+            float *o = out + (size_t)g * hs;
+            if (nq - g >= 2)
+                for (int c = 0; c < hs; c += 8) llm__accumulate8(o, hs, p + g, 2, kv, type, kvh, j0, len, c);
+            else
+                for (int c = 0; c < hs; c += 8) llm__accumulate8(o, hs, p + g, 1, kv, type, kvh, j0, len, c);
+        }
+    }
+    for (int g = 0; g < nq; g++) {
+        float inv = 1.0f / run_sum[g];
+        for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] *= inv;
+    }
+}
+#endif
+
+/* Query heads h..h+nq-1 (rows of q and out, hs apart), which share kv head
+ * kvh, over cache positions 0..last: llm__attend_head for each. */
+static void llm__attend_group(float *out, const float *q, const llm__kv_view *kv, int kvh, int nq, int last) {
+    int hs = kv->hs, g = 0;
+#ifdef LLM__ATTEND_AVX2
+    if (hs % 8 == 0) {
+        for (; g < nq; g += LLM__GROUP_MAX) {
+            int n = nq - g < LLM__GROUP_MAX ? nq - g : LLM__GROUP_MAX;
+            float *o = out + (size_t)g * hs;
+            const float *qg = q + (size_t)g * hs;
+            /* one instance per cache type, so the loads inside are branch-free */
+            if (kv->type == LLM_KV_F32) llm__attend_heads8(o, qg, kv, LLM_KV_F32, kvh, n, last);
+            else if (kv->type == LLM_KV_F16) llm__attend_heads8(o, qg, kv, LLM_KV_F16, kvh, n, last);
+            else llm__attend_heads8(o, qg, kv, LLM_KV_Q8, kvh, n, last);
+        }
+    }
+#endif
+    for (; g < nq; g++) llm__attend_head(out + (size_t)g * hs, q + (size_t)g * hs, kv, kvh, last);
+}
+
 /* ===================================================================== */
 /* Forward                                                                */
 /* ===================================================================== */
@@ -1724,12 +1912,13 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
                       s->kv_type, (size_t)(pos + t), s->v_new + (size_t)t * kvd, c->n_kv_heads, hs);
     }
 
-    /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t */
+    /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t,
+     * the query heads of one kv head together */
     LLM__PARALLEL_FOR(nt, (long)T * qd * (pos + T) * 2 >= LLM_PARALLEL_MIN_WORK)
-    for (int th = 0; th < T * c->n_heads; th++) {
-        int t = th / c->n_heads, h = th % c->n_heads;
-        llm__attend_head(s->xb + (size_t)t * qd + (size_t)h * hs, s->q + (size_t)t * qd + (size_t)h * hs,
-                         &kv, h / group, pos + t);
+    for (int tk = 0; tk < T * c->n_kv_heads; tk++) {
+        int t = tk / c->n_kv_heads, kvh = tk % c->n_kv_heads;
+        size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
+        llm__attend_group(s->xb + at, s->q + at, &kv, kvh, group, pos + t);
     }
 
     /* out = Wo concat(heads) */

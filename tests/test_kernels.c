@@ -310,6 +310,74 @@ static void test_matmul_fast(void) {
 }
 
 /* ---- whole model: batched prefill == one-by-one decoding ---- */
+/* Attention over a cache: the grouped fast path (query heads sharing a kv
+ * head in one pass, vectorised across keys) against the one-head scalar twin
+ * bit for bit, and both against the formula in double on the cache's values. */
+#define TOL_ATTN 1e-5       /* absolute, outputs are averages of values in [-1, 1] */
+static void test_attention_fast(void) {
+    int hss[] = { 8, 16, 48, 64, 12 }, groups[] = { 1, 2, 3, 5 }, lasts[] = { 0, 7, 31, 32, 33, 79 };
+    const int n_kv = 2, ctx = 80;
+    for (int kt = LLM_KV_F32; kt <= LLM_KV_Q8; kt++) {
+        for (int hi = 0; hi < 5; hi++) {
+            int hs = hss[hi], kvd = n_kv * hs;
+            size_t eb = kt == LLM_KV_F32 ? 4 : kt == LLM_KV_F16 ? 2 : 1;
+            unsigned char *kc = malloc((size_t)ctx * kvd * eb), *vc = malloc((size_t)ctx * kvd * eb);
+            uint16_t *ks = malloc((size_t)ctx * n_kv * 2), *vs = malloc((size_t)ctx * n_kv * 2);
+            float *row = malloc((size_t)kvd * 4), *kd = malloc((size_t)ctx * kvd * 4), *vd = malloc((size_t)ctx * kvd * 4);
+            for (int j = 0; j < ctx; j++) {
+                fill(row, kvd, 2.0f);
+                llm__kv_store(kc, ks, kt, (size_t)j, row, n_kv, hs);
+                fill(row, kvd, 1.0f);
+                llm__kv_store(vc, vs, kt, (size_t)j, row, n_kv, hs);
+            }
+            llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs };
+            for (int j = 0; j < ctx; j++) /* the cache's values, as the engine reads them */
+                for (int h = 0; h < n_kv; h++) {
+                    memcpy(kd + ((size_t)j * n_kv + h) * hs, llm__kv_row(kc, ks, kt, (size_t)j, h, n_kv, hs, row), (size_t)hs * 4);
+                    memcpy(vd + ((size_t)j * n_kv + h) * hs, llm__kv_row(vc, vs, kt, (size_t)j, h, n_kv, hs, row), (size_t)hs * 4);
+                }
+            for (int gi = 0; gi < 4; gi++) {
+                for (int li = 0; li < 6; li++) {
+                    int group = groups[gi], last = lasts[li], kvh = 1;
+                    float *q = malloc((size_t)group * hs * 4), *fast = malloc((size_t)group * hs * 4);
+                    float *one = malloc((size_t)group * hs * 4);
+                    double *p = malloc((size_t)ctx * sizeof(double));
+                    fill(q, group * hs, 1.0f);
+                    llm__attend_group(fast, q, &kv, kvh, group, last);
+                    double vs_one = 0, vs_formula = 0;
+                    for (int g = 0; g < group; g++) {
+                        const float *qg = q + (size_t)g * hs;
+                        llm__attend_head(one + (size_t)g * hs, qg, &kv, kvh, last);
+                        double mx = -INFINITY, sum = 0;
+                        for (int j = 0; j <= last; j++) {
+                            double d = 0;
+                            for (int i = 0; i < hs; i++) d += (double)qg[i] * kd[((size_t)j * n_kv + kvh) * hs + i];
+                            p[j] = d / sqrt((double)hs);
+                            mx = fmax(mx, p[j]);
+                        }
+                        for (int j = 0; j <= last; j++) sum += (p[j] = exp(p[j] - mx));
+                        for (int i = 0; i < hs; i++) {
+                            double o = 0;
+                            for (int j = 0; j <= last; j++) o += p[j] / sum * vd[((size_t)j * n_kv + kvh) * hs + i];
+                            size_t at = (size_t)g * hs + i;
+                            vs_one = fmax(vs_one, fabs((double)fast[at] - one[at]));
+                            vs_formula = fmax(vs_formula, fabs(o - one[at]));
+                        }
+                    }
+                    char name[112];
+                    snprintf(name, sizeof name, "attention_%s_hs%d_group%d_keys%d_grouped_eq_one_head",
+                             llm_kv_type_name(kt), hs, group, last + 1);
+                    check(vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", vs_one, 0.0);
+                    snprintf(name, sizeof name, "attention_%s_hs%d_group%d_keys%d_vs_formula", llm_kv_type_name(kt), hs, group, last + 1);
+                    check(vs_formula <= TOL_ATTN, name, "max abs diff %g (tol %g)", vs_formula, TOL_ATTN);
+                    free(q); free(fast); free(one); free(p);
+                }
+            }
+            free(kc); free(vc); free(ks); free(vs); free(row); free(kd); free(vd);
+        }
+    }
+}
+
 static double max_rel_diff(const float *a, const float *b, size_t n) {
     double worst = 0, mag = 0;
     for (size_t i = 0; i < n; i++) { worst = fmax(worst, fabs(a[i] - b[i])); mag = fmax(mag, fabs(b[i])); }
@@ -484,6 +552,7 @@ int main(int argc, char **argv) {
     test_f16();
     test_matvec();
     test_matmul_fast();
+    test_attention_fast();
 
     char path[1024];
     snprintf(path, sizeof path, "%s/stories260K.bin", models);
