@@ -881,13 +881,6 @@ static inline float llm__expf(float x) {
     return p * scale;
 }
 
-void llm_softmax(float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) { x[i] = llm__expf(x[i] - max); sum += x[i]; }
-    for (int i = 0; i < n; i++) x[i] /= sum;
-}
 
 /* w_row (n,) . x (n,), f32 */
 static float llm__dot_f32(const float *w, const float *x, int n) {
@@ -1032,8 +1025,10 @@ static void llm__dequant_row(float *out, const llm_matrix *w, int r) {
 #define LLM__INLINE static inline
 #endif
 
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+#include <immintrin.h>   /* AVX2 paths outside the tiles too (exp, max, attention) */
+#endif
 #if !defined(MODEL_NO_SIMD) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <immintrin.h>
 #define LLM__SIMD "avx512"
 #define LLM__VL 16
 #define LLM__NC 4                      /* tokens per tile; rows per tile is 4 */
@@ -1169,6 +1164,30 @@ static void llm__exp_shifted(float *x, int n, float shift) {
     for (; i < n; i++) x[i] = llm__expf(x[i] - shift);
 }
 
+/* max of x (n >= 1), eight at a time where a vector unit has them */
+static float llm__max(const float *x, int n) {
+    float max = x[0];
+    int i = 1;
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+    if (n >= 8) {
+        __m256 m = _mm256_loadu_ps(x);
+        for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+        float lane[8];
+        _mm256_storeu_ps(lane, m);
+        for (int l = 0; l < 8; l++) if (lane[l] > max) max = lane[l];
+    }
+#endif
+    for (; i < n; i++) if (x[i] > max) max = x[i];
+    return max;
+}
+
+void llm_softmax(float *x, int n) {
+    float max = llm__max(x, n), sum = 0.0f;
+    llm__exp_shifted(x, n, max);
+    for (int i = 0; i < n; i++) sum += x[i];
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
 /* SwiGLU in place: g (n,) = silu(g) * u = g * 1/(1 + e^-g) * u */
 static void llm__swiglu(float *g, const float *u, int n) {
     int i = 0;
@@ -1280,6 +1299,21 @@ LLM__DEFINE_TILE_ANY(llm__tile_any_f32, llm__tile_f32, float)
 LLM__DEFINE_TILE_ANY(llm__tile_any_f16, llm__tile_f16, uint16_t)
 #endif /* LLM__VL */
 
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+/* The totals of eight lane vectors, each added in llm__lanes_total's tree
+ * (llm__dot8's), reduced together: the total of slot s comes out at element
+ * (s >> 1) + 4 (s & 1). */
+LLM__INLINE __m256 llm__lane_totals8(const __m256 *v) {
+    __m256 t[4], u0, u1;
+    for (int i = 0; i < 4; i++) /* low + high half: slots 2i and 2i+1 side by side */
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], 0x44), _mm256_shuffle_ps(t[0], t[1], 0xEE)); /* + two along */
+    u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], 0x44), _mm256_shuffle_ps(t[2], t[3], 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x88), _mm256_shuffle_ps(u0, u1, 0xDD));        /* + neighbour */
+}
+#endif
+
 /* q8_0 tiles on a vector unit, in the lane order llm__dot_q8_lanes defines:
  * a 32-byte chunk of int8 gives eight int32 lanes (four products each), and
  * each lane accumulates fma(lane sum, w_scale * x_scale) per group. */
@@ -1388,19 +1422,90 @@ LLM__INLINE void llm__tile_q8(float *out, int ldo, const int8_t *w, const float 
         for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__f32x8_total(acc[a][b]);
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define LLM__Q8_VNNI 1
+/* The q8_0 tile for groups of whole 32-byte chunks (G and n multiples of 32)
+ * with VNNI: (w + 128) unsigned times x, less 128 x, gives llm__dot32_i8's
+ * integer lane sums exactly, for one XOR per weight chunk (shared by the
+ * tile's tokens) instead of two sign ops per row and token. */
+LLM__INLINE void llm__tile_q8_vnni(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                   const float *xs, int n, int G, int nr, int nc) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    int groups = (n + G - 1) / G;
+    __m256 acc[LLM__NR][LLM__NC];
+    LLM__UNROLL for (int a = 0; a < nr; a++)
+        LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = _mm256_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
+        __m256i neg[LLM__NC];     /* -128 x, in lanes */
+        __m256 xsv[LLM__NC];
+        LLM__UNROLL for (int b = 0; b < nc; b++) {
+            __m256i cx = _mm256_setzero_si256();
+            for (int c0 = 0; c0 < glen; c0 += 32) cx = _mm256_dpbusd_epi32(cx, bias, llm__i8x32_load(xq + (size_t)b * n + g0 + c0));
+            neg[b] = _mm256_sub_epi32(_mm256_setzero_si256(), cx);
+            xsv[b] = _mm256_set1_ps(xs[(size_t)b * groups + g]);
+        }
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            __m256 wsv = _mm256_set1_ps(ws[(size_t)a * groups + g]);
+            if (G == 32) { /* one chunk: each sum goes straight into its accumulator */
+                __m256i wu = _mm256_xor_si256(llm__i8x32_load(w + (size_t)a * n + g0), bias);
+                LLM__UNROLL for (int b = 0; b < nc; b++) {
+                    __m256i isum = _mm256_dpbusd_epi32(neg[b], wu, llm__i8x32_load(xq + (size_t)b * n + g0));
+                    acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wsv, xsv[b]), acc[a][b]);
+                }
+                continue;
+            }
+            __m256i isum[LLM__NC];
+            LLM__UNROLL for (int b = 0; b < nc; b++) isum[b] = neg[b];
+            for (int c0 = 0; c0 < glen; c0 += 32) {
+                __m256i wu = _mm256_xor_si256(llm__i8x32_load(w + (size_t)a * n + g0 + c0), bias);
+                LLM__UNROLL for (int b = 0; b < nc; b++)
+                    isum[b] = _mm256_dpbusd_epi32(isum[b], wu, llm__i8x32_load(xq + (size_t)b * n + g0 + c0));
+            }
+            LLM__UNROLL for (int b = 0; b < nc; b++) /* wsv * xsv is the broadcast of ws * xs */
+                acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[b]), _mm256_mul_ps(wsv, xsv[b]), acc[a][b]);
+        }
+    }
+    if (nr == LLM__NR) { /* eight sums at a time: rows 0..3 of tokens b and b + 1 */
+        for (int b = 0; b < nc; b += 2) {
+            __m256 slot[8];
+            LLM__UNROLL for (int s = 0; s < 8; s++)
+                slot[s] = b + (s & 1) < nc ? acc[s >> 1][b + (s & 1)] : _mm256_setzero_ps();
+            __m256 t = llm__lane_totals8(slot);
+            _mm_storeu_ps(out + (size_t)b * ldo, _mm256_castps256_ps128(t));
+            if (b + 1 < nc) _mm_storeu_ps(out + (size_t)(b + 1) * ldo, _mm256_extractf128_ps(t, 1));
+        }
+    } else {
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__f32x8_total(acc[a][b]);
+    }
+}
+#endif
+
+/* Any nr x nc tile of a q8_0 product from the fully unrolled full tile and
+ * 4 x 1 and 1 x 1 edge tiles of kernel `tile` */
+#define LLM__Q8_TILES(tile, G)                                                                           \
+    do {                                                                                                 \
+        if (nr == LLM__NR && nc == LLM__NC) { tile(out, ldo, w, ws, xq, xs, n, G, LLM__NR, LLM__NC); break; } \
+        for (int b = 0; b < nc; b++) {                                                                   \
+            int a = 0;                                                                                   \
+            for (; a + 4 <= nr; a += 4)                                                                  \
+                tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,         \
+                     xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 4, 1);                           \
+            for (; a < nr; a++)                                                                          \
+                tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,         \
+                     xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 1, 1);                           \
+        }                                                                                                \
+    } while (0)
+
 static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
                              const float *xs, int n, int G, int nr, int nc) {
     int groups = (n + G - 1) / G;
-    if (nr == LLM__NR && nc == LLM__NC) { llm__tile_q8(out, ldo, w, ws, xq, xs, n, G, LLM__NR, LLM__NC); return; }
-    for (int b = 0; b < nc; b++) {
-        int a = 0;
-        for (; a + 4 <= nr; a += 4)
-            llm__tile_q8(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,
-                         xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 4, 1);
-        for (; a < nr; a++)
-            llm__tile_q8(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,
-                         xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 1, 1);
-    }
+#ifdef LLM__Q8_VNNI
+    if (G == 32 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, 32); return; }   /* G a constant inside */
+    if (G % 32 == 0 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, G); return; }
+#endif
+    LLM__Q8_TILES(llm__tile_q8, G);
 }
 #endif /* q8 SIMD */
 
@@ -1750,18 +1855,6 @@ LLM__INLINE __m256 llm__kv_load8(const void *cache, const uint16_t *scales, int 
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(llm_f16_to_f32(scales[row])));
 }
 
-/* The totals of eight lane vectors, each added in llm__dot8's tree, reduced
- * together: slot s holds key (s >> 1) + 4 (s & 1), so keys come out in order. */
-LLM__INLINE __m256 llm__lane_totals8(const __m256 *v) {
-    __m256 t[4], u0, u1;
-    for (int i = 0; i < 4; i++) /* low + high half: slots 2i and 2i+1 side by side */
-        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
-                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
-    u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], 0x44), _mm256_shuffle_ps(t[0], t[1], 0xEE)); /* + two along */
-    u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], 0x44), _mm256_shuffle_ps(t[2], t[3], 0xEE));
-    return _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x88), _mm256_shuffle_ps(u0, u1, 0xDD));        /* + neighbour */
-}
-
 /* scores[j] = q . k(j0 + j) / sqrt_hs for j < len: eight keys at a time,
  * eight lane accumulators each, as llm__dot8 computes one (hs % 8 == 0). */
 LLM__INLINE void llm__scores8(float *scores, const float *q, const llm__kv_view *kv, int type, int kvh, int j0,
@@ -1771,7 +1864,7 @@ LLM__INLINE void llm__scores8(float *scores, const float *q, const llm__kv_view 
         __m256 lane[8];
         size_t key[8];
         LLM__UNROLL for (int s = 0; s < 8; s++) {
-            int j = b + (s >> 1) + 4 * (s & 1);
+            int j = b + (s >> 1) + 4 * (s & 1);   /* keys in order out of llm__lane_totals8 */
             key[s] = (size_t)j0 + (size_t)(j < len ? j : len - 1); /* a short block repeats its last key */
             lane[s] = _mm256_setzero_ps();
         }
