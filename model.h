@@ -149,6 +149,8 @@ typedef struct llm_state {
     int all_logits;         /* 1: logits has room for every token's row    */
     int kv_type;            /* llm_kv_type of the cache                   */
     int n_threads;          /* OpenMP threads (1 = serial)                */
+    long parallel_min_work; /* a step runs on threads only above this many
+                               multiply-adds (LLM_PARALLEL_MIN_WORK at init) */
     float *x;               /* (B, dim) residual stream                   */
     float *xb;              /* (B, dim) normed input / attention output   */
     float *xb2;             /* (B, dim) projection output                 */
@@ -229,16 +231,28 @@ uint16_t llm_f32_to_f16(float f);
 #endif
 /* Threads pay only above this many multiply-adds: below it, waking a
  * sleeping thread costs more than the work (all of stories260K's products,
- * and a 15M model's per-layer ones in decode, stay on one thread). */
+ * and a 15M model's per-layer ones in decode, stay on one thread). The
+ * state's parallel_min_work starts here; with threads that spin while idle
+ * (answering in a microsecond or so), 1 << 16 pays. */
 #ifndef LLM_PARALLEL_MIN_WORK
 #define LLM_PARALLEL_MIN_WORK (1L << 19)
 #endif
-/* Parallel for over independent iterations; serial when `cond` is false. */
+/* The for statement (the last argument) over independent iterations, across
+ * threads when `cond` holds, else plainly: a parallel region costs even when
+ * its if clause is false (libgomp sets up a team of one and signals through a
+ * futex, a system call per region), so small steps never enter one. */
 #if LLM__OMP
-#define LLM__PARALLEL_FOR(nthreads, cond) \
-    LLM__PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(cond))
+#define LLM__PARALLEL_FOR(nthreads, cond, ...)                                          \
+    do {                                                                                 \
+        if ((nthreads) > 1 && (cond)) {                                                  \
+            LLM__PRAGMA(omp parallel for schedule(static) num_threads(nthreads))         \
+            __VA_ARGS__                                                                  \
+        } else {                                                                         \
+            __VA_ARGS__                                                                  \
+        }                                                                                \
+    } while (0)
 #else
-#define LLM__PARALLEL_FOR(nthreads, cond) (void)(nthreads); (void)(cond);
+#define LLM__PARALLEL_FOR(nthreads, cond, ...) do { (void)(nthreads); (void)(cond); __VA_ARGS__ } while (0)
 #endif
 
 /* A tiny snprintf for error messages (%d %u %zu %llu %s %g %p %%), so the
@@ -781,6 +795,7 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
     llm_state_options o = llm__options(c, opt);
     memset(s, 0, sizeof *s);
     s->n_threads = 1;
+    s->parallel_min_work = LLM_PARALLEL_MIN_WORK;
     if (o.ctx_len < 1 || o.ctx_len > c->seq_len) {
         llm__fmt(s->error, sizeof s->error, "context length %d out of range (1..%d, the model's seq_len)", o.ctx_len, c->seq_len);
         return LLM_ERR_ARG;
@@ -1625,12 +1640,12 @@ static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, 
     int8_t *xq = s->act_q;
     float *xs = s->act_scale;
     long work = (long)d * n * T;
-    int parallel = nt > 1 && work >= LLM_PARALLEL_MIN_WORK;
+    int parallel = nt > 1 && work >= s->parallel_min_work;
     if (w->type == LLM_Q8_0) {
         int groups = (n + w->group - 1) / w->group;
-        LLM__PARALLEL_FOR(nt, parallel && T > 1)
+        LLM__PARALLEL_FOR(nt, parallel && T > 1,
         for (int t = 0; t < T; t++)
-            llm__quantize_q8(xq + (size_t)t * n, xs + (size_t)t * groups, x + (size_t)t * n, n, w->group);
+            llm__quantize_q8(xq + (size_t)t * n, xs + (size_t)t * groups, x + (size_t)t * n, n, w->group););
     }
     if (!parallel) {
         llm__gemm_block(out, w, x, xq, xs, 0, d, 0, T);
@@ -1638,20 +1653,20 @@ static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, 
     }
     if (T >= 2 * nt) { /* across tokens, in whole tiles */
         int tiles = (T + LLM__NC_OR_1 - 1) / LLM__NC_OR_1;
-        LLM__PARALLEL_FOR(nt, 1)
+        LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
             int t0 = (int)((long)tiles * i / nt) * LLM__NC_OR_1, t1 = (int)((long)tiles * (i + 1) / nt) * LLM__NC_OR_1;
             if (t1 > T) t1 = T;
             if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
-        }
+        });
     } else { /* across rows, in whole tiles */
         int tiles = (d + LLM__NR - 1) / LLM__NR;
-        LLM__PARALLEL_FOR(nt, 1)
+        LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
             int r0 = (int)((long)tiles * i / nt) * LLM__NR, r1 = (int)((long)tiles * (i + 1) / nt) * LLM__NR;
             if (r1 > d) r1 = d;
             if (r0 < r1) llm__gemm_block(out, w, x, xq, xs, r0, r1, 0, T);
-        }
+        });
     }
 }
 
@@ -1661,21 +1676,21 @@ static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, 
 
 /* out (T,n) = norm(x (T,n)) token by token, with weight g and optional bias b */
 static void llm__norm_batch(float *out, const float *x, const float *g, const float *b, int T, int n,
-                            const llm_config *c, int nt) {
-    LLM__PARALLEL_FOR(nt, (long)T * n * 8 >= LLM_PARALLEL_MIN_WORK)
+                            const llm_config *c, const llm_state *s) {
+    LLM__PARALLEL_FOR(s->n_threads, (long)T * n * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         if (c->norm_type == LLM_NORM_LAYER)
             llm_layernorm(out + (size_t)t * n, x + (size_t)t * n, g, b, n, c->norm_eps);
         else
             llm_rmsnorm(out + (size_t)t * n, x + (size_t)t * n, g, n, c->norm_eps);
-    }
+    });
 }
 
 /* x (T,n) += y (T,n) */
-static void llm__residual_add(float *x, const float *y, int T, int n, int nt) {
-    LLM__PARALLEL_FOR(nt, (long)T * n * 8 >= LLM_PARALLEL_MIN_WORK)
+static void llm__residual_add(float *x, const float *y, int T, int n, const llm_state *s) {
+    LLM__PARALLEL_FOR(s->n_threads, (long)T * n * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++)
-        for (int i = 0; i < n; i++) x[(size_t)t * n + i] += y[(size_t)t * n + i];
+        for (int i = 0; i < n; i++) x[(size_t)t * n + i] += y[(size_t)t * n + i];);
 }
 
 /* cos/sin of every frequency for T positions: rope (T, head_size) as (cos, sin) pairs.
@@ -1856,10 +1871,12 @@ LLM__INLINE __m256 llm__kv_load8(const void *cache, const uint16_t *scales, int 
 }
 
 /* scores[j] = q . k(j0 + j) / sqrt_hs for j < len: eight keys at a time,
- * eight lane accumulators each, as llm__dot8 computes one (hs % 8 == 0). */
-LLM__INLINE void llm__scores8(float *scores, const float *q, const llm__kv_view *kv, int type, int kvh, int j0,
-                              int len, float sqrt_hs) {
+ * eight lane accumulators each, as llm__dot8 computes one (hs % 8 == 0).
+ * Returns the largest score. */
+LLM__INLINE float llm__scores8(float *scores, const float *q, const llm__kv_view *kv, int type, int kvh, int j0,
+                               int len, float sqrt_hs) {
     int hs = kv->hs;
+    __m256 max = _mm256_set1_ps(-INFINITY);
     for (int b = 0; b < len; b += 8) {
         __m256 lane[8];
         size_t key[8];
@@ -1876,26 +1893,63 @@ LLM__INLINE void llm__scores8(float *scores, const float *q, const llm__kv_view 
         __m256 sc = _mm256_div_ps(llm__lane_totals8(lane), _mm256_set1_ps(sqrt_hs));
         if (b + 8 <= len) {
             _mm256_storeu_ps(scores + b, sc);
-        } else {
+            max = _mm256_max_ps(max, sc);
+        } else { /* the repeated last key stands in the unused lanes: same max */
             float tmp[8];
             _mm256_storeu_ps(tmp, sc);
             memcpy(scores + b, tmp, (size_t)(len - b) * sizeof(float));
+            max = _mm256_max_ps(max, sc);
         }
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+/* For nq (1 or 2) heads: out[g][c0 .. c0 + 8 nch) += sum_j p[g][j] v(j0 + j),
+ * keys in order, fused, every accumulator in a register and one load of each
+ * value chunk for both heads; with sum, also sum[g] += p[g][j] in order (a
+ * chain beside the others, not after them). */
+LLM__INLINE void llm__accumulate8(float *out, int ldo, float (*p)[LLM__KEY_BLOCK], float *sum, int nq, int nch,
+                                  const llm__kv_view *kv, int type, int kvh, int j0, int len, int c0) {
+    __m256 a[2][8];
+    float s0 = sum ? sum[0] : 0.0f, s1 = sum && nq > 1 ? sum[1] : 0.0f;
+    LLM__UNROLL for (int g = 0; g < nq; g++)
+        LLM__UNROLL for (int ch = 0; ch < nch; ch++) a[g][ch] = _mm256_loadu_ps(out + (size_t)g * ldo + c0 + 8 * ch);
+    for (int j = 0; j < len; j++) {
+        __m256 p0 = _mm256_set1_ps(p[0][j]), p1 = _mm256_set1_ps(p[nq - 1][j]);
+        LLM__UNROLL for (int ch = 0; ch < nch; ch++) {
+            __m256 v = llm__kv_load8(kv->v, kv->v_scale, type, (size_t)(j0 + j), kvh, kv->n_heads, kv->hs, c0 + 8 * ch);
+            a[0][ch] = _mm256_fmadd_ps(p0, v, a[0][ch]);
+            if (nq > 1) a[1][ch] = _mm256_fmadd_ps(p1, v, a[1][ch]);
+        }
+        if (sum) {
+            s0 += p[0][j];
+            if (nq > 1) s1 += p[1][j];
+        }
+    }
+    LLM__UNROLL for (int g = 0; g < nq; g++)
+        LLM__UNROLL for (int ch = 0; ch < nch; ch++) _mm256_storeu_ps(out + (size_t)g * ldo + c0 + 8 * ch, a[g][ch]);
+    if (sum) {
+        sum[0] = s0;
+        if (nq > 1) sum[1] = s1;
     }
 }
 
-/* out[g] += sum_j p[g][j] v(j0 + j) for nq (1 or 2) heads, elements c..c+7,
- * keys in order, fused: one load of each value row for both heads. */
-LLM__INLINE void llm__accumulate8(float *out, int ldo, float (*p)[LLM__KEY_BLOCK], int nq, const llm__kv_view *kv,
-                                  int type, int kvh, int j0, int len, int c) {
-    __m256 a0 = _mm256_loadu_ps(out + c), a1 = nq > 1 ? _mm256_loadu_ps(out + ldo + c) : a0;
-    for (int j = 0; j < len; j++) {
-        __m256 v = llm__kv_load8(kv->v, kv->v_scale, type, (size_t)(j0 + j), kvh, kv->n_heads, kv->hs, c);
-        a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[0][j]), v, a0);
-        if (nq > 1) a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[1][j]), v, a1);
+/* llm__accumulate8 over a whole head (hs % 8 == 0) in passes of at most
+ * eight accumulators, each pass's chunk count a constant inside */
+LLM__INLINE void llm__accumulate_head(float *out, int ldo, float (*p)[LLM__KEY_BLOCK], float *sum, int nq,
+                                      const llm__kv_view *kv, int type, int kvh, int j0, int len) {
+    int per_pass = 8 / nq;
+    for (int c0 = 0; c0 < kv->hs; c0 += 8 * per_pass) {
+        int nch = (kv->hs - c0) / 8 < per_pass ? (kv->hs - c0) / 8 : per_pass;
+        float *s = c0 == 0 ? sum : NULL;
+        switch (nch) {
+#define LLM__ACC(k) case k: llm__accumulate8(out, ldo, p, s, nq, k, kv, type, kvh, j0, len, c0); break;
+        LLM__ACC(1) LLM__ACC(2) LLM__ACC(3) LLM__ACC(4) LLM__ACC(5) LLM__ACC(6) LLM__ACC(7) default: LLM__ACC(8)
+#undef LLM__ACC
+        }
     }
-    _mm256_storeu_ps(out + c, a0);
-    if (nq > 1) _mm256_storeu_ps(out + ldo + c, a1);
 }
 
 /* llm__attend_head for nq <= LLM__GROUP_MAX query heads (rows of q and out,
@@ -1914,9 +1968,7 @@ LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_vi
     for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
         int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
         for (int g = 0; g < nq; g++) {
-            float block_max = -INFINITY;
-            llm__scores8(p[g], q + (size_t)g * hs, kv, type, kvh, j0, len, sqrt_hs);
-            for (int j = 0; j < len; j++) if (p[g][j] > block_max) block_max = p[g][j];
+            float block_max = llm__scores8(p[g], q + (size_t)g * hs, kv, type, kvh, j0, len, sqrt_hs);
             if (block_max > run_max[g]) { /* rescale what was summed so far */
                 float r = llm__expf(run_max[g] - block_max);
                 run_sum[g] *= r;
@@ -1924,14 +1976,10 @@ LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_vi
                 run_max[g] = block_max;
             }
             llm__exp_shifted(p[g], len, run_max[g]);
-            for (int j = 0; j < len; j++) run_sum[g] += p[g][j];
         }
-        for (int g = 0; g < nq; g += 2) {
-            float *o = out + (size_t)g * hs;
-            if (nq - g >= 2)
-                for (int c = 0; c < hs; c += 8) llm__accumulate8(o, hs, p + g, 2, kv, type, kvh, j0, len, c);
-            else
-                for (int c = 0; c < hs; c += 8) llm__accumulate8(o, hs, p + g, 1, kv, type, kvh, j0, len, c);
+        for (int g = 0; g < nq; g += 2) { /* the values (and the sums) for two heads at a time */
+            if (nq - g >= 2) llm__accumulate_head(out + (size_t)g * hs, hs, p + g, run_sum + g, 2, kv, type, kvh, j0, len);
+            else llm__accumulate_head(out + (size_t)g * hs, hs, p + g, run_sum + g, 1, kv, type, kvh, j0, len);
         }
     }
     for (int g = 0; g < nq; g++) {
@@ -1967,8 +2015,8 @@ static void llm__attend_group(float *out, const float *q, const llm__kv_view *kv
 
 /* norm(x) with layer l's attention or FFN norm weights */
 static void llm__layer_norm_batch(float *out, const float *x, const llm_tensor *g, const llm_tensor *b,
-                                  int l, int T, const llm_model *m, int nt) {
-    llm__norm_batch(out, x, llm__layer_vector(g, l), llm__layer_vector(b, l), T, m->cfg.dim, &m->cfg, nt);
+                                  int l, int T, const llm_model *m, const llm_state *s) {
+    llm__norm_batch(out, x, llm__layer_vector(g, l), llm__layer_vector(b, l), T, m->cfg.dim, &m->cfg, s);
 }
 
 /* Attention for T tokens at pos..pos+T-1, input a (T,dim) -> s->xb2 (T,dim).
@@ -1995,7 +2043,7 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     llm__matmul(s->v_new, &wv, a, T, s);
 
     /* RoPE on q and k at each token's position; k and v into the cache rows pos..pos+T-1 */
-    LLM__PARALLEL_FOR(nt, (long)T * qd * 8 >= LLM_PARALLEL_MIN_WORK)
+    LLM__PARALLEL_FOR(nt, (long)T * qd * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         llm__rope(s->q + (size_t)t * qd, c->n_heads, s->rope + (size_t)t * hs, c);
         llm__rope(s->k_new + (size_t)t * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
@@ -2003,16 +2051,16 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
                       s->kv_type, (size_t)(pos + t), s->k_new + (size_t)t * kvd, c->n_kv_heads, hs);
         llm__kv_store((unsigned char *)s->value_cache + l * layer_elems * eb, s->value_scale ? s->value_scale + l * layer_scales : NULL,
                       s->kv_type, (size_t)(pos + t), s->v_new + (size_t)t * kvd, c->n_kv_heads, hs);
-    }
+    });
 
     /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t,
      * the query heads of one kv head together */
-    LLM__PARALLEL_FOR(nt, (long)T * qd * (pos + T) * 2 >= LLM_PARALLEL_MIN_WORK)
+    LLM__PARALLEL_FOR(nt, (long)T * qd * (pos + T) * 2 >= s->parallel_min_work,
     for (int tk = 0; tk < T * c->n_kv_heads; tk++) {
         int t = tk / c->n_kv_heads, kvh = tk % c->n_kv_heads;
         size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
         llm__attend_group(s->xb + at, s->q + at, &kv, kvh, group, pos + t);
-    }
+    });
 
     /* out = Wo concat(heads) */
     llm__matmul(s->xb2, &wo, s->xb, T, s);
@@ -2026,11 +2074,11 @@ static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, in
     llm_matrix w3 = llm__layer_matrix(m, &m->w.w3, l);
     llm__matmul(s->hb, &w1, a, T, s);
     llm__matmul(s->hb2, &w3, a, T, s);
-    LLM__PARALLEL_FOR(s->n_threads, (long)T * H * 8 >= LLM_PARALLEL_MIN_WORK)
+    LLM__PARALLEL_FOR(s->n_threads, (long)T * H * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;
         llm__swiglu(g, u, H);
-    }
+    });
     llm__matmul(s->xb2, &w2, s->hb, T, s);
 }
 
@@ -2064,22 +2112,22 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
     for (int l = 0; l < c->n_layers; l++) {
         if (c->norm_pos == LLM_NORM_PRE) {
             /* h = x + attn(norm_att(x)) */
-            llm__layer_norm_batch(s->xb, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, nt);
+            llm__layer_norm_batch(s->xb, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, s);
             llm__attention(m, s, l, s->xb, T, pos);
-            llm__residual_add(s->x, s->xb2, T, D, nt);
+            llm__residual_add(s->x, s->xb2, T, D, s);
             /* y = h + ffn(norm_ffn(h)) */
-            llm__layer_norm_batch(s->xb, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, nt);
+            llm__layer_norm_batch(s->xb, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, s);
             llm__ffn(m, s, l, s->xb, T);
-            llm__residual_add(s->x, s->xb2, T, D, nt);
+            llm__residual_add(s->x, s->xb2, T, D, s);
         } else {
             /* h = norm_att(x + attn(x)) */
             llm__attention(m, s, l, s->x, T, pos);
-            llm__residual_add(s->x, s->xb2, T, D, nt);
-            llm__layer_norm_batch(s->x, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, nt);
+            llm__residual_add(s->x, s->xb2, T, D, s);
+            llm__layer_norm_batch(s->x, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, s);
             /* y = norm_ffn(h + ffn(h)) */
             llm__ffn(m, s, l, s->x, T);
-            llm__residual_add(s->x, s->xb2, T, D, nt);
-            llm__layer_norm_batch(s->x, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, nt);
+            llm__residual_add(s->x, s->xb2, T, D, s);
+            llm__layer_norm_batch(s->x, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, s);
         }
     }
 
@@ -2087,7 +2135,7 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
     int first = which_logits == LLM_LOGITS_ALL ? 0 : T - 1, n_out = T - first;
     const float *xf = s->x + (size_t)first * D;
     if (c->final_norm) {
-        llm__norm_batch(s->xb, xf, m->w.final_norm, m->w.final_norm_bias, n_out, D, c, nt);
+        llm__norm_batch(s->xb, xf, m->w.final_norm, m->w.final_norm_bias, n_out, D, c, s);
         xf = s->xb;
     }
     llm__matmul(s->logits, &m->w.classifier, xf, n_out, s);

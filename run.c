@@ -95,6 +95,7 @@ typedef struct options {
     const char *checkpoint, *tokenizer, *prompt, *system_prompt, *mode, *eval_file;
     float temperature, topp;
     int topk, steps, threads, ctx, info, kv_type;
+    int wait;                              /* WAIT_*: how idle threads wait */
     int tokenizer_given;                   /* -z was on the command line */
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
@@ -117,6 +118,8 @@ static void usage(FILE *out) {
         "  -y <string>  system prompt in chat mode\n"
         "  -f <file>    text file to score in eval mode\n"
         "  --threads N  threads (OpenMP), default: all cores\n"
+        "  --wait auto|spin|sleep  how idle threads wait between steps, default auto:\n"
+        "               spin when every thread has an idle core at start, else sleep\n"
         "  --ctx N      context length (KV cache positions), default the model's seq_len\n"
         "  --kv f32|f16|q8  KV cache storage (q8: int8 with a scale per head), default f32\n"
         "  --norm rms|layer        norm type (default: the checkpoint's)\n"
@@ -149,6 +152,75 @@ static float parse_float(const char *flag, const char *v, double lo, double hi) 
     if (errno || end == v || *end || !isfinite(x)) die(2, "%s expects a number, got '%s'", flag, v);
     if (x < lo || x > hi) die(2, "%s %g out of range [%g, %g]", flag, x, lo, hi);
     return (float)x;
+}
+
+/* How idle OpenMP threads wait for the next parallel step. Spinning answers
+ * in about a microsecond, so even a 15M model's per-layer products pay to
+ * split in decode; but a spinner holds a core, and on a machine whose cores
+ * are busy with other work it takes the core the work needs (2-thread runs
+ * were up to 20x slower than 1-thread ones). Sleeping threads cost a wake-up
+ * (tens of microseconds in a VM), so then only large steps go parallel. */
+enum { WAIT_AUTO, WAIT_SPIN, WAIT_SLEEP };
+#define WAIT_SPIN_COUNT "10000"          /* libgomp's spins before it sleeps: well under a millisecond */
+#define WAIT_SPIN_MIN_WORK (1L << 16)    /* the state's parallel_min_work when threads spin */
+
+static int parse_wait(const char *v) {
+    return !strcmp(v, "auto") ? WAIT_AUTO : !strcmp(v, "spin") ? WAIT_SPIN : !strcmp(v, "sleep") ? WAIT_SLEEP : -1;
+}
+
+#ifdef _OPENMP
+/* Cores left idle by everything else over a short look at /proc/stat
+ * (this process sleeps meanwhile); -1 where it cannot tell. */
+static double idle_cores(void) {
+    unsigned long long a[2][8];
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen("/proc/stat", "r");
+        if (!f) return -1.0;
+        int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &a[k][0], &a[k][1], &a[k][2], &a[k][3],
+                         &a[k][4], &a[k][5], &a[k][6], &a[k][7]);
+        fclose(f);
+        if (got != 8) return -1.0;
+        if (k == 0) {
+            struct timespec ts = { 0, 30 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    unsigned long long total = 0, idle = (a[1][3] - a[0][3]) + (a[1][4] - a[0][4]);   /* idle + iowait */
+    for (int i = 0; i < 8; i++) total += a[1][i] - a[0][i];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return total > 0 && cpus > 0 ? (double)cpus * (double)idle / (double)total : -1.0;
+}
+#endif
+
+/* Resolve o->wait and put it into libgomp's environment: spin, unless told to
+ * sleep or OMP_WAIT_POLICY=passive is set, when every thread finds an idle
+ * core. libgomp reads its environment before main, so the program starts
+ * itself again when it changes it (once: the second start finds it set; if
+ * the restart fails it goes on with the runtime's defaults). */
+static void apply_wait(options *o, char **argv) {
+#if defined(_OPENMP)
+    const char *policy = getenv("OMP_WAIT_POLICY");
+    int passive = policy && (!strcmp(policy, "passive") || !strcmp(policy, "PASSIVE"));
+    if (o->threads == 1) { o->wait = WAIT_SLEEP; return; }   /* no thread ever waits */
+    if (o->wait == WAIT_AUTO) {
+        if (policy || getenv("GOMP_SPINCOUNT")) o->wait = passive ? WAIT_SLEEP : WAIT_SPIN;   /* the user's */
+        else o->wait = idle_cores() >= o->threads - 0.5 ? WAIT_SPIN : WAIT_SLEEP;
+    }
+    int restart = 0;
+    if (o->wait == WAIT_SPIN && passive) { unsetenv("OMP_WAIT_POLICY"); restart = 1; }
+    if (o->wait == WAIT_SPIN && !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
+        setenv("GOMP_SPINCOUNT", WAIT_SPIN_COUNT, 1);
+        restart = 1;
+    }
+    if (o->wait == WAIT_SLEEP && !passive) { setenv("OMP_WAIT_POLICY", "passive", 1); restart = 1; }
+#if defined(__linux__)
+    if (restart) execv("/proc/self/exe", argv);
+#endif
+    (void)restart;
+#else
+    (void)argv;
+    o->wait = WAIT_SLEEP;
+#endif
 }
 
 static int default_threads(void) {
@@ -192,6 +264,9 @@ static options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "-y")) o.system_prompt = v;
         else if (!strcmp(a, "-f")) o.eval_file = v;
         else if (!strcmp(a, "--threads")) o.threads = (int)parse_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--wait")) {
+            if ((o.wait = parse_wait(v)) < 0) die(2, "--wait expects auto, spin or sleep, got '%s'", v);
+        }
         else if (!strcmp(a, "--ctx")) o.ctx = (int)parse_int(a, v, 1, LLM_MAX_SEQ);
         else if (!strcmp(a, "--kv")) {
             if ((o.kv_type = llm_parse_kv_type(v)) < 0) die(2, "--kv expects f32, f16 or q8, got '%s'", v);
@@ -277,7 +352,7 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             (double)c->norm_eps, c->norm_bias ? ", with biases" : "", e->state.ctx_len,
             llm_kv_type_name(e->state.kv_type), o->threads,
 #ifdef _OPENMP
-            "",
+            o->threads == 1 ? "" : o->wait == WAIT_SPIN ? " (idle threads spin)" : " (idle threads sleep)",
 #else
             " (built without OpenMP)",
 #endif
@@ -326,6 +401,7 @@ static void open_state(engine *e, const options *o, int max_batch, int all_logit
     if (llm_state_init(&e->state, &e->model, &so, e->arena, e->arena_size) != LLM_OK)
         die(1, "%s", e->state.error);
     e->state.n_threads = o->threads;
+    if (o->wait == WAIT_SPIN) e->state.parallel_min_work = WAIT_SPIN_MIN_WORK;
 }
 
 /* Run n tokens from position pos in batches of the state's max_batch;
@@ -522,19 +598,8 @@ static void close_engine(engine *e) {
 }
 
 int main(int argc, char **argv) {
-    /* Idle OpenMP threads sleep instead of spinning, unless the user says
-     * otherwise: on a small or shared machine a spinning thread takes the core
-     * (or the hyperthread) the work needs, and one descheduled spinner stalls
-     * every barrier. libgomp reads its environment before main, so the
-     * program starts itself again with the variable set (once: the second
-     * start sees it); if that fails it goes on with the runtime's default. */
-    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
-        setenv("OMP_WAIT_POLICY", "passive", 0);
-#if defined(__linux__) && defined(_OPENMP)
-        execv("/proc/self/exe", argv);
-#endif
-    }
     options o = parse_options(argc, argv);
+    apply_wait(&o, argv);
     engine e;
     memset(&e, 0, sizeof e);
 

@@ -26,9 +26,11 @@ def scratch(name):
     return os.path.join(BUILD, name)
 
 
-def run(args, input=None, timeout=120, binary=None):
-    """Run a binary (default RUN) with args; returns (returncode, stdout bytes, stderr str)."""
+def run(args, input=None, timeout=120, binary=None, env=None):
+    """Run a binary (default RUN) with args (and env added to the environment);
+    returns (returncode, stdout bytes, stderr str)."""
     cmd = [binary or RUN] + [str(a) for a in args]
+    full_env = dict(os.environ, **env) if env else None
     p = subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=timeout)
+                       timeout=timeout, env=full_env)
     return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")

@@ -49,6 +49,38 @@ def test_same_tokens_across_threads_and_builds():
         assert outs[0] == outs[2], f"{args}: this build vs ./run differ:\n{outs[0]!r}\n{outs[2]!r}"
 
 
+def openmp_build():
+    rc, out, err = run(BASE + ["-t", "0", "-n", "2", "--threads", "2"])
+    assert rc == 0, err
+    return "built without OpenMP" not in err
+
+
+def test_wait_policies():
+    """--wait spin|sleep|auto: the same text as one thread, the policy stated on
+    stderr, and (with OpenMP) libgomp's spin count set as stated; a user's
+    OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept under auto."""
+    args = ["-i", PROMPT, "-t", "0.8", "-p", "0.95", "-s", "7", "-n", "200"]
+    rc, want, err = run(BASE + args + ["--threads", "1"])
+    assert rc == 0, err
+    omp = openmp_build()
+    cases = [(["--wait", "spin"], {}, "spin", "10000"), (["--wait", "sleep"], {}, "sleep", "0"),
+             (["--wait", "auto"], {"OMP_WAIT_POLICY": "passive"}, "sleep", "0"),
+             ([], {"GOMP_SPINCOUNT": "5"}, "spin", "5"),
+             (["--wait", "spin"], {"OMP_WAIT_POLICY": "passive"}, "spin", "10000")]
+    for flags, env, policy, spincount in cases:
+        rc, out, err = run(BASE + args + ["--threads", "2"] + flags, env=dict(env, OMP_DISPLAY_ENV="verbose"))
+        assert rc == 0, err
+        assert out == want, f"{flags} {env}: differs from one thread:\n{out!r}\n{want!r}"
+        config = [l for l in err.splitlines() if l.startswith("norm:")]
+        assert config, err
+        if omp:
+            assert f"threads 2 (idle threads {policy})" in config[0], (flags, env, config[0])
+            counts = [l.split("=")[1].strip() for l in err.splitlines() if l.strip().startswith("GOMP_SPINCOUNT")]
+            assert counts and counts[-1] == f"'{spincount}'", (flags, env, counts)
+        else:
+            assert "threads 1 (built without OpenMP)" in config[0], config[0]
+
+
 def test_statistics_on_stderr():
     rc, out, err = run(BASE + ["-t", "0", "-n", "40", "-i", PROMPT])
     assert rc == 0, err
@@ -196,6 +228,7 @@ def test_bad_arguments():
         (BASE + ["--ctx", "0"], ["--ctx"]), (BASE + ["--kv", "int4"], ["--kv"]), (BASE + ["--ctx", "513"], ["seq_len"]),
         (["-n", "5"], ["checkpoint"]), (BASE + ["-m", "eval"], ["-f"]),
         (BASE + ["extra.bin"], ["extra.bin"]), (BASE + ["-s", "12x"], ["-s"]),
+        (BASE + ["--wait", "busy"], ["--wait"]),
     ]
     for i, (args, words) in enumerate(cases):
         yield f"{i}_{'_'.join(a.strip('-') for a in args[3:5])}", (lambda a=args, w=words: expect_error(a, w, 2))

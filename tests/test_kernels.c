@@ -384,7 +384,7 @@ static double max_rel_diff(const float *a, const float *b, size_t n) {
     return worst / (mag > 0 ? mag : 1);
 }
 
-static float *run_tokens_kv(const llm_model *m, const int *tokens, int T, int batch, int threads, int kv) {
+static float *run_tokens_on(const llm_model *m, const int *tokens, int T, int batch, int threads, int kv, long min_work) {
     llm_state_options so = { m->cfg.seq_len, batch, 1, kv };
     size_t need = llm_state_size(&m->cfg, &so);
     void *arena = NULL;
@@ -392,6 +392,7 @@ static float *run_tokens_kv(const llm_model *m, const int *tokens, int T, int ba
     llm_state s;
     if (llm_state_init(&s, m, &so, arena, need) != LLM_OK) { free(arena); return NULL; }
     s.n_threads = threads;
+    if (min_work >= 0) s.parallel_min_work = min_work;
     int V = m->cfg.vocab_size;
     float *out = malloc((size_t)T * V * 4);
     for (int done = 0; done < T; done += batch) {
@@ -403,8 +404,33 @@ static float *run_tokens_kv(const llm_model *m, const int *tokens, int T, int ba
     return out;
 }
 
+static float *run_tokens_kv(const llm_model *m, const int *tokens, int T, int batch, int threads, int kv) {
+    return run_tokens_on(m, tokens, T, batch, threads, kv, -1);
+}
+
 static float *run_tokens(const llm_model *m, const int *tokens, int T, int batch, int threads) {
     return run_tokens_kv(m, tokens, T, batch, threads, LLM_KV_F32);
+}
+
+/* Every step on two threads (parallel_min_work 0: each product, norm and
+ * attention loop split), in batches of 1, 7 and 40, with each cache type:
+ * the same logits as one thread one token at a time, bit for bit. */
+static void test_threads_bit_for_bit(const llm_model *m) {
+    int tokens[40], batches[] = { 1, 7, 40 };
+    for (int i = 0; i < 40; i++) tokens[i] = i == 0 ? 1 : (int)((frand() + 1.0f) * 0.5f * (m->cfg.vocab_size - 1));
+    for (int kv = LLM_KV_F32; kv <= LLM_KV_Q8; kv++) {
+        float *one = run_tokens_on(m, tokens, 40, 1, 1, kv, -1);
+        for (int b = 0; b < 3; b++) {
+            float *split = run_tokens_on(m, tokens, 40, batches[b], 2, kv, 0);
+            double d = one && split ? 0.0 : 1e30;
+            for (size_t i = 0; one && split && i < (size_t)40 * m->cfg.vocab_size; i++) d = fmax(d, fabs(split[i] - one[i]));
+            char name[96];
+            snprintf(name, sizeof name, "stories260K_kv_%s_batch%d_all_steps_on_2_threads_eq_1_thread", llm_kv_type_name(kv), batches[b]);
+            check(d == 0.0, name, "max abs diff %g (want %g: bit for bit)", d, 0.0);
+            free(split);
+        }
+        free(one);
+    }
 }
 
 static void test_prefill_equals_decode(const llm_model *m) {
@@ -564,6 +590,7 @@ int main(int argc, char **argv) {
         check(st == LLM_OK, "load_stories260K", "status %g (want %g)", st, LLM_OK);
         if (st == LLM_OK) {
             test_prefill_equals_decode(&m);
+            test_threads_bit_for_bit(&m);
             test_two_models(bytes, n);
             test_kv_types(&m);
             test_state_errors(&m);
