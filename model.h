@@ -1039,6 +1039,14 @@ static void llm__dequant_row(float *out, const llm_matrix *w, int r) {
 #else
 #define LLM__INLINE static inline
 #endif
+/* Decode reads each weight once, a stream the hardware prefetcher starts over
+ * at every page: the tiles ask for the next tile's rows while on this one
+ * (a hint: never faults, even past the end). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
+#define LLM__PREFETCH(p) __builtin_prefetch((const void *)(p))
+#else
+#define LLM__PREFETCH(p) ((void)0)
+#endif
 
 #if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
 #include <immintrin.h>   /* AVX2 paths outside the tiles too (exp, max, attention) */
@@ -1278,6 +1286,7 @@ static float llm__dot8(const float *a, const float *b, int n) {
             LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j); \
             LLM__UNROLL for (int a = 0; a < nr; a++) {                                         \
                 llm__vf wv = wload(w + (size_t)a * n + j);                                     \
+                if (nc == 1) LLM__PREFETCH(w + (size_t)(a + LLM__NR) * n + j); /* decode: the next rows */ \
                 LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]); \
             }                                                                                  \
         }                                                                                      \
@@ -1462,6 +1471,7 @@ LLM__INLINE void llm__tile_q8_vnni(float *out, int ldo, const int8_t *w, const f
         }
         LLM__UNROLL for (int a = 0; a < nr; a++) {
             __m256 wsv = _mm256_set1_ps(ws[(size_t)a * groups + g]);
+            if (nc == 1) LLM__PREFETCH(w + (size_t)(a + LLM__NR) * n + g0);   /* decode: the next rows */
             if (G == 32) { /* one chunk: each sum goes straight into its accumulator */
                 __m256i wu = _mm256_xor_si256(llm__i8x32_load(w + (size_t)a * n + g0), bias);
                 LLM__UNROLL for (int b = 0; b < nc; b++) {
