@@ -217,6 +217,9 @@ uint16_t llm_f32_to_f16(float f);
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+#include <immintrin.h>   /* x86 vector paths: quantization, exp, max, attention, tiles */
+#endif
 
 #ifndef MODEL_ASSERT
 #define MODEL_ASSERT(x) ((void)0)
@@ -914,12 +917,35 @@ static float llm__dot_f16(const uint16_t *w, const float *x, int n) {
 /* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): x ~ xq * xs */
 static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G) {
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
-        int len = n - g0 < G ? n - g0 : G;
+        int len = n - g0 < G ? n - g0 : G, j = 0, i = 0;
         float amax = 0.0f;
-        for (int j = 0; j < len; j++) { float a = fabsf(x[g0 + j]); if (a > amax) amax = a; }
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+        if (len >= 8) { /* max_ps(x, m) keeps m when x is NaN, as the loop below does */
+            __m256 m = _mm256_setzero_ps();
+            for (; i + 8 <= len; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x + g0 + i)), m);
+            float lane[8];
+            _mm256_storeu_ps(lane, m);
+            for (int l = 0; l < 8; l++) if (lane[l] > amax) amax = lane[l];
+        }
+#endif
+        for (; i < len; i++) { float a = fabsf(x[g0 + i]); if (a > amax) amax = a; }
         float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         xs[gi] = scale;
-        for (int j = 0; j < len; j++) xq[g0 + j] = (int8_t)lroundf(x[g0 + j] * inv);
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+        /* lroundf eight at a time: truncate, then step away from zero when
+         * the dropped fraction (exact) is at least one half */
+        const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f), vinv = _mm256_set1_ps(inv);
+        for (; j + 8 <= len; j += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + g0 + j), vinv);
+            __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
+            __m256 step = _mm256_and_ps(away, _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)));
+            __m256i q = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+            __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+            _mm_storel_epi64((__m128i *)(void *)(xq + g0 + j), _mm_packs_epi16(q16, q16));
+        }
+#endif
+        for (; j < len; j++) xq[g0 + j] = (int8_t)lroundf(x[g0 + j] * inv);
     }
 }
 
@@ -1048,9 +1074,6 @@ static void llm__dequant_row(float *out, const llm_matrix *w, int r) {
 #define LLM__PREFETCH(p) ((void)0)
 #endif
 
-#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
-#include <immintrin.h>   /* AVX2 paths outside the tiles too (exp, max, attention) */
-#endif
 #if !defined(MODEL_NO_SIMD) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define LLM__SIMD "avx512"
 #define LLM__VL 16
@@ -1286,7 +1309,6 @@ static float llm__dot8(const float *a, const float *b, int n) {
             LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j); \
             LLM__UNROLL for (int a = 0; a < nr; a++) {                                         \
                 llm__vf wv = wload(w + (size_t)a * n + j);                                     \
-                if (nc == 1) LLM__PREFETCH(w + (size_t)(a + LLM__NR) * n + j); /* decode: the next rows */ \
                 LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]); \
             }                                                                                  \
         }                                                                                      \
@@ -1507,6 +1529,51 @@ LLM__INLINE void llm__tile_q8_vnni(float *out, int ldo, const int8_t *w, const f
 }
 #endif
 
+#if defined(LLM__Q8_VNNI) && LLM__VL == 16
+/* The full 4 x 4 tile of llm__tile_q8_vnni for G == 32 on 512-bit vectors:
+ * each zmm holds two tokens' eight lanes side by side, so one instruction
+ * does each step for two (row, token) pairs, the same lanes in the same
+ * order, and the tile's values fit in registers. */
+static void llm__tile_q8_vnni_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                  const float *xs, int n) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    int groups = n / 32;
+    __m512 acc[4][2];   /* [row][token pair] */
+    for (int a = 0; a < 4; a++) acc[a][0] = acc[a][1] = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * 32;
+        __m512i x[2], neg[2];
+        __m512 xsv[2];
+        for (int p = 0; p < 2; p++) {
+            int b = 2 * p;
+            x[p] = _mm512_inserti64x4(_mm512_castsi256_si512(llm__i8x32_load(xq + (size_t)b * n + g0)),
+                                      llm__i8x32_load(xq + (size_t)(b + 1) * n + g0), 1);
+            neg[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x[p]));
+            xsv[p] = _mm512_insertf32x8(_mm512_set1_ps(xs[(size_t)b * groups + g]),
+                                        _mm256_set1_ps(xs[(size_t)(b + 1) * groups + g]), 1);
+        }
+        for (int a = 0; a < 4; a++) {
+            __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(llm__i8x32_load(w + (size_t)a * n + g0)), bias);
+            __m512 wsv = _mm512_set1_ps(ws[(size_t)a * groups + g]);
+            for (int p = 0; p < 2; p++) {
+                __m512i isum = _mm512_dpbusd_epi32(neg[p], wu, x[p]);
+                acc[a][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wsv, xsv[p]), acc[a][p]);
+            }
+        }
+    }
+    for (int p = 0; p < 2; p++) { /* rows 0..3 of tokens 2p and 2p + 1 */
+        __m256 slot[8];
+        for (int s = 0; s < 8; s++) {
+            __m512 v = acc[s >> 1][p];
+            slot[s] = s & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v);
+        }
+        __m256 t = llm__lane_totals8(slot);
+        _mm_storeu_ps(out + (size_t)(2 * p) * ldo, _mm256_castps256_ps128(t));
+        _mm_storeu_ps(out + (size_t)(2 * p + 1) * ldo, _mm256_extractf128_ps(t, 1));
+    }
+}
+#endif
+
 /* Any nr x nc tile of a q8_0 product from the fully unrolled full tile and
  * 4 x 1 and 1 x 1 edge tiles of kernel `tile` */
 #define LLM__Q8_TILES(tile, G)                                                                           \
@@ -1527,6 +1594,9 @@ static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *
                              const float *xs, int n, int G, int nr, int nc) {
     int groups = (n + G - 1) / G;
 #ifdef LLM__Q8_VNNI
+#if LLM__VL == 16
+    if (G == 32 && n % 32 == 0 && nr == 4 && nc == 4) { llm__tile_q8_vnni_4x4(out, ldo, w, ws, xq, xs, n); return; }
+#endif
     if (G == 32 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, 32); return; }   /* G a constant inside */
     if (G % 32 == 0 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, G); return; }
 #endif
@@ -1591,12 +1661,13 @@ static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, con
     size_t row_bytes = (size_t)n * (w->type == LLM_F32 ? 4 : w->type == LLM_F16 ? 2 : 1);
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / LLM__NR * LLM__NR;
     if (block < LLM__NR) block = LLM__NR;
+    int step = t1 - t0 == 1 ? block : LLM__NR;   /* one token: a whole block of rows per call */
     for (int rb = r0; rb < r1; rb += block) {
       int rb1 = r1 - rb < block ? r1 : rb + block;
       for (int t = t0; t < t1; t += LLM__NC) {
         int nc = t1 - t < LLM__NC ? t1 - t : LLM__NC;
-        for (int r = rb; r < rb1; r += LLM__NR) {
-            int nr = rb1 - r < LLM__NR ? rb1 - r : LLM__NR;
+        for (int r = rb; r < rb1; r += step) {
+            int nr = rb1 - r < step ? rb1 - r : step;
             float *o = out + (size_t)t * d + r;
             switch (w->type) {
             case LLM_F32:
@@ -2067,7 +2138,9 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
      * the query heads of one kv head together */
     LLM__PARALLEL_FOR(nt, (long)T * qd * (pos + T) * 2 >= s->parallel_min_work,
     for (int tk = 0; tk < T * c->n_kv_heads; tk++) {
-        int t = tk / c->n_kv_heads, kvh = tk % c->n_kv_heads;
+        /* tokens in the order 0, T-1, 1, T-2, ...: each thread's share of
+         * items holds short and long rows of the causal triangle alike */
+        int k = tk / c->n_kv_heads, t = k % 2 ? T - 1 - k / 2 : k / 2, kvh = tk % c->n_kv_heads;
         size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
         llm__attend_group(s->xb + at, s->q + at, &kv, kvh, group, pos + t);
     });

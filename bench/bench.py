@@ -56,7 +56,9 @@ What it does:
    It waits (sleeping) for a quiet machine before each run and repeats disturbed
    runs, within the limits above. OpenMP runs with 2 threads on 2 cores suffer
    most: when another process holds a core, every parallel region's barrier waits
-   for the scheduler.
+   for the scheduler. ./run's default --wait auto lets idle threads spin when
+   every thread has an idle core at start, else sleep; a row notes the runs in
+   which they slept.
 
 Shares of the machine's limits (limits: the best measured figures, 1 GiB buffer):
     decode share  = file bytes x decode tok/s / read bandwidth(threads)
@@ -109,6 +111,7 @@ BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 1.0 + 4.0 / Q8_GROUP}
 STATS_RE = re.compile(
     r"prompt: (\d+) tokens, prefill ([\d.]+) tok/s \| generated: (\d+) tokens, "
     r"decode ([\d.]+) tok/s \| time to first token ([\d.]+) ms")
+WAIT_RE = re.compile(r"idle threads (spin|sleep)")
 
 # Prompt material: plain story sentences (tokenizes similarly under both vocabularies).
 STORY = (
@@ -325,8 +328,10 @@ def git_describe():
 
 def run_once(ckpt, tok, prompt, threads, seed):
     """One ./run; returns (prefill tok/s, decode tok/s, generated, maxrss bytes, background
-    load, wall seconds), the background load being the CPUs' busy time not spent by this
-    run, per second of the run (0 = a quiet machine; 1 = one core busy elsewhere)."""
+    load, wall seconds, how idle threads waited), the background load being the CPUs' busy
+    time not spent by this run, per second of the run (0 = a quiet machine; 1 = one core
+    busy elsewhere), the wait "spin" or "sleep" as ./run chose it (--wait auto), "" for one
+    thread."""
     cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-t", "1", "-s", str(seed),
            "-i", prompt, "--threads", str(threads)]
     RUN_SEEN.add(run_identity())
@@ -346,7 +351,8 @@ def run_once(ckpt, tok, prompt, threads, seed):
     n_prompt, prefill, generated, decode = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
     if n_prompt != PROMPT_TOKENS:
         die("the prompt ran as %d tokens, not %d" % (n_prompt, PROMPT_TOKENS))
-    return prefill, decode, generated, ru.ru_maxrss * 1024, background, wall
+    w = WAIT_RE.search(err)
+    return prefill, decode, generated, ru.ru_maxrss * 1024, background, wall, w.group(1) if w else ""
 
 
 BUDGET = {"left": QUIET_BUDGET}  # seconds still allowed for waiting and repeated runs
@@ -373,7 +379,7 @@ def bench_rows(ckpt, tok, prompt, threads, runs):
     A run during which other processes kept more than QUIET cores busy is repeated up to
     BUSY_RETRIES times while the budget lasts, and the quietest attempt kept."""
     keys = ("prefill", "decode", "rss", "bg")
-    res = {t: dict({k: [] for k in keys}, short=0, bos_retries=0, busy_retries=0) for t in threads}
+    res = {t: dict({k: [] for k in keys}, short=0, bos_retries=0, busy_retries=0, slept=0) for t in threads}
     run_once(ckpt, tok, prompt, threads[-1], 1)  # warm the page cache, untimed
     for r in range(runs):
         seed = 1 + r
@@ -396,7 +402,8 @@ def bench_rows(ckpt, tok, prompt, threads, runs):
                     res[t]["busy_retries"] += 1
                     continue
                 break
-            pf, dc, gen, rss, bg, _ = best
+            pf, dc, gen, rss, bg, _, wait = best
+            res[t]["slept"] += wait == "sleep"
             for k, v in zip(keys, (pf, dc, rss, bg)):
                 res[t][k].append(v)
             if gen != DECODED + 1:
@@ -454,7 +461,7 @@ def main():
                     "rss": statistics.median(r["rss"]), "bg": statistics.median(r["bg"]),
                     "pf_spread": spread(r["prefill"]), "dc_spread": spread(r["decode"]),
                     "short": r["short"], "bos_retries": r["bos_retries"], "n": len(r["decode"]),
-                    "busy_retries": r["busy_retries"], "binaries": set(RUN_SEEN),
+                    "busy_retries": r["busy_retries"], "slept": r["slept"], "binaries": set(RUN_SEEN),
                 })
                 log("  %d thread(s): prefill %s tok/s, decode %s tok/s, background %.2f cores"
                     % (t, fmt_rate(rows[-1]["prefill"]), fmt_rate(rows[-1]["decode"]), rows[-1]["bg"]))
@@ -515,7 +522,8 @@ def main():
     print()
     print("Command per run (prompts of exactly %d tokens with BOS, in build/bench/prompt-*.txt; "
           "run r uses seed r (1, 2, ...), +1000 when it samples BOS early; one untimed warm-up run per "
-          "checkpoint; %d timed runs per row, %d for stories260K):"
+          "checkpoint; %d timed runs per row, %d for stories260K; `--wait auto`, the default, so idle "
+          "threads spin on a quiet machine):"
           % (PROMPT_TOKENS, runs, runs * TINY_RUNS))
     print()
     print("```")
@@ -547,6 +555,8 @@ def main():
         note = " rebuilt" if r["binaries"] != {run0} else ""
         if r["short"]:
             note += " (%d of %d runs decoded < %d)" % (r["short"], r["n"], DECODED)
+        if r["slept"]:
+            note += " (idle threads slept in %d of %d runs)" % (r["slept"], r["n"])
         print("| %s | %s | %.1f | %d | %s | %.1f%% | %s | %.1f%% | %.0f | %.0f%% / %.0f%% | %.2f%s |"
               % (name, wt, r["size"] / 2**20, r["threads"], fmt_rate(r["prefill"]), r["pf_share"],
                  fmt_rate(r["decode"]), r["dc_share"], r["rss"] / 2**20, r["pf_spread"], r["dc_spread"],

@@ -201,6 +201,42 @@ static test_matrix make_matrix(int type, int rows, int cols, int group) {
 static void free_matrix(test_matrix *t) { free(t->ref); free(t->data); free(t->scale); }
 
 /* matvec vs sum_j W[i][j] x[j] in double (q8_0: vs its defining integer formula) */
+/* Activation quantization (q8_0): the vector path against lroundf, with
+ * halfway cases (k + 0.5 at scale 1 round away from zero) and awkward sizes */
+static void test_quantize_q8(void) {
+    int sizes[] = { 1, 7, 8, 31, 32, 33, 96, 200 }, Gs[] = { 32, 48, 8 };
+    int mismatch = 0, scale_mismatch = 0, cases = 0;
+    for (int gi = 0; gi < 3; gi++) {
+        for (int si = 0; si < 8; si++) {
+            int n = sizes[si], G = Gs[gi], ng = (n + G - 1) / G;
+            float *x = malloc((size_t)n * 4), *xs = malloc((size_t)ng * 4);
+            int8_t *xq = malloc((size_t)n);
+            for (int kind = 0; kind < 3; kind++) {
+                for (int i = 0; i < n; i++) {
+                    if (kind == 0) x[i] = frand() * 3.0f;
+                    else if (kind == 1) x[i] = (float)((int)(frand() * 126.0f)) + (frand() < 0.0f ? -0.5f : 0.5f);
+                    else x[i] = frand() * 1e-3f;
+                }
+                if (kind == 1) for (int g0 = 0; g0 < n; g0 += G) x[g0] = 127.0f;   /* scale exactly 1 */
+                llm__quantize_q8(xq, xs, x, n, G);
+                for (int g0 = 0, g = 0; g0 < n; g0 += G, g++) {
+                    int len = n - g0 < G ? n - g0 : G;
+                    float amax = 0.0f;
+                    for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(x[g0 + j]));
+                    float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+                    if (memcmp(&scale, &xs[g], 4) != 0) scale_mismatch++;
+                    for (int j = 0; j < len; j++) if (xq[g0 + j] != (int8_t)lroundf(x[g0 + j] * inv)) mismatch++;
+                }
+                cases++;
+            }
+            free(x); free(xs); free(xq);
+        }
+    }
+    check(mismatch == 0, "quantize_q8_equals_lroundf", "%g mismatched values (want %g)", mismatch, 0);
+    check(scale_mismatch == 0, "quantize_q8_scales_exact", "%g mismatched scales (want %g)", scale_mismatch, 0);
+    printf("   %d cases\n", cases);
+}
+
 static void test_matvec(void) {
     int shapes[][2] = { { 1, 1 }, { 3, 5 }, { 17, 33 }, { 64, 172 }, { 172, 64 }, { 5, 1000 } };
     int types[] = { LLM_F32, LLM_F16, LLM_Q8_0, LLM_Q8_0 };
@@ -576,6 +612,7 @@ int main(int argc, char **argv) {
     test_softmax();
     test_expf();
     test_f16();
+    test_quantize_q8();
     test_matvec();
     test_matmul_fast();
     test_attention_fast();
