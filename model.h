@@ -1574,6 +1574,45 @@ static void llm__tile_q8_vnni_4x4(float *out, int ldo, const int8_t *w, const fl
 }
 #endif
 
+#if defined(LLM__Q8_VNNI) && LLM__VL == 16
+/* One token (decode), G == 32, n a multiple of 64: two groups per 512-bit
+ * step (the low half group g, the high half g + 1), then each half's scale
+ * step in turn, group g first, as llm__tile_q8_vnni does them. */
+LLM__INLINE void llm__tile_q8_vnni_1tok(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                        const float *xs, int n, int G, int nr, int nc) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    int groups = n / 32;
+    __m256 acc[LLM__NR];
+    (void)ldo; (void)G; (void)nc;
+    LLM__UNROLL for (int a = 0; a < nr; a++) acc[a] = _mm256_setzero_ps();
+    for (int g = 0; g < groups; g += 2) {
+        __m512i x = _mm512_loadu_si512((const void *)(xq + (size_t)g * 32));
+        __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, x));
+        __m512 xsv = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_castsi128_ps(
+                         _mm_loadl_epi64((const __m128i *)(const void *)(xs + g)))));
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            const int8_t *wa = w + (size_t)a * n + (size_t)g * 32;
+            LLM__PREFETCH(wa + (size_t)LLM__NR * n);   /* the next tile's rows */
+            __m512i wu = _mm512_xor_si512(_mm512_loadu_si512((const void *)wa), bias);
+            __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu, x));
+            __m512 wsv = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_castsi128_ps(
+                             _mm_loadl_epi64((const __m128i *)(const void *)(ws + (size_t)a * groups + g)))));
+            __m512 s = _mm512_mul_ps(wsv, xsv);
+            acc[a] = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc[a]);
+            acc[a] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(f, 1), _mm512_extractf32x8_ps(s, 1), acc[a]);
+        }
+    }
+    if (nr == LLM__NR) {
+        __m256 slot[8];
+        LLM__UNROLL for (int s = 0; s < 8; s++) slot[s] = s & 1 ? _mm256_setzero_ps() : acc[s >> 1];
+        _mm_storeu_ps(out, _mm256_castps256_ps128(llm__lane_totals8(slot)));
+    } else {
+        for (int a = 0; a < nr; a++) out[a] = llm__f32x8_total(acc[a]);
+    }
+}
+#endif
+
 /* Any nr x nc tile of a q8_0 product from the fully unrolled full tile and
  * 4 x 1 and 1 x 1 edge tiles of kernel `tile` */
 #define LLM__Q8_TILES(tile, G)                                                                           \
@@ -1596,6 +1635,7 @@ static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *
 #ifdef LLM__Q8_VNNI
 #if LLM__VL == 16
     if (G == 32 && n % 32 == 0 && nr == 4 && nc == 4) { llm__tile_q8_vnni_4x4(out, ldo, w, ws, xq, xs, n); return; }
+    if (G == 32 && n % 64 == 0 && nc == 1) { LLM__Q8_TILES(llm__tile_q8_vnni_1tok, 32); return; }
 #endif
     if (G == 32 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, 32); return; }   /* G a constant inside */
     if (G % 32 == 0 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, G); return; }

@@ -407,6 +407,11 @@ static void open_state(engine *e, const options *o, int max_batch, int all_logit
         die(1, "%s", e->state.error);
     e->state.n_threads = o->threads;
     if (o->wait == WAIT_SPIN) e->state.parallel_min_work = WAIT_SPIN_MIN_WORK;
+#ifdef _OPENMP
+    /* start the worker threads now, with the loading, not in the first forward pass */
+#pragma omp parallel num_threads(o->threads)
+    { (void)0; }
+#endif
 }
 
 /* Run n tokens from position pos in batches of the state's max_batch;
