@@ -57,17 +57,19 @@ def openmp_build():
 
 def test_wait_policies():
     """--wait spin|sleep|auto: the same text as one thread, the policy stated on
-    stderr, and (with OpenMP) libgomp's spin count set as stated; a user's
+    stderr, and (with OpenMP) libgomp's spin count set as stated, spinning
+    threads bound to cores unless the user placed them; a user's
     OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept under auto."""
     args = ["-i", PROMPT, "-t", "0.8", "-p", "0.95", "-s", "7", "-n", "200"]
     rc, want, err = run(BASE + args + ["--threads", "1"])
     assert rc == 0, err
     omp = openmp_build()
-    cases = [(["--wait", "spin"], {}, "spin", "10000"), (["--wait", "sleep"], {}, "sleep", "0"),
-             (["--wait", "auto"], {"OMP_WAIT_POLICY": "passive"}, "sleep", "0"),
-             ([], {"GOMP_SPINCOUNT": "5"}, "spin", "5"),
-             (["--wait", "spin"], {"OMP_WAIT_POLICY": "passive"}, "spin", "10000")]
-    for flags, env, policy, spincount in cases:
+    cases = [(["--wait", "spin"], {}, "spin", "10000", "TRUE"), (["--wait", "sleep"], {}, "sleep", "0", "FALSE"),
+             (["--wait", "auto"], {"OMP_WAIT_POLICY": "passive"}, "sleep", "0", "FALSE"),
+             ([], {"GOMP_SPINCOUNT": "5"}, "spin", "5", "TRUE"),
+             (["--wait", "spin"], {"OMP_WAIT_POLICY": "passive"}, "spin", "10000", "TRUE"),
+             (["--wait", "spin"], {"OMP_PROC_BIND": "false"}, "spin", "10000", "FALSE")]
+    for flags, env, policy, spincount, bind in cases:
         rc, out, err = run(BASE + args + ["--threads", "2"] + flags, env=dict(env, OMP_DISPLAY_ENV="verbose"))
         assert rc == 0, err
         assert out == want, f"{flags} {env}: differs from one thread:\n{out!r}\n{want!r}"
@@ -77,6 +79,8 @@ def test_wait_policies():
             assert f"threads 2 (idle threads {policy})" in config[0], (flags, env, config[0])
             counts = [l.split("=")[1].strip() for l in err.splitlines() if l.strip().startswith("GOMP_SPINCOUNT")]
             assert counts and counts[-1] == f"'{spincount}'", (flags, env, counts)
+            binds = [l.split("=")[1].strip() for l in err.splitlines() if l.strip().startswith("OMP_PROC_BIND")]
+            assert binds and binds[-1] == f"'{bind}'", (flags, env, binds)
         else:
             assert "threads 1 (built without OpenMP)" in config[0], config[0]
 
