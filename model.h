@@ -914,21 +914,34 @@ static float llm__dot_f16(const uint16_t *w, const float *x, int n) {
     return acc;
 }
 
+/* max of x (absolute = 0) or of |x| (absolute = 1) over n >= 1 values, NaNs
+ * skipped; eight at a time where a vector unit has them */
+static float llm__max(const float *x, int n, int absolute) {
+    float max = absolute ? 0.0f : x[0];
+    int i = 0;
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+    if (n >= 8) {
+        const __m256 sign = _mm256_set1_ps(absolute ? -0.0f : 0.0f);   /* the bit andnot clears */
+        __m256 m = _mm256_set1_ps(max);
+        for (; i + 8 <= n; i += 8) /* max_ps(v, m) keeps m when v is NaN */
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+        float lane[8];
+        _mm256_storeu_ps(lane, m);
+        for (int l = 0; l < 8; l++) if (lane[l] > max) max = lane[l];
+    }
+#endif
+    for (; i < n; i++) {
+        float v = absolute ? fabsf(x[i]) : x[i];
+        if (v > max) max = v;
+    }
+    return max;
+}
+
 /* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): x ~ xq * xs */
 static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G) {
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
-        int len = n - g0 < G ? n - g0 : G, j = 0, i = 0;
-        float amax = 0.0f;
-#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
-        if (len >= 8) { /* max_ps(x, m) keeps m when x is NaN, as the loop below does */
-            __m256 m = _mm256_setzero_ps();
-            for (; i + 8 <= len; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x + g0 + i)), m);
-            float lane[8];
-            _mm256_storeu_ps(lane, m);
-            for (int l = 0; l < 8; l++) if (lane[l] > amax) amax = lane[l];
-        }
-#endif
-        for (; i < len; i++) { float a = fabsf(x[g0 + i]); if (a > amax) amax = a; }
+        int len = n - g0 < G ? n - g0 : G, j = 0;
+        float amax = llm__max(x + g0, len, 1);
         float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         xs[gi] = scale;
 #if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
@@ -1161,19 +1174,19 @@ LLM__INLINE float llm__vsum(float32x4_t v) {
 #define LLM__SIMD "scalar"
 #endif
 #ifdef LLM__VL
-#ifndef llm__vload_part /* through a zero-padded copy */
-LLM__INLINE llm__vf llm__vload_part(const float *p, int len) {
-    float t[LLM__VL] = { 0 };
-    memcpy(t, p, (size_t)len * sizeof(float));
-    return llm__vload(t);
-}
+/* the first len (< VL) elements through a zero-padded copy, where the ISA
+ * has no masked load */
+#define LLM__DEFINE_LOAD_PART(name, type, load)                  \
+    LLM__INLINE llm__vf name(const type *p, int len) {           \
+        type t[LLM__VL] = { 0 };                                 \
+        memcpy(t, p, (size_t)len * sizeof(type));                \
+        return load(t);                                          \
+    }
+#ifndef llm__vload_part
+LLM__DEFINE_LOAD_PART(llm__vload_part, float, llm__vload)
 #endif
 #ifndef llm__vload_f16_part
-LLM__INLINE llm__vf llm__vload_f16_part(const uint16_t *p, int len) {
-    uint16_t t[LLM__VL] = { 0 };
-    memcpy(t, p, (size_t)len * sizeof(uint16_t));
-    return llm__vload_f16(t);
-}
+LLM__DEFINE_LOAD_PART(llm__vload_f16_part, uint16_t, llm__vload_f16)
 #endif
 #ifndef LLM__HAVE_VSUM4
 LLM__INLINE void llm__vsum4(float *out, llm__vf a, llm__vf b, llm__vf c, llm__vf d) {
@@ -1210,25 +1223,8 @@ static void llm__exp_shifted(float *x, int n, float shift) {
     for (; i < n; i++) x[i] = llm__expf(x[i] - shift);
 }
 
-/* max of x (n >= 1), eight at a time where a vector unit has them */
-static float llm__max(const float *x, int n) {
-    float max = x[0];
-    int i = 1;
-#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
-    if (n >= 8) {
-        __m256 m = _mm256_loadu_ps(x);
-        for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
-        float lane[8];
-        _mm256_storeu_ps(lane, m);
-        for (int l = 0; l < 8; l++) if (lane[l] > max) max = lane[l];
-    }
-#endif
-    for (; i < n; i++) if (x[i] > max) max = x[i];
-    return max;
-}
-
 void llm_softmax(float *x, int n) {
-    float max = llm__max(x, n), sum = 0.0f;
+    float max = llm__max(x, n, 0), sum = 0.0f;
     llm__exp_shifted(x, n, max);
     for (int i = 0; i < n; i++) sum += x[i];
     for (int i = 0; i < n; i++) x[i] /= sum;
@@ -1911,6 +1907,19 @@ typedef struct llm__kv_view {
 #define LLM__KEY_BLOCK 32
 
 
+/* One block of an online softmax: when the block raises the running max,
+ * rescale what was summed so far (out (hs,) and the denominator) to it; then
+ * p[j] = e^(p[j] - running max). */
+LLM__INLINE void llm__softmax_block(float *p, int len, float block_max, float *run_max, float *run_sum, float *out, int hs) {
+    if (block_max > *run_max) {
+        float r = llm__expf(*run_max - block_max);
+        *run_sum *= r;
+        for (int i = 0; i < hs; i++) out[i] *= r;
+        *run_max = block_max;
+    }
+    llm__exp_shifted(p, len, *run_max);
+}
+
 /* One query head over cache positions 0..last: out (hs,) = softmax(q.K/sqrt(hs)) V.
  * Keys in blocks with a running max (online softmax): no score row in memory. */
 static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv, int kvh, int last) {
@@ -1941,13 +1950,7 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
             scores[j] = llm__dot8(q, k, hs) / sqrt_hs;
             if (scores[j] > block_max) block_max = scores[j];
         }
-        if (block_max > run_max) { /* rescale what was summed so far */
-            float r = llm__expf(run_max - block_max);
-            run_sum *= r;
-            for (int i = 0; i < hs; i++) out[i] *= r;
-            run_max = block_max;
-        }
-        llm__exp_shifted(scores, len, run_max);   /* scores[j] = e^(scores[j] - run_max) */
+        llm__softmax_block(scores, len, block_max, &run_max, &run_sum, out, hs);
 #if !defined(LLM__VL) || defined(LLM__HELIUM)   /* scalar FPU paths */
         if (kv->type == LLM_KV_F32) {
             /* no vector unit: one output element at a time in a register, the
@@ -1979,16 +1982,26 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
 #define LLM__ATTEND_AVX2 1
 #define LLM__GROUP_MAX 4   /* query heads sharing one pass over the keys */
 
-/* Elements c..c+7 of head kvh's row at position j as f32, converted as
- * llm__kv_row converts them (f16 exactly, int8 times the row's scale). */
-LLM__INLINE __m256 llm__kv_load8(const void *cache, const uint16_t *scales, int type, size_t j, int kvh,
-                                 int n_heads, int hs, int c) {
-    size_t row = j * (size_t)n_heads + (size_t)kvh, at = row * (size_t)hs + (size_t)c;
+/* Cache row (position j, head kvh) of a view: its first element's index,
+ * and its int8 scale as f32 (1 for f32 and f16 caches), converted once per row */
+typedef struct llm__kv_at { size_t at; float scale; } llm__kv_at;
+LLM__INLINE llm__kv_at llm__kv_locate(const llm__kv_view *kv, const uint16_t *scales, int type, size_t j, int kvh) {
+    size_t row = j * (size_t)kv->n_heads + (size_t)kvh;
+    llm__kv_at r;
+    r.at = row * (size_t)kv->hs;
+    r.scale = type == LLM_KV_Q8 ? llm_f16_to_f32(scales[row]) : 1.0f;
+    return r;
+}
+
+/* Elements c..c+7 of a located cache row as f32, converted as llm__kv_row
+ * converts them (f16 exactly, int8 times the row's scale). */
+LLM__INLINE __m256 llm__kv_load8(const void *cache, int type, llm__kv_at r, int c) {
+    size_t at = r.at + (size_t)c;
     if (type == LLM_KV_F32) return _mm256_loadu_ps((const float *)cache + at);
     if (type == LLM_KV_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)cache + at)));
     __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)((const int8_t *)cache + at));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(llm_f16_to_f32(scales[row])));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(r.scale));
 }
 
 /* scores[j] = q . k(j0 + j) / sqrt_hs for j < len: eight keys at a time,
@@ -2000,26 +2013,25 @@ LLM__INLINE float llm__scores8(float *scores, const float *q, const llm__kv_view
     __m256 max = _mm256_set1_ps(-INFINITY);
     for (int b = 0; b < len; b += 8) {
         __m256 lane[8];
-        size_t key[8];
+        llm__kv_at key[8];
         LLM__UNROLL for (int s = 0; s < 8; s++) {
             int j = b + (s >> 1) + 4 * (s & 1);   /* keys in order out of llm__lane_totals8 */
-            key[s] = (size_t)j0 + (size_t)(j < len ? j : len - 1); /* a short block repeats its last key */
+            if (j >= len) j = len - 1;            /* a short block repeats its last key */
+            key[s] = llm__kv_locate(kv, kv->k_scale, type, (size_t)(j0 + j), kvh);
             lane[s] = _mm256_setzero_ps();
         }
         for (int c = 0; c < hs; c += 8) {
             __m256 qc = _mm256_loadu_ps(q + c);
-            LLM__UNROLL for (int s = 0; s < 8; s++)
-                lane[s] = _mm256_fmadd_ps(qc, llm__kv_load8(kv->k, kv->k_scale, type, key[s], kvh, kv->n_heads, hs, c), lane[s]);
+            LLM__UNROLL for (int s = 0; s < 8; s++) lane[s] = _mm256_fmadd_ps(qc, llm__kv_load8(kv->k, type, key[s], c), lane[s]);
         }
         __m256 sc = _mm256_div_ps(llm__lane_totals8(lane), _mm256_set1_ps(sqrt_hs));
+        max = _mm256_max_ps(max, sc);   /* a short block's repeated key changes no maximum */
         if (b + 8 <= len) {
             _mm256_storeu_ps(scores + b, sc);
-            max = _mm256_max_ps(max, sc);
-        } else { /* the repeated last key stands in the unused lanes: same max */
+        } else {
             float tmp[8];
             _mm256_storeu_ps(tmp, sc);
             memcpy(scores + b, tmp, (size_t)(len - b) * sizeof(float));
-            max = _mm256_max_ps(max, sc);
         }
     }
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
@@ -2039,8 +2051,9 @@ LLM__INLINE void llm__accumulate8(float *out, int ldo, float (*p)[LLM__KEY_BLOCK
         LLM__UNROLL for (int ch = 0; ch < nch; ch++) a[g][ch] = _mm256_loadu_ps(out + (size_t)g * ldo + c0 + 8 * ch);
     for (int j = 0; j < len; j++) {
         __m256 p0 = _mm256_set1_ps(p[0][j]), p1 = _mm256_set1_ps(p[nq - 1][j]);
+        llm__kv_at row = llm__kv_locate(kv, kv->v_scale, type, (size_t)(j0 + j), kvh);
         LLM__UNROLL for (int ch = 0; ch < nch; ch++) {
-            __m256 v = llm__kv_load8(kv->v, kv->v_scale, type, (size_t)(j0 + j), kvh, kv->n_heads, kv->hs, c0 + 8 * ch);
+            __m256 v = llm__kv_load8(kv->v, type, row, c0 + 8 * ch);
             a[0][ch] = _mm256_fmadd_ps(p0, v, a[0][ch]);
             if (nq > 1) a[1][ch] = _mm256_fmadd_ps(p1, v, a[1][ch]);
         }
@@ -2090,13 +2103,7 @@ LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_vi
         int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
         for (int g = 0; g < nq; g++) {
             float block_max = llm__scores8(p[g], q + (size_t)g * hs, kv, type, kvh, j0, len, sqrt_hs);
-            if (block_max > run_max[g]) { /* rescale what was summed so far */
-                float r = llm__expf(run_max[g] - block_max);
-                run_sum[g] *= r;
-                for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] *= r;
-                run_max[g] = block_max;
-            }
-            llm__exp_shifted(p[g], len, run_max[g]);
+            llm__softmax_block(p[g], len, block_max, &run_max[g], &run_sum[g], out + (size_t)g * hs, hs);
         }
         for (int g = 0; g < nq; g += 2) { /* the values (and the sums) for two heads at a time */
             if (nq - g >= 2) llm__accumulate_head(out + (size_t)g * hs, hs, p + g, run_sum + g, 2, kv, type, kvh, j0, len);

@@ -67,7 +67,8 @@ typedef struct file_bytes {
     size_t size;
 } file_bytes;
 
-static file_bytes map_file(const char *path, const char *what) {
+/* populate: map every page now (Linux), for a file read through at once */
+static file_bytes map_file(const char *path, const char *what, int populate) {
     file_bytes f = { NULL, 0 };
     int fd = open(path, O_RDONLY);
     if (fd < 0) die(1, "cannot open %s %s: %s", what, path, strerror(errno));
@@ -76,11 +77,12 @@ static file_bytes map_file(const char *path, const char *what) {
     if (!S_ISREG(st.st_mode)) die(1, "%s %s is not a regular file", what, path);
     if (st.st_size == 0) die(1, "%s %s is empty", what, path);
     f.size = (size_t)st.st_size;
-#ifdef MAP_POPULATE /* map every page now: the first forward pass takes no page faults */
-    void *p = mmap(NULL, f.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-#else
-    void *p = mmap(NULL, f.size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int flags = MAP_PRIVATE;
+#ifdef MAP_POPULATE
+    if (populate) flags |= MAP_POPULATE;
 #endif
+    (void)populate;
+    void *p = mmap(NULL, f.size, PROT_READ, flags, fd, 0);
     if (p == MAP_FAILED) die(1, "cannot map %s %s: %s", what, path, strerror(errno));
     close(fd);
     f.data = p;
@@ -207,7 +209,7 @@ static void apply_wait(options *o, char **argv) {
 #if defined(_OPENMP)
     const char *policy = getenv("OMP_WAIT_POLICY");
     int passive = policy && (!strcmp(policy, "passive") || !strcmp(policy, "PASSIVE"));
-    if (o->threads == 1) { o->wait = WAIT_SLEEP; return; }   /* no thread ever waits */
+    if (o->threads == 1 || !strcmp(o->mode, "tokenize")) { o->wait = WAIT_SLEEP; return; }   /* no thread ever waits */
     if (o->wait == WAIT_AUTO) {
         if (policy || getenv("GOMP_SPINCOUNT")) o->wait = passive ? WAIT_SLEEP : WAIT_SPIN;   /* the user's */
         else o->wait = idle_cores() >= o->threads - 0.5 ? WAIT_SPIN : WAIT_SLEEP;
@@ -320,7 +322,7 @@ typedef struct engine {
 } engine;
 
 static void load_tokenizer(engine *e, const char *path, int vocab_size) {
-    e->tok_file = map_file(path, "tokenizer");
+    e->tok_file = map_file(path, "tokenizer", 0);
     e->tok_arena_size = tok_arena_size(e->tok_file.data, e->tok_file.size, vocab_size);
     e->tok_arena = xmalloc(e->tok_arena_size, "the tokenizer");
     if (tok_init(&e->tok, e->tok_file.data, e->tok_file.size, vocab_size, e->tok_arena, e->tok_arena_size) != 0)
@@ -395,7 +397,9 @@ static void print_plan(const engine *e) {
 
 /* Map and validate the checkpoint (read in place from here on), with the norm flags applied. */
 static void load_checkpoint(engine *e, const options *o) {
-    e->ckpt_file = map_file(o->checkpoint, "checkpoint");
+    /* weights that will run are mapped up front, so the first forward pass
+     * takes no page faults; --info reads only the header */
+    e->ckpt_file = map_file(o->checkpoint, "checkpoint", !o->info);
     if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
         die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     apply_norm_options(&e->model, o);
