@@ -64,9 +64,11 @@ enum llm_kv_type { LLM_KV_F32 = 0, LLM_KV_F16 = 1, LLM_KV_Q8 = 2 };
 #define LLM_HEADER_SIZE 256
 #define LLM_ALIGN 64
 #define LLM_MAX_DIM (1 << 16)       /* limits that reject hostile headers */
+#define LLM_MAX_HIDDEN (8 << 16)
 #define LLM_MAX_LAYERS 1024
 #define LLM_MAX_VOCAB (1 << 22)
 #define LLM_MAX_SEQ (1 << 20)
+#define LLM_MAX_BATCH 8192          /* tokens in one forward call */
 #ifndef LLM_MAX_HEAD_SIZE
 #define LLM_MAX_HEAD_SIZE 256       /* attention keeps one head's row on the stack */
 #endif
@@ -136,10 +138,13 @@ typedef struct llm_state_options {
     int kv_type;            /* llm_kv_type: f32, f16, or int8 with per-head scales */
 } llm_state_options;
 
-/* Byte sizes of everything the state carves from the arena. */
+/* Byte sizes of everything the state carves from the arena. They are
+ * computed in 64 bits on every host; a part that exceeds this host's
+ * address space reads SIZE_MAX, and total_bytes keeps the exact need. */
 typedef struct llm_plan {
     size_t x, xb, xb2, q, kv_new, hb, hb2, rope, logits, act_q, key_cache, value_cache, kv_scales;
     size_t total;           /* sum, each part rounded up to LLM_ALIGN     */
+    uint64_t total_bytes;   /* the same sum in 64 bits                    */
 } llm_plan;
 
 /* Activations and KV cache for one sequence. */
@@ -165,6 +170,8 @@ typedef struct llm_state {
     void *value_cache;
     uint16_t *key_scale;    /* int8 cache: (layer, ctx, n_kv_heads) f16 scales */
     uint16_t *value_scale;
+    llm_config cfg;         /* the config the state was planned for: forward
+                               refuses a model of another shape */
     char error[200];
 } llm_state;
 
@@ -175,7 +182,10 @@ int llm_check_config(llm_model *m);
 /* The arena plan for these options: every buffer's size, and the total. */
 llm_plan llm_state_plan(const llm_config *c, const llm_state_options *o);
 size_t llm_state_size(const llm_config *c, const llm_state_options *o);
-/* Carve the state from a 64-byte-aligned arena of at least llm_state_size(). */
+/* Carve the state from a 64-byte-aligned arena of at least llm_state_size()
+ * (SIZE_MAX when the plan exceeds this host's address space). The
+ * activations are zeroed; the KV cache is not touched until it is written,
+ * so a large cache costs memory only as far as the context fills. */
 int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *o,
                    void *arena, size_t arena_size);
 /* Run n tokens at positions pos..pos+n-1 as one batch; logits in s->logits. */
@@ -214,6 +224,7 @@ uint16_t llm_f32_to_f16(float f);
 #ifndef MODEL_IMPLEMENTATION_DONE
 #define MODEL_IMPLEMENTATION_DONE
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -326,14 +337,20 @@ static void llm__fmt(char *buf, size_t cap, const char *fmt, ...) {
 /* Small helpers                                                          */
 /* --------------------------------------------------------------------- */
 
-static size_t llm__align(size_t n) { return (n + (LLM_ALIGN - 1)) & ~(size_t)(LLM_ALIGN - 1); }
-
-/* a * b, or SIZE_MAX on overflow (callers check the total). */
-static size_t llm__mul(size_t a, size_t b) {
-    if (a != 0 && b > SIZE_MAX / a) return SIZE_MAX;
+/* Size arithmetic. Every size that comes from a file field or an option is
+ * computed in 64 bits on every host (the Cortex-M targets and i386 have a
+ * 32-bit size_t), saturating at UINT64_MAX, and only converted to size_t
+ * after it has been checked against the file size or SIZE_MAX. */
+static uint64_t llm__mul(uint64_t a, uint64_t b) {
+    if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
     return a * b;
 }
-static size_t llm__add(size_t a, size_t b) { return (b > SIZE_MAX - a) ? SIZE_MAX : a + b; }
+static uint64_t llm__add(uint64_t a, uint64_t b) { return (b > UINT64_MAX - a) ? UINT64_MAX : a + b; }
+static uint64_t llm__clamp_u64(int v, int lo, int hi) { return (uint64_t)(v < lo ? lo : v > hi ? hi : v); }
+/* n rounded up to LLM_ALIGN; a saturated size stays saturated */
+static uint64_t llm__align(uint64_t n) {
+    return n > UINT64_MAX - (LLM_ALIGN - 1) ? UINT64_MAX : (n + (LLM_ALIGN - 1)) & ~(uint64_t)(LLM_ALIGN - 1);
+}
 
 static int32_t llm__i32(const unsigned char *p) {
     uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -442,14 +459,14 @@ static int llm__fail(llm_model *m, int status, const char *msg) {
 }
 
 
-/* Range checks shared by every format. Message names the field. */
-int llm_check_config(llm_model *m) {
-    llm_config *c = &m->cfg;
-    char *e = m->error;
-    size_t E = sizeof m->error;
+/* Range checks shared by every format; the message (in e, E bytes) names the
+ * field. llm_state_init and llm_forward run it too, so no forward pass ever
+ * runs on a config it would refuse: the stack rows of attention
+ * (LLM_MAX_HEAD_SIZE) and every size in the plan rest on these limits. */
+static int llm__check_config(const llm_config *c, char *e, size_t E) {
 #define LLM__CHECK(cond, ...) do { if (!(cond)) { llm__fmt(e, E, __VA_ARGS__); return LLM_ERR_CONFIG; } } while (0)
     LLM__CHECK(c->dim > 0 && c->dim <= LLM_MAX_DIM, "dim %d out of range (1..%d)", c->dim, LLM_MAX_DIM);
-    LLM__CHECK(c->hidden_dim > 0 && c->hidden_dim <= 8 * LLM_MAX_DIM, "hidden_dim %d out of range", c->hidden_dim);
+    LLM__CHECK(c->hidden_dim > 0 && c->hidden_dim <= LLM_MAX_HIDDEN, "hidden_dim %d out of range (1..%d)", c->hidden_dim, LLM_MAX_HIDDEN);
     LLM__CHECK(c->n_layers > 0 && c->n_layers <= LLM_MAX_LAYERS, "n_layers %d out of range (1..%d)", c->n_layers, LLM_MAX_LAYERS);
     LLM__CHECK(c->n_heads > 0 && c->n_heads <= c->dim, "n_heads %d out of range", c->n_heads);
     LLM__CHECK(c->n_kv_heads > 0 && c->n_kv_heads <= c->n_heads, "n_kv_heads %d out of range (1..n_heads=%d)", c->n_kv_heads, c->n_heads);
@@ -463,13 +480,14 @@ int llm_check_config(llm_model *m) {
     LLM__CHECK(c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_POST, "norm_pos %d unknown", c->norm_pos);
     LLM__CHECK(c->final_norm == 0 || c->final_norm == 1, "final_norm %d must be 0 or 1", c->final_norm);
     LLM__CHECK(c->norm_eps > 0.0f && c->norm_eps < 1.0f, "norm eps %g out of range (0, 1)", (double)c->norm_eps);
-    LLM__CHECK(c->rope_theta > 0.0f, "rope_theta %g must be positive", (double)c->rope_theta);
+    LLM__CHECK(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX, "rope_theta %g must be positive and finite", (double)c->rope_theta);
     LLM__CHECK(c->rope_layout == LLM_ROPE_INTERLEAVED || c->rope_layout == LLM_ROPE_HALF, "rope_layout %d unknown", c->rope_layout);
     LLM__CHECK(c->weight_type >= LLM_F32 && c->weight_type <= LLM_Q8_0, "weight type %d unknown", c->weight_type);
     LLM__CHECK(c->weight_type != LLM_Q8_0 || (c->group_size > 0 && c->group_size <= 4096), "q8_0 group size %d out of range (1..4096)", c->group_size);
 #undef LLM__CHECK
     return LLM_OK;
 }
+int llm_check_config(llm_model *m) { return llm__check_config(&m->cfg, m->error, sizeof m->error); }
 
 /* A layer tensor view at `base` with `rows` x `cols`; stride set by the layout. */
 static llm_tensor llm__tensor(const unsigned char *base, size_t stride, int rows, int cols) {
@@ -518,46 +536,49 @@ static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n) {
     int st = llm__llama2c_config(m, b, LLM_FORMAT_LEGACY);
     if (st != LLM_OK) return st;
 
-    size_t L = (size_t)c->n_layers, D = (size_t)c->dim, H = (size_t)c->hidden_dim, V = (size_t)c->vocab_size;
-    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
-    /* float counts, in file order; all fit in 64 bits given the limits above */
-    size_t counts[13] = { V * D, L * D, L * qd * D, L * kvd * D, L * kvd * D, L * D * qd, L * D,
-                          L * H * D, L * D * H, L * H * D, D,
-                          (size_t)c->seq_len * c->head_size, /* freq_cis_real + imag (unused) */
-                          c->shared_classifier ? 0 : V * D };
-    size_t want = 28;
+    /* float counts, in file order, in 64 bits: the limits llm_check_config
+     * enforces keep every product below 2^48, on every host */
+    uint64_t L = (uint64_t)c->n_layers, D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim, V = (uint64_t)c->vocab_size;
+    uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_size, kvd = (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
+    uint64_t counts[13] = { V * D, L * D, L * qd * D, L * kvd * D, L * kvd * D, L * D * qd, L * D,
+                            L * H * D, L * D * H, L * H * D, D,
+                            (uint64_t)c->seq_len * (uint64_t)c->head_size, /* freq_cis_real + imag (unused) */
+                            c->shared_classifier ? 0 : V * D };
+    uint64_t want = 28;
     for (int i = 0; i < 13; i++) want = llm__add(want, llm__mul(counts[i], 4));
-    if (want != n) {
+    if (want != (uint64_t)n) {
         llm__fmt(m->error, sizeof m->error,
-                 "checkpoint is %zu bytes but its header (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, seq_len %d) implies %zu: truncated or not a llama2.c file",
-                 n, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len, want);
+                 "checkpoint is %zu bytes but its header (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, seq_len %d) implies %llu: truncated or not a llama2.c file",
+                 n, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len,
+                 (unsigned long long)want);
         return LLM_ERR_SIZE;
     }
+    /* from here every size below is part of the n bytes, so it fits a size_t */
     const float *f = (const float *)(const void *)(b + 28);
     llm_weights *w = &m->w;
     memset(w, 0, sizeof *w);
-    w->tok_embeddings = llm__matrix(f, NULL, LLM_F32, (int)V, (int)D, 0); f += V * D;
-    w->attn_norm = llm__tensor((const unsigned char *)f, D * 4, 1, (int)D); f += L * D;
-    w->wq = llm__tensor((const unsigned char *)f, qd * D * 4, (int)qd, (int)D); f += L * qd * D;
-    w->wk = llm__tensor((const unsigned char *)f, kvd * D * 4, (int)kvd, (int)D); f += L * kvd * D;
-    w->wv = llm__tensor((const unsigned char *)f, kvd * D * 4, (int)kvd, (int)D); f += L * kvd * D;
-    w->wo = llm__tensor((const unsigned char *)f, D * qd * 4, (int)D, (int)qd); f += L * D * qd;
-    w->ffn_norm = llm__tensor((const unsigned char *)f, D * 4, 1, (int)D); f += L * D;
-    w->w1 = llm__tensor((const unsigned char *)f, H * D * 4, (int)H, (int)D); f += L * H * D;
-    w->w2 = llm__tensor((const unsigned char *)f, D * H * 4, (int)D, (int)H); f += L * D * H;
-    w->w3 = llm__tensor((const unsigned char *)f, H * D * 4, (int)H, (int)D); f += L * H * D;
-    w->final_norm = f; f += D;
+    w->tok_embeddings = llm__matrix(f, NULL, LLM_F32, (int)V, (int)D, 0); f += counts[0];
+    w->attn_norm = llm__tensor((const unsigned char *)f, (size_t)(D * 4), 1, (int)D); f += counts[1];
+    w->wq = llm__tensor((const unsigned char *)f, (size_t)(qd * D * 4), (int)qd, (int)D); f += counts[2];
+    w->wk = llm__tensor((const unsigned char *)f, (size_t)(kvd * D * 4), (int)kvd, (int)D); f += counts[3];
+    w->wv = llm__tensor((const unsigned char *)f, (size_t)(kvd * D * 4), (int)kvd, (int)D); f += counts[4];
+    w->wo = llm__tensor((const unsigned char *)f, (size_t)(D * qd * 4), (int)D, (int)qd); f += counts[5];
+    w->ffn_norm = llm__tensor((const unsigned char *)f, (size_t)(D * 4), 1, (int)D); f += counts[6];
+    w->w1 = llm__tensor((const unsigned char *)f, (size_t)(H * D * 4), (int)H, (int)D); f += counts[7];
+    w->w2 = llm__tensor((const unsigned char *)f, (size_t)(D * H * 4), (int)D, (int)H); f += counts[8];
+    w->w3 = llm__tensor((const unsigned char *)f, (size_t)(H * D * 4), (int)H, (int)D); f += counts[9];
+    w->final_norm = f; f += counts[10];
     f += counts[11];
     w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix(f, NULL, LLM_F32, (int)V, (int)D, 0);
     return LLM_OK;
 }
 
 /* Bytes a (rows, cols) matrix takes in the LLMW file, and where its scales start. */
-static size_t llm__matrix_bytes(const llm_config *c, size_t rows, size_t cols, size_t *scale_offset) {
+static uint64_t llm__matrix_bytes(const llm_config *c, uint64_t rows, uint64_t cols, uint64_t *scale_offset) {
     *scale_offset = 0;
     if (c->weight_type == LLM_F32) return llm__mul(llm__mul(rows, cols), 4);
     if (c->weight_type == LLM_F16) return llm__mul(llm__mul(rows, cols), 2);
-    size_t groups = (cols + (size_t)c->group_size - 1) / (size_t)c->group_size;
+    uint64_t groups = (cols + (uint64_t)c->group_size - 1) / (uint64_t)c->group_size;
     *scale_offset = llm__align(llm__mul(rows, cols));
     return llm__add(*scale_offset, llm__mul(llm__mul(rows, groups), 4));
 }
@@ -592,30 +613,31 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
     if (c->shared_classifier > 1 || c->norm_bias > 1 || c->shared_classifier < 0 || c->norm_bias < 0)
         return llm__fail(m, LLM_ERR_FORMAT, "shared_classifier/norm_bias flags must be 0 or 1");
 
-    size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, V = (size_t)c->vocab_size;
-    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
-    size_t vec = llm__align(D * 4), so_emb, so_q, so_k, so_o, so_1, so_2;
-    size_t emb = llm__align(llm__matrix_bytes(c, V, D, &so_emb));
-    size_t mq = llm__align(llm__matrix_bytes(c, qd, D, &so_q));
-    size_t mk = llm__align(llm__matrix_bytes(c, kvd, D, &so_k));
-    size_t mo = llm__align(llm__matrix_bytes(c, D, qd, &so_o));
-    size_t m1 = llm__align(llm__matrix_bytes(c, H, D, &so_1));
-    size_t m2 = llm__align(llm__matrix_bytes(c, D, H, &so_2));
-    size_t nb = c->norm_bias ? 2 : 1;
-    size_t layer = llm__add(llm__add(llm__mul(vec, 2 * nb), llm__add(mq, llm__mul(mk, 2))),
-                            llm__add(mo, llm__add(llm__mul(m1, 2), m2)));
-    size_t off = LLM_HEADER_SIZE;
-    size_t o_emb = off; off = llm__add(off, emb);
-    size_t o_layers = off; off = llm__add(off, llm__mul(layer, (size_t)c->n_layers));
-    size_t o_final = off;
-    size_t o_cls = llm__add(off, llm__mul(vec, nb)), cls_so = so_emb;
+    /* every offset in 64 bits; once the end matches the file's n bytes, each fits a size_t */
+    uint64_t D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim, V = (uint64_t)c->vocab_size;
+    uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_size, kvd = (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
+    uint64_t vec = llm__align(D * 4), so_emb, so_q, so_k, so_o, so_1, so_2;
+    uint64_t emb = llm__align(llm__matrix_bytes(c, V, D, &so_emb));
+    uint64_t mq = llm__align(llm__matrix_bytes(c, qd, D, &so_q));
+    uint64_t mk = llm__align(llm__matrix_bytes(c, kvd, D, &so_k));
+    uint64_t mo = llm__align(llm__matrix_bytes(c, D, qd, &so_o));
+    uint64_t m1 = llm__align(llm__matrix_bytes(c, H, D, &so_1));
+    uint64_t m2 = llm__align(llm__matrix_bytes(c, D, H, &so_2));
+    uint64_t nb = c->norm_bias ? 2 : 1;
+    uint64_t layer = llm__add(llm__add(llm__mul(vec, 2 * nb), llm__add(mq, llm__mul(mk, 2))),
+                              llm__add(mo, llm__add(llm__mul(m1, 2), m2)));
+    uint64_t off = LLM_HEADER_SIZE;
+    uint64_t o_emb = off; off = llm__add(off, emb);
+    uint64_t o_layers = off; off = llm__add(off, llm__mul(layer, (uint64_t)c->n_layers));
+    uint64_t o_final = off;
+    uint64_t o_cls = llm__add(off, llm__mul(vec, nb)), cls_so = so_emb;
     /* the file ends right after its last tensor: the last norm vector or the classifier */
-    size_t end = c->shared_classifier ? llm__add(o_final, (nb - 1) * vec + D * 4)
-                                      : llm__add(o_cls, llm__matrix_bytes(c, V, D, &cls_so));
-    if (end == SIZE_MAX || (uint64_t)end != file_size || file_size != (uint64_t)n) {
+    uint64_t end = c->shared_classifier ? llm__add(o_final, (nb - 1) * vec + D * 4)
+                                        : llm__add(o_cls, llm__matrix_bytes(c, V, D, &cls_so));
+    if (end != file_size || file_size != (uint64_t)n) {
         llm__fmt(m->error, sizeof m->error,
-                 "checkpoint is %zu bytes, its header records %llu and its shape implies %zu: truncated or corrupt; re-export with export.py",
-                 n, (unsigned long long)file_size, end);
+                 "checkpoint is %zu bytes, its header records %llu and its shape implies %llu: truncated or corrupt; re-export with export.py",
+                 n, (unsigned long long)file_size, (unsigned long long)end);
         return LLM_ERR_SIZE;
     }
     llm_weights *w = &m->w;
@@ -625,7 +647,7 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
                                     c->weight_type, (int)V, (int)D, c->group_size);
     p = b + o_layers;
 #define LLM__NEXT(field, bytes, so, rows, cols) \
-    do { w->field = llm__tensor(p, layer, (int)(rows), (int)(cols)); w->field.scale_offset = (so); p += (bytes); } while (0)
+    do { w->field = llm__tensor(p, (size_t)layer, (int)(rows), (int)(cols)); w->field.scale_offset = (size_t)(so); p += (bytes); } while (0)
     LLM__NEXT(attn_norm, vec, 0, 1, D);
     if (c->norm_bias) LLM__NEXT(attn_norm_bias, vec, 0, 1, D);
     LLM__NEXT(wq, mq, so_q, qd, D);
@@ -669,18 +691,20 @@ static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n) {
     if (st != LLM_OK) return st;
     if (b[36] > 1) return llm__fail(m, LLM_ERR_FORMAT, "ak42 shared_classifier byte is not 0 or 1: corrupt header");
     c->shared_classifier = b[36];
-    size_t L = (size_t)c->n_layers, D = (size_t)c->dim, H = (size_t)c->hidden_dim, V = (size_t)c->vocab_size;
-    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
-    size_t G = 0;
+    /* every offset in 64 bits; once the end matches the file's n bytes, each fits a size_t */
+    uint64_t L = (uint64_t)c->n_layers, D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim, V = (uint64_t)c->vocab_size;
+    uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_size, kvd = (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
+    uint64_t G = 0;
     if (version == 2) {
         c->weight_type = LLM_Q8_0;
         c->group_size = llm__i32(b + 37);
-        G = (size_t)c->group_size;
+        G = (uint64_t)c->group_size;
         if (c->group_size <= 0 || c->group_size > 4096 || c->group_size % 4)
             return llm__fail(m, LLM_ERR_CONFIG, "ak42 int8 group size must be a positive multiple of 4 (at most 4096)");
         if (D % G || H % G || qd % G) {
             llm__fmt(m->error, sizeof m->error,
-                     "ak42 int8 groups of %zu span matrix rows (dim %zu, hidden %zu): convert it with export.py", G, D, H);
+                     "ak42 int8 groups of %d span matrix rows (dim %d, hidden %d): convert it with export.py",
+                     c->group_size, c->dim, c->hidden_dim);
             return LLM_ERR_FORMAT;
         }
     }
@@ -688,35 +712,35 @@ static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n) {
 #define LLM__AK_BYTES(rows, cols) (version == 1 ? llm__mul(llm__mul(rows, cols), 4) \
                                                 : llm__add(llm__mul(rows, cols), llm__mul(llm__mul(rows, cols) / G, 4)))
 #define LLM__AK_SCALES(rows, cols) (version == 1 ? 0 : llm__mul(rows, cols))
-    size_t off = LLM_HEADER_SIZE;
-    size_t o_attn = off, o_ffn = o_attn + L * D * 4, o_final = o_ffn + L * D * 4;
+    uint64_t off = LLM_HEADER_SIZE;
+    uint64_t o_attn = off, o_ffn = o_attn + L * D * 4, o_final = o_ffn + L * D * 4;
     off = o_final + D * 4;
-    size_t sizes[9] = { LLM__AK_BYTES(V, D), LLM__AK_BYTES(qd, D), LLM__AK_BYTES(kvd, D), LLM__AK_BYTES(kvd, D),
+    uint64_t sizes[9] = { LLM__AK_BYTES(V, D), LLM__AK_BYTES(qd, D), LLM__AK_BYTES(kvd, D), LLM__AK_BYTES(kvd, D),
                         LLM__AK_BYTES(D, qd), LLM__AK_BYTES(H, D), LLM__AK_BYTES(D, H), LLM__AK_BYTES(H, D),
                         c->shared_classifier ? 0 : LLM__AK_BYTES(V, D) };
-    size_t starts[9];
+    uint64_t starts[9];
     for (int i = 0; i < 9; i++) {
         starts[i] = off;
         off = llm__add(off, (i == 0 || i == 8) ? sizes[i] : llm__mul(sizes[i], L));
     }
-    if (off != n) {
-        llm__fmt(m->error, sizeof m->error, "checkpoint is %zu bytes but its ak42 version %d header implies %zu: truncated or corrupt",
-                 n, version, off);
+    if (off != (uint64_t)n) {
+        llm__fmt(m->error, sizeof m->error, "checkpoint is %zu bytes but its ak42 version %d header implies %llu: truncated or corrupt",
+                 n, version, (unsigned long long)off);
         return LLM_ERR_SIZE;
     }
     llm_weights *w = &m->w;
     memset(w, 0, sizeof *w);
-    w->attn_norm = llm__tensor(b + o_attn, D * 4, 1, (int)D);
-    w->ffn_norm = llm__tensor(b + o_ffn, D * 4, 1, (int)D);
+    w->attn_norm = llm__tensor(b + o_attn, (size_t)(D * 4), 1, (int)D);
+    w->ffn_norm = llm__tensor(b + o_ffn, (size_t)(D * 4), 1, (int)D);
     w->final_norm = (const float *)(const void *)(b + o_final);
-    size_t so_emb = LLM__AK_SCALES(V, D);
+    uint64_t so_emb = LLM__AK_SCALES(V, D);
     w->tok_embeddings = llm__matrix(b + starts[0], version == 2 ? (const float *)(const void *)(b + starts[0] + so_emb) : NULL,
                                     c->weight_type, (int)V, (int)D, c->group_size);
     llm_tensor *mats[7] = { &w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3 };
-    size_t rows[7] = { qd, kvd, kvd, D, H, D, H }, cols[7] = { D, D, D, qd, D, H, D };
+    uint64_t rows[7] = { qd, kvd, kvd, D, H, D, H }, cols[7] = { D, D, D, qd, D, H, D };
     for (int i = 0; i < 7; i++) {
-        *mats[i] = llm__tensor(b + starts[i + 1], sizes[i + 1], (int)rows[i], (int)cols[i]);
-        mats[i]->scale_offset = LLM__AK_SCALES(rows[i], cols[i]);
+        *mats[i] = llm__tensor(b + starts[i + 1], (size_t)sizes[i + 1], (int)rows[i], (int)cols[i]);
+        mats[i]->scale_offset = (size_t)LLM__AK_SCALES(rows[i], cols[i]);
     }
     w->classifier = c->shared_classifier ? w->tok_embeddings
         : llm__matrix(b + starts[8], version == 2 ? (const float *)(const void *)(b + starts[8] + so_emb) : NULL,
@@ -752,32 +776,34 @@ static llm_state_options llm__options(const llm_config *c, const llm_state_optio
 
 static size_t llm__kv_elem_bytes(int kv_type) { return kv_type == LLM_KV_F32 ? 4 : kv_type == LLM_KV_F16 ? 2 : 1; }
 
+static size_t llm__size(uint64_t n) { return n > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)n; }
+
 llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     llm_state_options o = llm__options(c, opt);
-    llm_plan p;
-    size_t B = (size_t)(o.max_batch > 0 ? o.max_batch : 1), D = (size_t)c->dim, H = (size_t)c->hidden_dim;
-    size_t ctx = (size_t)(o.ctx_len > 0 ? o.ctx_len : 0), L = (size_t)c->n_layers;
-    size_t qd = (size_t)c->n_heads * c->head_size, kvd = (size_t)c->n_kv_heads * c->head_size;
-    size_t widest = D > H ? D : H, groups = c->group_size > 0 ? (widest + c->group_size - 1) / c->group_size : 0;
-    p.x = llm__mul(B * D, 4);
-    p.xb = llm__mul(B * (D > qd ? D : qd), 4);
-    p.xb2 = p.x;
-    p.q = llm__mul(B * qd, 4);
-    p.kv_new = llm__mul(B * kvd, 4);
-    p.hb = llm__mul(B * H, 4);
-    p.hb2 = p.hb;
-    p.rope = llm__mul(B * (size_t)c->head_size, 4);
-    p.logits = llm__mul((o.all_logits ? B : 1) * (size_t)c->vocab_size, 4);
-    p.act_q = c->weight_type == LLM_Q8_0 ? llm__add(llm__align(B * widest), llm__mul(B * groups, 4)) : 0;
-    p.key_cache = llm__mul(llm__mul(L * ctx, kvd), llm__kv_elem_bytes(o.kv_type));
-    p.value_cache = p.key_cache;
+    /* every field clamped to its limit first, so even the plan of an
+     * unchecked config is a number below 2^60, never a wrapped one */
+    uint64_t B = llm__clamp_u64(o.max_batch, 1, LLM_MAX_BATCH), D = llm__clamp_u64(c->dim, 0, LLM_MAX_DIM);
+    uint64_t H = llm__clamp_u64(c->hidden_dim, 0, LLM_MAX_HIDDEN), ctx = llm__clamp_u64(o.ctx_len, 0, LLM_MAX_SEQ);
+    uint64_t L = llm__clamp_u64(c->n_layers, 0, LLM_MAX_LAYERS), V = llm__clamp_u64(c->vocab_size, 0, LLM_MAX_VOCAB);
+    uint64_t hs = llm__clamp_u64(c->head_size, 0, LLM_MAX_HEAD_SIZE), G = llm__clamp_u64(c->group_size, 0, 4096);
+    uint64_t n_kv = llm__clamp_u64(c->n_kv_heads, 0, LLM_MAX_DIM);
+    uint64_t qd = llm__clamp_u64(c->n_heads, 0, LLM_MAX_DIM) * hs, kvd = n_kv * hs;
+    uint64_t widest = D > H ? D : H, groups = G > 0 ? (widest + G - 1) / G : 0;
+    uint64_t x = B * D * 4, xb = B * (D > qd ? D : qd) * 4, q = B * qd * 4, kv_new = B * kvd * 4, hb = B * H * 4;
+    uint64_t rope = B * hs * 4, logits = (o.all_logits ? B : 1) * V * 4;
+    uint64_t act_q = c->weight_type == LLM_Q8_0 ? llm__align(B * widest) + B * groups * 4 : 0;
+    uint64_t cache = L * ctx * kvd * llm__kv_elem_bytes(o.kv_type);
     /* int8 cache: one f16 scale per (layer, position, kv head), keys and values */
-    p.kv_scales = o.kv_type == LLM_KV_Q8 ? llm__mul(L * ctx * (size_t)c->n_kv_heads, 2) : 0;
-    size_t parts[14] = { p.x, p.xb, p.xb2, p.q, p.kv_new, p.kv_new, p.hb, p.hb2, p.rope, p.logits, p.act_q,
-                         p.key_cache, p.value_cache, p.kv_scales };
-    p.total = 0;
-    for (int i = 0; i < 14; i++) p.total = llm__add(p.total, llm__align(parts[i]));
-    p.total = llm__add(p.total, llm__align(p.kv_scales));   /* value scales */
+    uint64_t kv_scales = o.kv_type == LLM_KV_Q8 ? L * ctx * n_kv * 2 : 0;
+    /* in carving order: x, xb, xb2, q, k_new, v_new, hb, hb2, rope, logits, act_q, caches, scales */
+    uint64_t parts[15] = { x, xb, x, q, kv_new, kv_new, hb, hb, rope, logits, act_q, cache, cache, kv_scales, kv_scales };
+    llm_plan p;
+    p.total_bytes = 0;
+    for (int i = 0; i < 15; i++) p.total_bytes += llm__align(parts[i]);
+    p.x = llm__size(x); p.xb = llm__size(xb); p.xb2 = p.x; p.q = llm__size(q); p.kv_new = llm__size(kv_new);
+    p.hb = llm__size(hb); p.hb2 = p.hb; p.rope = llm__size(rope); p.logits = llm__size(logits);
+    p.act_q = llm__size(act_q); p.key_cache = llm__size(cache); p.value_cache = p.key_cache;
+    p.kv_scales = llm__size(kv_scales); p.total = llm__size(p.total_bytes);
     return p;
 }
 
@@ -785,10 +811,10 @@ size_t llm_state_size(const llm_config *c, const llm_state_options *o) {
     return llm_state_plan(c, o).total;
 }
 
-/* Carve `bytes` from the arena at *at, aligned. */
+/* Carve `bytes` from the arena at *at, aligned (the plan's total fits the arena). */
 static void *llm__carve(unsigned char *arena, size_t *at, size_t bytes) {
     void *p = arena + *at;
-    *at += llm__align(bytes);
+    *at += (size_t)llm__align(bytes);
     return p;
 }
 
@@ -799,12 +825,14 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
     memset(s, 0, sizeof *s);
     s->n_threads = 1;
     s->parallel_min_work = LLM_PARALLEL_MIN_WORK;
+    if (llm__check_config(c, s->error, sizeof s->error) != LLM_OK) return LLM_ERR_CONFIG;
     if (o.ctx_len < 1 || o.ctx_len > c->seq_len) {
         llm__fmt(s->error, sizeof s->error, "context length %d out of range (1..%d, the model's seq_len)", o.ctx_len, c->seq_len);
         return LLM_ERR_ARG;
     }
-    if (o.max_batch < 1 || o.max_batch > o.ctx_len) {
-        llm__fmt(s->error, sizeof s->error, "batch size %d out of range (1..%d)", o.max_batch, o.ctx_len);
+    int batch_max = o.ctx_len < LLM_MAX_BATCH ? o.ctx_len : LLM_MAX_BATCH;
+    if (o.max_batch < 1 || o.max_batch > batch_max) {
+        llm__fmt(s->error, sizeof s->error, "batch size %d out of range (1..%d)", o.max_batch, batch_max);
         return LLM_ERR_ARG;
     }
     if (o.kv_type < LLM_KV_F32 || o.kv_type > LLM_KV_Q8) {
@@ -812,7 +840,12 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
         return LLM_ERR_ARG;
     }
     llm_plan p = llm_state_plan(c, &o);
-    if (p.total == SIZE_MAX || arena_size < p.total || !arena || (uintptr_t)arena % LLM_ALIGN) {
+    if (p.total_bytes > (uint64_t)SIZE_MAX - LLM_ALIGN) {
+        llm__fmt(s->error, sizeof s->error, "the state needs %llu bytes, more than this host can address: lower the context",
+                 (unsigned long long)p.total_bytes);
+        return LLM_ERR_ARENA;
+    }
+    if (arena_size < p.total || !arena || (uintptr_t)arena % LLM_ALIGN) {
         llm__fmt(s->error, sizeof s->error, "arena of %zu bytes at %p is too small or not %d-aligned: need %zu",
                  arena_size, arena, LLM_ALIGN, p.total);
         return LLM_ERR_ARENA;
@@ -823,6 +856,7 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
     s->max_batch = o.max_batch;
     s->all_logits = o.all_logits ? 1 : 0;
     s->kv_type = o.kv_type;
+    s->cfg = *c;
     s->x = (float *)llm__carve(a, &at, p.x);
     s->xb = (float *)llm__carve(a, &at, p.xb);
     s->xb2 = (float *)llm__carve(a, &at, p.xb2);
@@ -836,14 +870,14 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
     s->act_q = (int8_t *)llm__carve(a, &at, p.act_q);
     if (p.act_q) {
         size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, widest = D > H ? D : H;
-        s->act_scale = (float *)(void *)((unsigned char *)s->act_q + llm__align((size_t)o.max_batch * widest));
+        s->act_scale = (float *)(void *)((unsigned char *)s->act_q + (size_t)llm__align((uint64_t)o.max_batch * widest));
     }
+    memset(arena, 0, at);
     s->key_cache = llm__carve(a, &at, p.key_cache);
     s->value_cache = llm__carve(a, &at, p.value_cache);
     s->key_scale = (uint16_t *)llm__carve(a, &at, p.kv_scales);
     s->value_scale = (uint16_t *)llm__carve(a, &at, p.kv_scales);
     MODEL_ASSERT(at == p.total);
-    memset(arena, 0, p.total);
     return LLM_OK;
 }
 
@@ -938,9 +972,22 @@ static float llm__max(const float *x, int n, int absolute) {
 }
 
 /* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): x ~ xq * xs */
+/* 1 when no x[i] is NaN or infinite */
+static int llm__all_finite(const float *x, int n) {
+    for (int i = 0; i < n; i++) if (!(fabsf(x[i]) <= FLT_MAX)) return 0;
+    return 1;
+}
+
 static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G) {
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
         int len = n - g0 < G ? n - g0 : G, j = 0;
+        if (!llm__all_finite(x + g0, len)) {
+            /* NaN or inf: a NaN scale and zero values, so every product the
+             * group enters is NaN, as in the float path (no NaN is cast) */
+            xs[gi] = NAN;
+            memset(xq + g0, 0, (size_t)len);
+            continue;
+        }
         float amax = llm__max(x + g0, len, 1);
         float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         xs[gi] = scale;
@@ -1756,7 +1803,7 @@ static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, 
     int d = w->rows, n = w->cols, nt = s->n_threads;
     int8_t *xq = s->act_q;
     float *xs = s->act_scale;
-    long work = (long)d * n * T;
+    int64_t work = (int64_t)d * n * T;
     int parallel = nt > 1 && work >= s->parallel_min_work;
     if (w->type == LLM_Q8_0) {
         int groups = (n + w->group - 1) / w->group;
@@ -1772,7 +1819,7 @@ static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, 
         int tiles = (T + LLM__NC_OR_1 - 1) / LLM__NC_OR_1;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
-            int t0 = (int)((long)tiles * i / nt) * LLM__NC_OR_1, t1 = (int)((long)tiles * (i + 1) / nt) * LLM__NC_OR_1;
+            int t0 = (int)((int64_t)tiles * i / nt) * LLM__NC_OR_1, t1 = (int)((int64_t)tiles * (i + 1) / nt) * LLM__NC_OR_1;
             if (t1 > T) t1 = T;
             if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
         });
@@ -1780,7 +1827,7 @@ static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, 
         int tiles = (d + LLM__NR - 1) / LLM__NR;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
-            int r0 = (int)((long)tiles * i / nt) * LLM__NR, r1 = (int)((long)tiles * (i + 1) / nt) * LLM__NR;
+            int r0 = (int)((int64_t)tiles * i / nt) * LLM__NR, r1 = (int)((int64_t)tiles * (i + 1) / nt) * LLM__NR;
             if (r1 > d) r1 = d;
             if (r0 < r1) llm__gemm_block(out, w, x, xq, xs, r0, r1, 0, T);
         });
@@ -1794,7 +1841,7 @@ static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, 
 /* out (T,n) = norm(x (T,n)) token by token, with weight g and optional bias b */
 static void llm__norm_batch(float *out, const float *x, const float *g, const float *b, int T, int n,
                             const llm_config *c, const llm_state *s) {
-    LLM__PARALLEL_FOR(s->n_threads, (long)T * n * 8 >= s->parallel_min_work,
+    LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * n * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         if (c->norm_type == LLM_NORM_LAYER)
             llm_layernorm(out + (size_t)t * n, x + (size_t)t * n, g, b, n, c->norm_eps);
@@ -1805,7 +1852,7 @@ static void llm__norm_batch(float *out, const float *x, const float *g, const fl
 
 /* x (T,n) += y (T,n) */
 static void llm__residual_add(float *x, const float *y, int T, int n, const llm_state *s) {
-    LLM__PARALLEL_FOR(s->n_threads, (long)T * n * 8 >= s->parallel_min_work,
+    LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * n * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++)
         for (int i = 0; i < n; i++) x[(size_t)t * n + i] += y[(size_t)t * n + i];);
 }
@@ -1867,6 +1914,11 @@ static void llm__kv_store(void *cache, uint16_t *scales, int kv_type, size_t pos
         int8_t *dst = (int8_t *)cache + pos * kvd;
         for (int h = 0; h < n_heads; h++) {
             const float *vh = v + (size_t)h * hs;
+            if (!llm__all_finite(vh, hs)) {   /* as llm__quantize_q8: NaN scale, zero values */
+                scales[pos * (size_t)n_heads + (size_t)h] = 0x7e00;   /* f16 NaN */
+                memset(dst + (size_t)h * hs, 0, (size_t)hs);
+                continue;
+            }
             float amax = 0.0f;
             for (int i = 0; i < hs; i++) amax = fmaxf(amax, fabsf(vh[i]));
             uint16_t sc = llm_f32_to_f16(amax / 127.0f);
@@ -2171,7 +2223,7 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     llm__matmul(s->v_new, &wv, a, T, s);
 
     /* RoPE on q and k at each token's position; k and v into the cache rows pos..pos+T-1 */
-    LLM__PARALLEL_FOR(nt, (long)T * qd * 8 >= s->parallel_min_work,
+    LLM__PARALLEL_FOR(nt, (int64_t)T * qd * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         llm__rope(s->q + (size_t)t * qd, c->n_heads, s->rope + (size_t)t * hs, c);
         llm__rope(s->k_new + (size_t)t * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
@@ -2183,7 +2235,7 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
 
     /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t,
      * the query heads of one kv head together */
-    LLM__PARALLEL_FOR(nt, (long)T * qd * (pos + T) * 2 >= s->parallel_min_work,
+    LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
     for (int tk = 0; tk < T * c->n_kv_heads; tk++) {
         /* tokens in the order 0, T-1, 1, T-2, ...: each thread's share of
          * items holds short and long rows of the causal triangle alike */
@@ -2204,7 +2256,7 @@ static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, in
     llm_matrix w3 = llm__layer_matrix(m, &m->w.w3, l);
     llm__matmul(s->hb, &w1, a, T, s);
     llm__matmul(s->hb2, &w3, a, T, s);
-    LLM__PARALLEL_FOR(s->n_threads, (long)T * H * 8 >= s->parallel_min_work,
+    LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * H * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;
         llm__swiglu(g, u, H);
@@ -2212,9 +2264,23 @@ static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, in
     llm__matmul(s->xb2, &w2, s->hb, T, s);
 }
 
+/* The fields that sized the state's buffers. */
+static int llm__same_shape(const llm_config *a, const llm_config *b) {
+    return a->dim == b->dim && a->hidden_dim == b->hidden_dim && a->n_layers == b->n_layers &&
+           a->n_heads == b->n_heads && a->n_kv_heads == b->n_kv_heads && a->head_size == b->head_size &&
+           a->vocab_size == b->vocab_size && a->weight_type == b->weight_type && a->group_size == b->group_size;
+}
+
 int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int pos, int which_logits) {
     const llm_config *c = &m->cfg;
     int D = c->dim, nt = s->n_threads > 0 ? s->n_threads : 1;
+    /* by construction, never a forward pass on a config the checks refuse
+     * or one the state was not planned for (a few compares per call) */
+    if (llm__check_config(c, s->error, sizeof s->error) != LLM_OK) return LLM_ERR_CONFIG;
+    if (!s->x || !llm__same_shape(c, &s->cfg)) {
+        llm__fmt(s->error, sizeof s->error, "the state was not initialised for this model's shape: call llm_state_init");
+        return LLM_ERR_ARG;
+    }
     if (T < 1 || T > s->max_batch) {
         llm__fmt(s->error, sizeof s->error, "batch of %d tokens out of range (1..%d)", T, s->max_batch);
         return LLM_ERR_ARG;

@@ -107,6 +107,7 @@ typedef struct options {
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
     float norm_eps;                        /* 0: the checkpoint's  */
+    unsigned long long max_memory;         /* bytes the state and tokenizer may take */
 } options;
 
 static void usage(FILE *out) {
@@ -133,8 +134,10 @@ static void usage(FILE *out) {
         "  --norm-pos pre|post     norm position (default: the checkpoint's)\n"
         "  --final-norm on|off     norm before the LM head (default: on for pre, off for post)\n"
         "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
+        "  --max-memory SIZE       most RAM the state and tokenizer may take, as bytes or\n"
+        "               with K, M, G or T (powers of 1024), default half the machine's RAM\n"
         "  --info       print the model's configuration and memory plan, then exit\n"
-        "               (the tokenizer's share only when -z is given)\n"
+        "               (the tokenizer's share only when -z is given; nothing is allocated)\n"
         "  --help       this text\n"
         "Modes:\n"
         "  generate  continue the prompt; text to stdout, statistics to stderr\n"
@@ -150,6 +153,28 @@ static long long parse_int(const char *flag, const char *v, long long lo, long l
     if (errno || end == v || *end) die(2, "%s expects an integer, got '%s'", flag, v);
     if (x < lo || x > hi) die(2, "%s %lld out of range (%lld..%lld)", flag, x, lo, hi);
     return x;
+}
+
+/* "123", "64K", "512M", "8G", "1T" (powers of 1024) as bytes */
+static unsigned long long parse_size(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10), unit = 1;
+    if (*end == 'K' || *end == 'k') unit = 1ull << 10;
+    else if (*end == 'M' || *end == 'm') unit = 1ull << 20;
+    else if (*end == 'G' || *end == 'g') unit = 1ull << 30;
+    else if (*end == 'T' || *end == 't') unit = 1ull << 40;
+    if (unit > 1) end++;
+    if (errno || end == v || *end || v[0] == '-' || x == 0 || x > ULLONG_MAX / unit)
+        die(2, "%s expects a positive size such as 512M or 8G, got '%s'", flag, v);
+    return x * unit;
+}
+
+/* The default memory limit: half the machine's RAM (where it can tell). */
+static unsigned long long default_max_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 1ull << 32;
+    return (unsigned long long)pages * (unsigned long long)page / 2;
 }
 
 static float parse_float(const char *flag, const char *v, double lo, double hi) {
@@ -282,6 +307,7 @@ static options parse_options(int argc, char **argv) {
             if ((o.wait = parse_wait(v)) < 0) die(2, "--wait expects auto, spin or sleep, got '%s'", v);
         }
         else if (!strcmp(a, "--ctx")) o.ctx = (int)parse_int(a, v, 1, LLM_MAX_SEQ);
+        else if (!strcmp(a, "--max-memory")) o.max_memory = parse_size(a, v);
         else if (!strcmp(a, "--kv")) {
             if ((o.kv_type = llm_parse_kv_type(v)) < 0) die(2, "--kv expects f32, f16 or q8, got '%s'", v);
         }
@@ -303,6 +329,7 @@ static options parse_options(int argc, char **argv) {
     o.threads = 1;
 #endif
     if (o.seed <= 0) o.seed = (long long)time(NULL);
+    if (o.max_memory == 0) o.max_memory = default_max_memory();
     return o;
 }
 
@@ -313,6 +340,7 @@ static options parse_options(int argc, char **argv) {
 typedef struct engine {
     file_bytes ckpt_file, tok_file;
     llm_model model;
+    llm_state_options plan;   /* what the state is (or would be) planned for */
     llm_state state;
     void *arena;
     size_t arena_size;
@@ -334,7 +362,9 @@ static int *encode_text(engine *e, const char *text, int bos, int eos, int *n_ou
     size_t len = strlen(text);
     size_t scratch_size = tok_encode_scratch_size(len);
     void *scratch = xmalloc(scratch_size, "the tokenizer's scratch");
-    int max_tokens = (int)(len + 3 > (size_t)INT32_MAX ? INT32_MAX : len + 3);
+    size_t most = tok_max_tokens(len);
+    if (most == 0 || most > (size_t)INT32_MAX) die(1, "the text is too long to encode (%zu bytes)", len);
+    int max_tokens = (int)most;
     int *ids = (int *)xmalloc((size_t)max_tokens * sizeof(int), "token ids");
     int n = tok_encode(&e->tok, text, bos, eos, ids, max_tokens, scratch, scratch_size);
     free(scratch);
@@ -355,6 +385,7 @@ static void apply_norm_options(llm_model *m, const options *o) {
 }
 
 static void print_config(const engine *e, const options *o, FILE *out) {
+    const llm_state_options *so = &e->plan;
     const llm_config *c = &e->model.cfg;
     fprintf(out,
             "model: dim %d, hidden %d, layers %d, heads %d (kv %d, head size %d), vocab %d, seq_len %d, %s weights%s%s\n",
@@ -363,8 +394,8 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
     fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
             llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
-            (double)c->norm_eps, c->norm_bias ? ", with biases" : "", e->state.ctx_len,
-            llm_kv_type_name(e->state.kv_type), o->threads,
+            (double)c->norm_eps, c->norm_bias ? ", with biases" : "", so->ctx_len,
+            llm_kv_type_name(so->kv_type), o->threads,
 #ifdef _OPENMP
             o->threads == 1 ? "" : o->wait == WAIT_SPIN ? " (idle threads spin)" : " (idle threads sleep)",
 #else
@@ -373,9 +404,9 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             llm_simd_name());
 }
 
-static void print_plan(const engine *e) {
+static void print_plan(const engine *e, const options *o) {
     const llm_config *c = &e->model.cfg;
-    llm_state_options so = { e->state.ctx_len, e->state.max_batch, e->state.all_logits, e->state.kv_type };
+    llm_state_options so = e->plan;
     llm_plan p = llm_state_plan(c, &so);
     double MB = 1024.0 * 1024.0;
     printf("memory plan (context %d, batch %d, %s KV cache):\n", so.ctx_len, so.max_batch, llm_kv_type_name(so.kv_type));
@@ -393,26 +424,67 @@ static void print_plan(const engine *e) {
         printf("  tokenizer    (none given: add -z FILE to include it)\n");
     printf("  total RAM    %12zu bytes  %8.2f MiB  (state arena %zu + tokenizer)\n", p.total + e->tok_arena_size,
            (p.total + e->tok_arena_size) / MB, p.total);
+    unsigned long long need = p.total_bytes + e->tok_arena_size;
+    printf("  limit        %12llu bytes  %8.2f MiB  (--max-memory)%s\n", o->max_memory, o->max_memory / MB,
+           need > o->max_memory ? ": this plan is above it, and a run would refuse it" : "");
 }
 
 /* Map and validate the checkpoint (read in place from here on), with the norm flags applied. */
 static void load_checkpoint(engine *e, const options *o) {
-    /* weights that will run are mapped up front, so the first forward pass
-     * takes no page faults; --info reads only the header */
-    e->ckpt_file = map_file(o->checkpoint, "checkpoint", !o->info);
+    /* the header is validated before any weight is read: a bad file costs
+     * one page, not its size */
+    e->ckpt_file = map_file(o->checkpoint, "checkpoint", 0);
     if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
         die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
+    if (!o->info) {
+        /* weights that will run are then mapped again, populated, so the
+         * first forward pass takes no page faults (and validated again: the
+         * file may have changed in between) */
+        unmap_file(&e->ckpt_file);
+        e->ckpt_file = map_file(o->checkpoint, "checkpoint", 1);
+        if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
+            die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
+    }
     apply_norm_options(&e->model, o);
 }
 
-/* Plan and carve the state for batches of max_batch tokens. */
-static void open_state(engine *e, const options *o, int max_batch, int all_logits) {
+/* The state's options for batches of max_batch tokens (nothing allocated). */
+static void plan_state(engine *e, const options *o, int max_batch, int all_logits) {
     const llm_config *c = &e->model.cfg;
     int ctx = o->ctx ? o->ctx : c->seq_len;
     if (ctx > c->seq_len) die(2, "--ctx %d exceeds the model's seq_len %d", ctx, c->seq_len);
     if (max_batch > ctx) max_batch = ctx;
     llm_state_options so = { ctx, max_batch, all_logits, o->kv_type };
+    e->plan = so;
+}
+
+/* The longest context whose state fits `limit` bytes beside `other`, or 0. */
+static int ctx_that_fits(const llm_config *c, llm_state_options so, unsigned long long limit, unsigned long long other) {
+    int lo = 0, hi = so.ctx_len;
+    while (lo < hi) {   /* the plan grows with the context */
+        so.ctx_len = lo + (hi - lo + 1) / 2;
+        if (so.max_batch > so.ctx_len) so.max_batch = so.ctx_len;
+        if (llm_state_plan(c, &so).total_bytes + other <= limit) lo = so.ctx_len;
+        else hi = so.ctx_len - 1;
+    }
+    return lo;
+}
+
+/* Carve the planned state, once its bytes are known to fit the memory limit. */
+static void open_state(engine *e, const options *o) {
+    const llm_config *c = &e->model.cfg;
+    llm_state_options so = e->plan;
+    unsigned long long need = llm_state_plan(c, &so).total_bytes, other = e->tok_arena_size;
+    if (need + other > o->max_memory) {
+        int fits = ctx_that_fits(c, so, o->max_memory, other);
+        if (fits > 0)
+            die(1, "the state needs %llu bytes (%.1f MiB) for a context of %d, above the memory limit of %llu bytes: use --ctx %d or less, or raise --max-memory",
+                need, need / 1048576.0, so.ctx_len, o->max_memory, fits);
+        die(1, "the state needs %llu bytes (%.1f MiB) for a context of %d, above the memory limit of %llu bytes, which no context fits: raise --max-memory",
+            need, need / 1048576.0, so.ctx_len, o->max_memory);
+    }
     e->arena_size = llm_state_size(c, &so);
+    if (e->arena_size == SIZE_MAX) die(1, "the state needs %llu bytes, more than this machine can address: lower --ctx", need);
     e->arena = xmalloc(e->arena_size, "the state");
     if (llm_state_init(&e->state, &e->model, &so, e->arena, e->arena_size) != LLM_OK)
         die(1, "%s", e->state.error);
@@ -642,14 +714,16 @@ int main(int argc, char **argv) {
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;
     if (max_batch > PREFILL_BATCH_MAX) max_batch = PREFILL_BATCH_MAX;
     if (max_batch < 1) max_batch = 1;
-    open_state(&e, &o, max_batch, is_eval);
-    print_config(&e, &o, stderr);
-    if (o.info) {
-        print_plan(&e);
+    plan_state(&e, &o, max_batch, is_eval);
+    if (o.info) {   /* the plan, with nothing allocated */
+        print_config(&e, &o, stderr);
+        print_plan(&e, &o);
         free(prompt);
         close_engine(&e);
         return 0;
     }
+    open_state(&e, &o);
+    print_config(&e, &o, stderr);
 
     llm_sampler smp;
     smp.vocab_size = e.model.cfg.vocab_size;

@@ -467,6 +467,13 @@ size_t tok_encode_scratch_size(size_t text_len)
     return text_len_ok(text_len) ? scratch_need(text_len, TOK_ALIGN - 1) : 0;
 }
 
+size_t tok_max_tokens(size_t text_len)
+{
+    /* a dummy-prefix space, 3 byte-fallback ids per byte (a bad byte is
+     * U+FFFD, three bytes), BOS and EOS */
+    return text_len_ok(text_len) ? 3 * text_len + 3 : 0;
+}
+
 static int pair_better(const tok_pair *a, const tok_pair *b)
 {
     return a->score > b->score || (a->score == b->score && a->left < b->left);

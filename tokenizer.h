@@ -67,6 +67,10 @@ size_t tok_encode_scratch_size(size_t text_len);
 int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
                int *tokens, int max_tokens, void *scratch, size_t scratch_size);
 
+/* The most ids tok_encode can write for a text of text_len bytes, BOS and EOS
+ * included (0 if the text is too long to encode). */
+size_t tok_max_tokens(size_t text_len);
+
 /* Bytes of `token` when it follows `prev`: the leading space of a piece after
  * BOS is dropped; <0xNN> gives the single raw byte. Not NUL-terminated.
  * An out-of-range id gives "" with *len 0. */
