@@ -59,7 +59,7 @@ build/%-avx2: tests/%.c $(HDR) tokenizer.c
 	@mkdir -p build
 	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
 
-TEST_PROGS = test_kernels logits test_tokenizer_unit
+TEST_PROGS = test_kernels logits test_tokenizer_unit test_sampler
 AVX2_ARGS = --variant "avx2:RUN=./run-avx2,LOGITS=build/logits-avx2,KERNELS=build/test_kernels-avx2,TOKUNIT=build/test_tokenizer_unit-avx2"
 test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
 	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2))
