@@ -13,12 +13,11 @@ done by /usr/bin/python3 (env REF_PYTHON), where Debian's numpy/torch live.
 import array
 import os
 import random
-import re
-import struct
 import subprocess
 import sys
 
 import common
+import twin
 
 REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
 REFERENCE = os.path.join(common.TESTS, "reference.py")
@@ -252,42 +251,17 @@ def test_tolerance_catches_errors():
 
 # ---------------------------------------------------------------- llama2.c's published output
 
-def load_tokenizer(path):
-    data = open(path, "rb").read()
-    off = 4                                          # int32 max_token_length
-    pieces = []
-    while off < len(data):
-        _score, n = struct.unpack_from("<fi", data, off)
-        off += 8
-        pieces.append(data[off:off + n])
-        off += n
-    return pieces
-
-
-def decode(pieces, prev, tok):
-    """run.c's printed bytes for `tok` following `prev`."""
-    p = pieces[tok]
-    if prev == 1 and p.startswith(b" "):
-        p = p[1:]
-    m = re.fullmatch(rb"<0x([0-9A-Fa-f]{2})>", p)
-    if m:
-        p = bytes([int(m.group(1), 16)])
-    if len(p) == 1 and not (32 <= p[0] < 127 or p in b" \t\n\v\f\r"):
-        p = b""                                      # run.c's safe_printf skips it
-    return p
-
-
 def test_reference_greedy_matches_llama2c():
     """Greedy decoding with the reference reproduces llama2.c's stories260K output."""
     ckpt = common.model("stories260K.bin")
-    pieces = load_tokenizer(common.model("tok512.bin"))
+    pieces = twin.load_pieces(common.model("tok512.bin"))
     assert len(pieces) == 512, f"tok512.bin holds {len(pieces)} pieces, expected 512"
     expected = open(common.model("stories260K.greedy200.txt"), "rb").read()
     out = _py("import reference\n"
               f"w = reference.load_checkpoint({ckpt!r})\n"
               "print(','.join(map(str, reference.greedy(w, 40))))\n")
     toks = [int(t) for t in out.strip().split(",")]
-    text = b"".join(decode(pieces, a, b) for a, b in zip(toks, toks[1:]))
+    text = b"".join(twin.decode(pieces, a, b) for a, b in zip(toks, toks[1:]))
     print(f"reference greedy {len(toks) - 1} tokens: {text.decode()!r}")
     assert len(text) > 100, f"greedy decoding stopped early: {text!r}"
     assert expected.startswith(text), (f"reference greedy text diverges from llama2.c:\n"
