@@ -89,11 +89,11 @@ def test_eval_bad_input():
 
 
 # |nll(--kv X) - nll(--kv f32)| on the first 3000 bytes of stories.txt (1536
-# scored tokens), measured at ctx 64 / 256 (one float order: every build the
-# same), limit about 35% above the larger; f32's own nll is checked against
-# the reference above.
-TOL_KV_NLL = {"f16": 1e-5,     # measured 4e-6 / 7e-6
-              "q8": 4e-3}      # measured 1.0e-3 / 2.95e-3
+# scored tokens), measured at ctx 64 / 256 on the opt, avx2 and portable
+# builds (their f32 products differ in the last bits, so the figures do too);
+# limits above the largest; f32's own nll is checked against the reference above.
+TOL_KV_NLL = {"f16": 2e-5,     # measured 4e-6..1.3e-5
+              "q8": 4e-3}      # measured 1.0e-3..2.95e-3
 
 
 def test_eval_compact_kv_close_to_f32():
