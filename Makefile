@@ -110,3 +110,9 @@ norm-table: build/run.stamp
 	    --norm $$n --norm-pos $$p --final-norm $$f 2>/dev/null | \
 	  awk -v n=$$n -v p=$$p -v f=$$f '{ printf "| %s | %s | %s | %s | %s | %s |\n", n, p, f, $$2, $$4, $$6 }'; \
 	done; done; done
+
+# Each deliberate bug listed in tests/mutation_check.py must make the suite fail
+# (applied one at a time to a copy of the tree; not part of check or CI).
+.PHONY: mutation-check
+mutation-check:
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/mutation_check.py

@@ -604,14 +604,16 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
         int token = ids[n - 1];
         free(ids);
         fputs("Assistant: ", stdout);
+        /* each sampled token is forwarded at pos, the EOS that ends the reply
+         * too (as llama2.c does): the next turn then sees it in the cache */
         while (pos < steps) {
             int next = llm_sample(smp, e->state.logits);
-            if (next == TOK_EOS) break;
-            print_token(e, token, next);
+            if (next != TOK_EOS) print_token(e, token, next);
             token = next;
             if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)
                 die(1, "%s", e->state.error);
             pos++;
+            if (next == TOK_EOS) break;
         }
         printf("\n");
     }
