@@ -116,13 +116,15 @@ norm-table: build/run.stamp
 #   make fuzz-short   the same, 30 s each (for CI)
 # Each harness is also built with driver.c as a plain asan program (no clang):
 # tests/test_fuzz_regressions.py runs every seed and every regression input
-# through it. The GGUF metadata reader's harness comes with the GGUF reader.
+# through it. The libFuzzer builds run this machine's kernels (-march=native,
+# as ./run), the drivers the scalar ones (as ./run-asan).
+# The GGUF metadata reader's harness comes with the GGUF reader.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 300
 FUZZ_HARNESSES = checkpoint tokenizer chat
 FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c
 FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c
-CFLAGS_FUZZ = -std=c99 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(FP) $(WARN)
+CFLAGS_FUZZ = -std=c99 -g -O1 -march=native -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(FP) $(WARN)
 FUZZERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%)
 FUZZ_DRIVERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%-asan)
 

@@ -29,7 +29,7 @@ def campaign(harness, seconds):
         os.makedirs(d, exist_ok=True)
     log = os.path.join(logs, f"{harness}.log")
     cmd = [os.path.join(FUZZ, f"fuzz_{harness}"), corpus, seeds, f"-max_total_time={seconds}",
-           "-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={crashes}/"]
+           "-timeout=10", "-rss_limit_mb=2048", "-use_value_profile=1", "-print_final_stats=1", f"-artifact_prefix={crashes}/"]
     with open(log, "w") as f:
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=seconds + 300).returncode
     text = open(log, errors="replace").read()

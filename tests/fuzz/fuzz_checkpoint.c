@@ -5,8 +5,9 @@
  *
  * The input is the file. If it loads, a small state (context at most 8,
  * batches of 2, the KV-cache type chosen by the last byte) runs three tokens
- * (chosen by the bytes before it) twice: as a batch of 2 then 1 token, and
- * one token at a time. Invariants: a refused file says why; a loaded model
+ * (chosen by the 3 bytes before it) twice: as a batch of 2 then 1 token, and
+ * one token at a time. The byte before those may flip the norm settings, as
+ * run.c's --norm, --norm-pos and --final-norm do. Invariants: a refused file says why; a loaded model
  * with a planned arena gets a state, and one byte less is refused; every
  * forward step succeeds; batched logits equal one-by-one logits bit for bit
  * (any NaN matching any NaN).
@@ -98,6 +99,16 @@ static void run_both_ways(const llm_model *m, llm_state *batched, llm_state *sin
     }
 }
 
+/* If bit 7 of b is set: bits 0-2 flip the norm type, position and final norm. */
+static void override_norms(llm_model *m, uint8_t b)
+{
+    if (!(b & 0x80)) return;
+    if (b & 1) m->cfg.norm_type = !m->cfg.norm_type;
+    if (b & 2) m->cfg.norm_pos = !m->cfg.norm_pos;
+    if (b & 4) m->cfg.final_norm = !m->cfg.final_norm;
+    if (llm_check_config(m) != LLM_OK) fuzz_fail("valid norm settings refused: %s", m->error);
+}
+
 static void run_model(const llm_model *m, const uint8_t *data, size_t size)
 {
     const llm_config *c = &m->cfg;
@@ -111,9 +122,9 @@ static void run_model(const llm_model *m, const uint8_t *data, size_t size)
     void *arena_s = arena_b ? open_state(&single, m, &os) : NULL;
     if (arena_s) {
         run_both_ways(m, &batched, &single, tokens, n);
-        fuzz_note("loaded %s %s, dim %d, layers %d, vocab %d: %d tokens with the %s cache, batched == one by one",
+        fuzz_note("loaded %s %s, dim %d, layers %d, vocab %d: %d tokens with the %s cache, %s %s-norm, batched == one by one",
                   format_name(c->format), llm_dtype_name(c->weight_type), c->dim, c->n_layers, c->vocab_size, n,
-                  llm_kv_type_name(kv_type));
+                  llm_kv_type_name(kv_type), llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos));
     }
     free(arena_s);
     free(arena_b);
@@ -128,6 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!m.error[0]) fuzz_fail("llm_load refused the file without a message");
         fuzz_note("refused: %s", m.error);
     } else {
+        override_norms(&m, data[size - 5]);   /* loaded: size >= 28 */
         run_model(&m, data, size);
     }
     free(bytes);

@@ -26,8 +26,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 import export  # noqa: E402  (the LLMW and tokenizer.bin writers)
 
-# The llama2.c tensor shapes: tiny, and every int8 group of 4 or 8 fits the rows.
+# Tiny shapes; every ak42 int8 group used with them fits the rows.
 SHAPE = dict(dim=8, hidden_dim=16, n_layers=2, n_heads=2, n_kv_heads=1, vocab_size=13, seq_len=8)
+# wider than a vector register, with tails (SIMD kernels and batched tiles)
+WIDE = dict(dim=40, hidden_dim=36, n_layers=1, n_heads=4, n_kv_heads=2, vocab_size=33, seq_len=8)
+# odd sizes: head size 2, context 2 (a batch only), vocabulary 5
+ODD = dict(dim=6, hidden_dim=7, n_layers=1, n_heads=3, n_kv_heads=1, vocab_size=5, seq_len=2)
+# multi-head attention (no grouping), llama2.c-style, groups of 16
+MHA = dict(dim=32, hidden_dim=48, n_layers=1, n_heads=4, n_kv_heads=4, vocab_size=21, seq_len=4)
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -96,9 +102,8 @@ def ak42_bytes(cfg, seed, shared, version, group=0):
     return b"".join(parts)
 
 
-def write_llmw(path, *options):
-    """An LLMW file from export.py's random writer, at the llama2.c shape."""
-    s = SHAPE
+def write_llmw(path, s, *options):
+    """An LLMW file of shape s from export.py's random writer."""
     args = ["random", path, "--dim", s["dim"], "--hidden-dim", s["hidden_dim"], "--layers", s["n_layers"],
             "--heads", s["n_heads"], "--kv-heads", s["n_kv_heads"], "--vocab", s["vocab_size"],
             "--seq-len", s["seq_len"]] + list(options)
@@ -117,22 +122,30 @@ def checkpoint_seeds(out):
         "ak42v1_f32_unshared.bin": ak42_bytes(SHAPE, 4, False, 1),
         "ak42v2_q8_0_g4_shared.bin": ak42_bytes(SHAPE, 5, True, 2, 4),
         "ak42v2_q8_0_g8_unshared.bin": ak42_bytes(SHAPE, 6, False, 2, 8),
+        "legacy_f32_mha.bin": legacy_bytes(MHA, 7, True),
+        "ak42v2_q8_0_g16_mha.bin": ak42_bytes(MHA, 8, False, 2, 16),
     }
     for name, data in files.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
     llmw = {
-        "LLMW_f32_shared.bin": [],
-        "LLMW_f32_unshared_layernorm_bias.bin": ["--unshared", "--norm-bias"],
-        "LLMW_f32_postnorm.bin": ["--norm-pos", "post", "--final-norm", "off"],
-        "LLMW_f16_shared.bin": ["--dtype", "f16"],
-        "LLMW_f16_unshared.bin": ["--dtype", "f16", "--unshared", "--seed", "1"],
-        "LLMW_q8_0_g4_shared.bin": ["--dtype", "q8_0", "--group-size", "4"],
-        "LLMW_q8_0_g3_unshared.bin": ["--dtype", "q8_0", "--group-size", "3", "--unshared"],
-        "LLMW_q8_0_g32_bias.bin": ["--dtype", "q8_0", "--group-size", "32", "--norm-bias"],
+        "LLMW_f32_shared.bin": (SHAPE,),
+        "LLMW_f32_unshared_layernorm_bias.bin": (SHAPE, "--unshared", "--norm-bias"),
+        "LLMW_f32_postnorm.bin": (SHAPE, "--norm-pos", "post", "--final-norm", "off"),
+        "LLMW_f32_odd.bin": (ODD,),
+        "LLMW_f32_wide.bin": (WIDE, "--unshared"),
+        "LLMW_f16_shared.bin": (SHAPE, "--dtype", "f16"),
+        "LLMW_f16_unshared.bin": (SHAPE, "--dtype", "f16", "--unshared", "--seed", "1"),
+        "LLMW_f16_wide.bin": (WIDE, "--dtype", "f16"),
+        "LLMW_f16_mha.bin": (MHA, "--dtype", "f16", "--norm", "layer", "--norm-pos", "post"),
+        "LLMW_q8_0_g4_shared.bin": (SHAPE, "--dtype", "q8_0", "--group-size", "4"),
+        "LLMW_q8_0_g3_unshared.bin": (SHAPE, "--dtype", "q8_0", "--group-size", "3", "--unshared"),
+        "LLMW_q8_0_g32_bias.bin": (SHAPE, "--dtype", "q8_0", "--group-size", "32", "--norm-bias"),
+        "LLMW_q8_0_g5_wide.bin": (WIDE, "--dtype", "q8_0", "--group-size", "5"),
+        "LLMW_q8_0_g2_odd.bin": (ODD, "--dtype", "q8_0", "--group-size", "2", "--unshared"),
     }
-    for name, options in llmw.items():
-        write_llmw(os.path.join(out, name), *options)
+    for name, (shape, *options) in llmw.items():
+        write_llmw(os.path.join(out, name), shape, *options)
 
 
 # ---------------------------------------------------------------- tokenizers
