@@ -87,6 +87,8 @@ def test_checkpoint_seeds_resized_refused():
     os.makedirs(folder)
     resized = []
     for f in seeds("checkpoint"):
+        if "_shape_" in f:   # the harness writes those files itself
+            continue
         data = open(f, "rb").read()
         for tag, variant in (("short", data[:-1]), ("long", data + b"\0")):
             path = os.path.join(folder, f"{tag}_{os.path.basename(f)}")

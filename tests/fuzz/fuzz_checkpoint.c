@@ -3,7 +3,8 @@
  * (llm_load dispatches on the magic, so one harness serves them all; the
  * seeds from make_seeds.py cover each format and weight type).
  *
- * The input is the file. If it loads, a small state (context at most 8,
+ * The input is the file (or, starting with "SHPE", a shape the harness
+ * writes as an LLMW file: see shape mode below). If it loads, a small state (context at most 8,
  * batches of 2, the KV-cache type chosen by the last byte) runs three tokens
  * (chosen by the 3 bytes before it) twice: as a batch of 2 then 1 token, and
  * one token at a time. The byte before those may flip the norm settings, as
@@ -130,10 +131,181 @@ static void run_model(const llm_model *m, const uint8_t *data, size_t size)
     free(arena_b);
 }
 
+/* ---- shape mode: "SHPE", 10 shape bytes, weight bytes ----
+ * Mutating a real file rarely keeps its size consistent with its header, so
+ * few new shapes load. An input starting with "SHPE" (no checkpoint format)
+ * instead describes a shape; the harness writes a valid LLMW file of that
+ * shape, its weights taken from the rest of the input, and runs it: the
+ * kernels meet head sizes, widths, groups and norms no seed has. The writer
+ * follows the LLMW layout (export.py's, restated here); a file it writes
+ * that does not load is a bug in one of them. */
+
+#define SHAPE_MAGIC "SHPE"
+enum { SHAPE_BYTES = 10 };
+
+typedef struct {
+    llm_config c;
+    const uint8_t *values;   /* weight bytes, cycled */
+    size_t n_values, next;
+    unsigned char *out;      /* NULL: only count */
+    size_t at;
+} llmw_writer;
+
+/* A small finite weight from the next value byte. */
+static float next_value(llmw_writer *w, float scale)
+{
+    int b = w->n_values ? w->values[w->next++ % w->n_values] : (int)(w->next++ * 37 % 256);
+    return (float)(b - 128) / 128.0f * scale;
+}
+
+static void put_bytes(llmw_writer *w, const void *p, size_t n)
+{
+    if (w->out) memcpy(w->out + w->at, p, n);
+    w->at += n;
+}
+
+static void pad_to_alignment(llmw_writer *w)
+{
+    static const unsigned char zeros[LLM_ALIGN];
+    put_bytes(w, zeros, (LLM_ALIGN - w->at % LLM_ALIGN) % LLM_ALIGN);
+}
+
+/* An f32 vector of n values around `center`. */
+static void put_vector(llmw_writer *w, int n, float center)
+{
+    for (int i = 0; i < n; i++) {
+        float v = center + next_value(w, 0.25f);
+        put_bytes(w, &v, 4);
+    }
+}
+
+/* A (rows, cols) matrix in the weight type: f32, f16, or q8_0 (int8 values,
+ * zero padding to 64, then one f32 scale per row group). */
+static void put_matrix(llmw_writer *w, int rows, int cols)
+{
+    const llm_config *c = &w->c;
+    size_t n = (size_t)rows * cols;
+    for (size_t i = 0; i < n; i++) {
+        float v = next_value(w, 0.5f);
+        if (c->weight_type == LLM_F32) put_bytes(w, &v, 4);
+        else if (c->weight_type == LLM_F16) { uint16_t h = llm_f32_to_f16(v); put_bytes(w, &h, 2); }
+        else { int8_t q = (int8_t)(v * 254.0f); put_bytes(w, &q, 1); }
+    }
+    if (c->weight_type == LLM_Q8_0) {
+        size_t groups = (size_t)rows * ((cols + c->group_size - 1) / c->group_size);
+        pad_to_alignment(w);
+        for (size_t g = 0; g < groups; g++) {
+            float scale = (1.0f + next_value(w, 1.0f)) / 64.0f;
+            put_bytes(w, &scale, 4);
+        }
+    }
+}
+
+static void put_u32(unsigned char *h, int off, uint32_t v) { memcpy(h + off, &v, 4); }
+
+/* The 256-byte LLMW header of the writer's config and file size. */
+static void put_header(llmw_writer *w, uint64_t file_size)
+{
+    const llm_config *c = &w->c;
+    unsigned char h[LLM_HEADER_SIZE];
+    int32_t fields[8] = { c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len, c->head_size };
+    uint32_t flags[2] = { (uint32_t)c->shared_classifier, (uint32_t)c->weight_type };
+    memset(h, 0, sizeof h);
+    memcpy(h, LLM_MAGIC, 4);
+    put_u32(h, 4, LLM_VERSION); put_u32(h, 8, LLM_HEADER_SIZE); put_u32(h, 12, LLM_ALIGN);
+    memcpy(h + 16, fields, sizeof fields);
+    put_u32(h, 48, (uint32_t)c->norm_type); put_u32(h, 52, (uint32_t)c->norm_pos); put_u32(h, 56, (uint32_t)c->final_norm);
+    memcpy(h + 60, &c->norm_eps, 4); memcpy(h + 64, &c->rope_theta, 4);
+    put_u32(h, 68, (uint32_t)c->rope_layout);
+    memcpy(h + 72, flags, sizeof flags);
+    put_u32(h, 80, (uint32_t)c->group_size); put_u32(h, 84, (uint32_t)c->norm_bias);
+    memcpy(h + 88, &file_size, 8);
+    put_bytes(w, h, sizeof h);
+}
+
+/* Header, embedding, the layers, final norm, classifier; every tensor but the last padded to 64. */
+static void write_llmw(llmw_writer *w, uint64_t file_size)
+{
+    const llm_config *c = &w->c;
+    int D = c->dim, qd = c->n_heads * c->head_size, kvd = c->n_kv_heads * c->head_size, H = c->hidden_dim;
+    w->at = 0;
+    w->next = 0;
+    put_header(w, file_size);
+    put_matrix(w, c->vocab_size, D); pad_to_alignment(w);
+    for (int l = 0; l < c->n_layers; l++) {
+        put_vector(w, D, 1.0f); pad_to_alignment(w);
+        if (c->norm_bias) { put_vector(w, D, 0.0f); pad_to_alignment(w); }
+        put_matrix(w, qd, D); pad_to_alignment(w);
+        put_matrix(w, kvd, D); pad_to_alignment(w);
+        put_matrix(w, kvd, D); pad_to_alignment(w);
+        put_matrix(w, D, qd); pad_to_alignment(w);
+        put_vector(w, D, 1.0f); pad_to_alignment(w);
+        if (c->norm_bias) { put_vector(w, D, 0.0f); pad_to_alignment(w); }
+        put_matrix(w, H, D); pad_to_alignment(w);
+        put_matrix(w, D, H); pad_to_alignment(w);
+        put_matrix(w, H, D); pad_to_alignment(w);
+    }
+    put_vector(w, D, 1.0f);
+    if (c->norm_bias) { pad_to_alignment(w); put_vector(w, D, 0.0f); }
+    if (!c->shared_classifier) { pad_to_alignment(w); put_matrix(w, c->vocab_size, D); }
+}
+
+/* The shape the 10 bytes after the magic describe (small: at most dim 192). */
+static llm_config shape_config(const uint8_t *b)
+{
+    llm_config c;
+    memset(&c, 0, sizeof c);
+    c.head_size = 2 * (1 + b[0] % 16);
+    c.n_kv_heads = 1 + b[1] % 4;
+    c.n_heads = c.n_kv_heads * (1 + b[2] % 3);
+    c.dim = c.n_heads * c.head_size;
+    c.hidden_dim = 1 + b[3] % 96;
+    c.vocab_size = 1 + b[4] % 64;
+    c.n_layers = 1 + b[5] % 2;
+    c.seq_len = 1 + b[6] % 8;
+    c.weight_type = b[7] % 3;
+    c.group_size = c.weight_type == LLM_Q8_0 ? 1 + b[8] % 64 : 0;
+    c.shared_classifier = b[9] & 1;
+    c.norm_bias = (b[9] >> 1) & 1;
+    c.norm_type = (b[9] >> 2) & 1;
+    c.norm_pos = (b[9] >> 3) & 1;
+    c.final_norm = (b[9] >> 4) & 1;
+    c.rope_layout = (b[9] >> 5) & 1;
+    c.norm_eps = 1e-5f;
+    c.rope_theta = 10000.0f;
+    return c;
+}
+
+/* Write the input's shape as an LLMW file, load it (it must load) and run it. */
+static void run_shape(const uint8_t *data, size_t size)
+{
+    llmw_writer w;
+    llm_model m;
+    memset(&w, 0, sizeof w);
+    w.c = shape_config(data + 4);
+    w.values = data + 4 + SHAPE_BYTES;
+    w.n_values = size - 4 - SHAPE_BYTES;
+    write_llmw(&w, 0);                              /* count the bytes */
+    size_t file_size = w.at;
+    if (posix_memalign((void **)&w.out, LLM_ALIGN, file_size)) fuzz_fail("out of memory for %zu bytes", file_size);
+    write_llmw(&w, file_size);
+    if (llm_load(&m, w.out, file_size) != LLM_OK)
+        fuzz_fail("the harness's LLMW file (dim %d, hidden %d, heads %d/%d, head size %d, vocab %d, %s, group %d) did not load: %s",
+                  w.c.dim, w.c.hidden_dim, w.c.n_heads, w.c.n_kv_heads, w.c.head_size, w.c.vocab_size,
+                  llm_dtype_name(w.c.weight_type), w.c.group_size, m.error);
+    run_model(&m, data, size);
+    free(w.out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    unsigned char *bytes = aligned_copy(data, size);
+    unsigned char *bytes;
     llm_model m;
+    if (size >= 4 + SHAPE_BYTES + 4 && !memcmp(data, SHAPE_MAGIC, 4)) {
+        run_shape(data, size);
+        return 0;
+    }
+    bytes = aligned_copy(data, size);
     if (!bytes) fuzz_fail("out of memory for %zu bytes", size);
     if (llm_load(&m, bytes, size) != LLM_OK) {
         if (!m.error[0]) fuzz_fail("llm_load refused the file without a message");

@@ -7,7 +7,8 @@ OUT_DIR/checkpoint/  one small valid checkpoint per format and variant, named
                      FORMAT_DTYPE_VARIANT.bin (FORMAT: legacy, ak42v1, ak42v2,
                      LLMW): llama2.c's three formats written here, LLMW by
                      export.py's random writer (f32, f16, q8_0 with several
-                     group sizes, LayerNorm biases, post-norm, separate classifier)
+                     group sizes, LayerNorm biases, post-norm, separate classifier),
+                     and LLMW_DTYPE_shape_*.bin inputs of fuzz_checkpoint's shape mode
 OUT_DIR/tokenizer/   fuzz_tokenizer inputs: uint32 length, a tokenizer.bin
                      (tokenizers built here), a text
 OUT_DIR/chat/        fuzz_chat inputs: system prompt, NUL, user turn
@@ -146,6 +147,16 @@ def checkpoint_seeds(out):
     }
     for name, (shape, *options) in llmw.items():
         write_llmw(os.path.join(out, name), shape, *options)
+    # fuzz_checkpoint's shape mode: "SHPE", 10 shape bytes (see the harness), weight bytes
+    values = bytes(np.random.default_rng(9).integers(0, 256, 96, dtype=np.uint8))
+    shapes = {
+        "LLMW_q8_0_shape_gqa.bin": [6, 1, 2, 36, 49, 1, 7, 2, 6, 0x3F],     # head 14, heads 6/2, group 7
+        "LLMW_f16_shape_wide.bin": [15, 0, 2, 94, 63, 0, 4, 1, 0, 0x00],    # head 32, dim 96
+        "LLMW_f32_shape_narrow.bin": [0, 3, 2, 0, 0, 0, 2, 0, 0, 0x15],     # head 2, heads 12/4, hidden 1, vocab 1
+    }
+    for name, shape in shapes.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(b"SHPE" + bytes(shape) + values)
 
 
 # ---------------------------------------------------------------- tokenizers
