@@ -116,3 +116,38 @@ norm-table: build/run.stamp
 .PHONY: mutation-check
 mutation-check:
 	LLM_MODELS=$(MODELS) $(PYTHON) tests/mutation_check.py
+
+# ---- Fuzzing (tests/fuzz/README) ----
+#   make fuzz         build the libFuzzer harnesses (clang) and run each for FUZZ_SECONDS (default 300)
+#   make fuzz-short   the same, 30 s each (for CI)
+# Each harness is also built with driver.c as a plain asan program (no clang):
+# tests/test_fuzz_regressions.py runs every seed and every regression input
+# through it. The libFuzzer builds run this machine's kernels (-march=native,
+# as ./run), the drivers the scalar ones (as ./run-asan).
+# The GGUF metadata reader's harness comes with the GGUF reader.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 300
+FUZZ_HARNESSES = checkpoint tokenizer chat
+FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c
+FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c
+CFLAGS_FUZZ = -std=c99 -g -O1 -march=native -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(FP) $(WARN)
+FUZZERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%)
+FUZZ_DRIVERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%-asan)
+
+.PHONY: fuzz fuzz-short fuzz-build fuzz-seeds
+$(FUZZERS): build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(CFLAGS_FUZZ) -I. -Itests/fuzz -o $@ $< $(FUZZ_SRC) $(LIBS)
+$(FUZZ_DRIVERS): build/fuzz/fuzz_%-asan: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(FUZZ_DEPS)
+	@mkdir -p build/fuzz
+	$(CC) $(CFLAGS_ASAN) -I. -Itests/fuzz -o $@ $< tests/fuzz/driver.c $(FUZZ_SRC) $(LIBS)
+# the suite's test_fuzz_regressions.py runs the drivers
+test-bins: $(FUZZ_DRIVERS)
+
+fuzz-build: $(FUZZERS)
+fuzz-seeds:
+	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds
+fuzz: fuzz-build fuzz-seeds
+	$(PYTHON) tests/fuzz/campaign.py --seconds $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+fuzz-short:
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
