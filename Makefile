@@ -2,6 +2,7 @@
 #   make            optimised ./run for this machine (OpenMP where the compiler has it)
 #   make portable   ./run-portable: plain C99, no OpenMP, no arch flags
 #   make asan       ./run-asan: AddressSanitizer + UndefinedBehaviorSanitizer
+#   make i386       ./run-i386: 32-bit x86 (32-bit size_t, as on Cortex-M), run under qemu-i386
 #   make test       the host suite (optimised, asan and portable builds)
 #   make check      embedded-test (Cortex-M under QEMU, aarch64) and then make test
 #   make run        build and tell a story with the default model
@@ -21,11 +22,16 @@ CFLAGS_PORTABLE = -std=c99 -O2 $(FP) $(WARN)
 CFLAGS_AVX2 = -std=c99 -O3 -mavx2 -mfma -mf16c $(FP) $(OPENMP) $(WARN)
 HAVE_AVX2 := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo 1)
 CFLAGS_ASAN = -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(FP) $(OPENMP) $(WARN)
+# i386: size_t is 32 bits as on the Cortex-M targets, so size arithmetic that wraps
+# shows here. Scalar floats in SSE2 (x87's 80-bit intermediates would break the one
+# float order); static, so qemu-i386 needs no i386 loader; asm/ headers from x86-64.
+CC_I386 ?= gcc
+CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 SRC = run.c tokenizer.c
 HDR = model.h tokenizer.h sampler.h
 LIBS = -lm
 
-.PHONY: all portable asan test test-bins run bench clean norm-table check
+.PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table check
 all: build/run.stamp
 
 # ./run is the binary, `make run` the story: the binary's rule keys on a stamp
@@ -45,7 +51,11 @@ asan: run-asan
 run-asan: $(SRC) $(HDR)
 	$(CC) $(CFLAGS_ASAN) -o $@ $(SRC) $(LIBS)
 
-# test programs: fast, asan and portable twins
+i386: run-i386
+run-i386: $(SRC) $(HDR)
+	$(CC_I386) $(CFLAGS_I386) -o $@ $(SRC) $(LIBS)
+
+# test programs: fast, asan, portable (avx2, i386) twins
 build/%: tests/%.c $(HDR) tokenizer.c
 	@mkdir -p build
 	$(CC) $(CFLAGS_FAST) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
@@ -58,8 +68,25 @@ build/%-portable: tests/%.c $(HDR) tokenizer.c
 build/%-avx2: tests/%.c $(HDR) tokenizer.c
 	@mkdir -p build
 	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+build/%-i386: tests/%.c $(HDR) tokenizer.c
+	@mkdir -p build
+	$(CC_I386) $(CFLAGS_I386) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+
+# The kernel here runs no 32-bit code: the tests run the i386 binaries through
+# wrappers in build/qemu/ (`qemu-i386 BINARY "$$@"`) named like the binaries.
+define qemu_wrapper
+@mkdir -p $(@D)
+@printf '#!/bin/sh\nexec qemu-i386 "%s" "$$@"\n' '$(abspath $<)' > $@ && chmod +x $@
+endef
+build/qemu/run-i386: run-i386
+	$(qemu_wrapper)
+build/qemu/%-i386: build/%-i386
+	$(qemu_wrapper)
 
 TEST_PROGS = test_kernels logits test_tokenizer_unit
+I386_BINS = run-i386 $(foreach p,$(TEST_PROGS),build/$(p)-i386)
+I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
+I386_ARGS = --variant "i386:RUN=build/qemu/run-i386,LOGITS=build/qemu/logits-i386,KERNELS=build/qemu/test_kernels-i386,TOKUNIT=build/qemu/test_tokenizer_unit-i386"
 AVX2_ARGS = --variant "avx2:RUN=./run-avx2,LOGITS=build/logits-avx2,KERNELS=build/test_kernels-avx2,TOKUNIT=build/test_tokenizer_unit-avx2"
 test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
 	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2))
@@ -72,6 +99,10 @@ test: test-bins
 	  --variant "asan:RUN=./run-asan,LOGITS=build/logits-asan,KERNELS=build/test_kernels-asan,TOKUNIT=build/test_tokenizer_unit-asan" \
 	  --variant "portable:RUN=./run-portable,LOGITS=build/logits-portable,KERNELS=build/test_kernels-portable,TOKUNIT=build/test_tokenizer_unit-portable,PORTABLE=1" \
 	  $(if $(HAVE_AVX2),$(AVX2_ARGS))
+
+# The suite once, i386 build only (the host's ./run is the reference it must match).
+test-i386: build/run.stamp $(I386_BINS) $(I386_WRAPPERS)
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py $(I386_ARGS)
 
 # Build and tell a story from the default model (downloads it if ../shared is absent).
 TINYLLAMAS = https://huggingface.co/karpathy/tinyllamas/resolve/main/stories260K
