@@ -2,7 +2,10 @@
 #   make            optimised ./run for this machine (OpenMP where the compiler has it)
 #   make portable   ./run-portable: plain C99, no OpenMP, no arch flags
 #   make asan       ./run-asan: AddressSanitizer + UndefinedBehaviorSanitizer
-#   make test       the host suite (optimised, asan and portable builds)
+#   make i386       ./run-i386: 32-bit x86 (32-bit size_t, as on Cortex-M), run under qemu-i386
+#   make test       the host suite (optimised, asan, portable, avx2 and i386 builds;
+#                   valgrind memcheck once, on the portable build)
+#   make test-i386  the suite's i386 subset alone;  make valgrind  memcheck alone
 #   make check      embedded-test (Cortex-M under QEMU, aarch64) and then make test
 #   make run        build and tell a story with the default model
 #   make bench      speed against the machine's limits (README's table)
@@ -21,11 +24,17 @@ CFLAGS_PORTABLE = -std=c99 -O2 $(FP) $(WARN)
 CFLAGS_AVX2 = -std=c99 -O3 -mavx2 -mfma -mf16c $(FP) $(OPENMP) $(WARN)
 HAVE_AVX2 := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo 1)
 CFLAGS_ASAN = -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(FP) $(OPENMP) $(WARN)
+# i386: size_t is 32 bits as on the Cortex-M targets, so size arithmetic that wraps
+# shows here. Scalar floats in SSE2 (x87's 80-bit intermediates would break the one
+# float order); static, so qemu-i386 needs no i386 loader; asm/ headers from x86-64.
+CC_I386 ?= gcc
+CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
+HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
 SRC = run.c tokenizer.c
 HDR = model.h tokenizer.h sampler.h
 LIBS = -lm
 
-.PHONY: all portable asan test test-bins run bench clean norm-table check
+.PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table check
 all: build/run.stamp
 
 # ./run is the binary, `make run` the story: the binary's rule keys on a stamp
@@ -45,7 +54,11 @@ asan: run-asan
 run-asan: $(SRC) $(HDR)
 	$(CC) $(CFLAGS_ASAN) -o $@ $(SRC) $(LIBS)
 
-# test programs: fast, asan and portable twins
+i386: run-i386
+run-i386: $(SRC) $(HDR)
+	$(CC_I386) $(CFLAGS_I386) -o $@ $(SRC) $(LIBS)
+
+# test programs: fast, asan, portable (avx2, i386) twins
 build/%: tests/%.c $(HDR) tokenizer.c
 	@mkdir -p build
 	$(CC) $(CFLAGS_FAST) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
@@ -58,20 +71,60 @@ build/%-portable: tests/%.c $(HDR) tokenizer.c
 build/%-avx2: tests/%.c $(HDR) tokenizer.c
 	@mkdir -p build
 	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+build/%-i386: tests/%.c $(HDR) tokenizer.c
+	@mkdir -p build
+	$(CC_I386) $(CFLAGS_I386) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+
+# The kernel here runs no 32-bit code: the tests run the i386 binaries through
+# wrappers in build/qemu/ (`qemu-i386 BINARY "$$@"`) named like the binaries.
+define qemu_wrapper
+@mkdir -p $(@D)
+@printf '#!/bin/sh\nexec qemu-i386 "%s" "$$@"\n' '$(abspath $<)' > $@ && chmod +x $@
+endef
+build/qemu/run-i386: run-i386
+	$(qemu_wrapper)
+build/qemu/%-i386: build/%-i386
+	$(qemu_wrapper)
 
 TEST_PROGS = test_kernels logits test_tokenizer_unit test_sampler
+I386_BINS = run-i386 $(foreach p,$(TEST_PROGS),build/$(p)-i386)
+I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
+# Under qemu the whole suite takes ~9 minutes (the tokenizer corpus alone 3, one
+# process per line), so i386 runs what 32 bits can break: sizes from file fields
+# (test_32bit, malformed and ak42 files, bad input), the golden texts and the same
+# text as the host's ./run (one float order, q8_0 included), prefill equal to
+# decode, every kernel, the C tokenizer.
+I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
+  test_reference::test_prefill_equals_decode_every_variant \
+  test_formats::test_compact_config_same_text_every_build test_formats::test_ak42_files \
+  test_formats::test_malformed_llmw_refused test_eval::test_eval_bad_input \
+  test_tokenizer::test_unit_c test_tokenizer::test_malformed_tokenizer_files \
+  test_tokenizer::test_wrong_vocab_size_for_model test_tokenizer::test_long_prompt
+empty :=
+space := $(empty) $(empty)
+I386_ARGS = --variant "i386:RUN=build/qemu/run-i386,LOGITS=build/qemu/logits-i386,KERNELS=build/qemu/test_kernels-i386,TOKUNIT=build/qemu/test_tokenizer_unit-i386,SUBSET=$(subst $(space),+,$(strip $(I386_TESTS)))"
 AVX2_ARGS = --variant "avx2:RUN=./run-avx2,LOGITS=build/logits-avx2,KERNELS=build/test_kernels-avx2,TOKUNIT=build/test_tokenizer_unit-avx2"
 test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
-	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2))
+	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2)) \
+	   $(if $(HAVE_I386),$(I386_BINS) $(I386_WRAPPERS))
 
-# One run, three builds (four with the AVX2 one); ends with the line "N passed, N failed".
+# One run, three builds (five with the AVX2 and i386 ones); ends with the line "N passed, N failed".
 test: test-bins
 	@$(if $(HAVE_AVX2),,echo "note: this CPU lacks AVX2/FMA/F16C, so the avx2 variant does not run")
+	@$(if $(HAVE_I386),,echo "note: no gcc -m32 (gcc-12-multilib) or qemu-i386 (qemu-user), so the i386 variant does not run")
 	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py \
 	  --variant "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=build/test_tokenizer_unit" \
 	  --variant "asan:RUN=./run-asan,LOGITS=build/logits-asan,KERNELS=build/test_kernels-asan,TOKUNIT=build/test_tokenizer_unit-asan" \
 	  --variant "portable:RUN=./run-portable,LOGITS=build/logits-portable,KERNELS=build/test_kernels-portable,TOKUNIT=build/test_tokenizer_unit-portable,PORTABLE=1" \
-	  $(if $(HAVE_AVX2),$(AVX2_ARGS))
+	  $(if $(HAVE_AVX2),$(AVX2_ARGS)) $(if $(HAVE_I386),$(I386_ARGS))
+
+# The suite once, i386 build only (the host's ./run is the reference it must match).
+test-i386: build/run.stamp $(I386_BINS) $(I386_WRAPPERS)
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py $(I386_ARGS)
+
+# valgrind memcheck over ./run-portable's modes and the kernel tests (make test runs it too).
+valgrind: run-portable build/test_kernels-portable
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py tests/test_valgrind.py
 
 # Build and tell a story from the default model (downloads it if ../shared is absent).
 TINYLLAMAS = https://huggingface.co/karpathy/tinyllamas/resolve/main/stories260K
@@ -85,7 +138,7 @@ run: build/run.stamp $(if $(wildcard ../shared/models/stories260K.bin),,models/s
 	./run $(MODELS)/stories260K.bin -z $(MODELS)/tok512.bin -n 256 -i "Once upon a time"
 
 clean:
-	rm -rf run run-portable run-asan run-avx2 build
+	rm -rf run run-portable run-asan run-avx2 run-i386 build
 
 # Bare metal (Cortex-M4F and M55 under QEMU) and aarch64: embedded-test, embedded-figures
 include embedded/embedded.mk

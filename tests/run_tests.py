@@ -10,7 +10,8 @@ each a test of its own (a generator that yields none is a failure). Prints one l
 --variant runs the whole suite once per build (e.g. opt, asan, portable) with
 the given environment variables set, prefixing each test name with NAME;
 one closing line counts them all. A module that sets BUILD_INDEPENDENT = True
-tests no C build and runs with the first variant only.
+tests no C build and runs with the first variant only. A variant's SUBSET=a+b
+runs only the tests named a or b (a module, or module::function) in that build.
 """
 import importlib.util
 import inspect
@@ -37,9 +38,11 @@ def failure(message):
     return raiser
 
 
-def cases(mod):
+def cases(mod, keep=None):
     for fname, fn in inspect.getmembers(mod, inspect.isfunction):
         if not fname.startswith("test_") or fn.__module__ != mod.__name__:
+            continue
+        if keep and not keep(f"{mod.__name__}::{fname}"):
             continue
         if inspect.isgeneratorfunction(fn):
             yielded = 0
@@ -56,8 +59,27 @@ def cases(mod):
             yield f"{mod.__name__}::{fname}", fn
 
 
-def run_module(mod, variant, pattern, results):
-    for name, call in cases(mod):
+def subset_filter(subset, matched):
+    """SUBSET 'a+b' -> a predicate on 'module::function' names (None: keep all);
+    each of a, b that names a test is added to `matched`."""
+    if not subset:
+        return None
+    def keep(name):
+        hits = [n for n in subset.split("+") if name == n or name.startswith(n + "::")]
+        matched.update(hits)
+        return bool(hits)
+    return keep
+
+
+def not_left_out(module, files):
+    """False only for a real test module that the command line did not name: a
+    SUBSET name that matched nothing otherwise is misspelt (or the test gone)."""
+    chosen = {os.path.splitext(os.path.basename(p))[0] for p in files}
+    return module in chosen or not os.path.exists(os.path.join(HERE, module + ".py"))
+
+
+def run_module(mod, variant, pattern, results, keep=None):
+    for name, call in cases(mod, keep):
         name = f"{variant}:{name}" if variant else name
         if pattern and pattern not in name:
             continue
@@ -101,13 +123,21 @@ def main(argv):
         os.environ.clear()
         os.environ.update(base_env)
         os.environ.update(env)
+        matched = set()
+        keep = subset_filter(env.get("SUBSET"), matched)
+        if keep:
+            print(f"note: {variant} runs only {env['SUBSET'].replace('+', ', ')}")
         for f in ("common",) + tuple(os.path.splitext(os.path.basename(p))[0] for p in files):
             sys.modules.pop(f, None)  # modules re-read the environment for this build
         for path in files:
             mod = load(path)
             if getattr(mod, "BUILD_INDEPENDENT", False) and variant != variants[0][0]:
                 continue  # pure-Python tests: one build is enough
-            run_module(mod, variant, pattern, results)
+            run_module(mod, variant, pattern, results, keep)
+        for n in (env["SUBSET"].split("+") if keep else ()):
+            if n not in matched and not_left_out(n.split("::")[0], files):
+                results.append((f"{variant}:SUBSET[{n}]", False))
+                print(f"FAIL {variant}:SUBSET[{n}]: names no test")
     failures = [name for name, ok in results if not ok]
     passed, failed = len(results) - len(failures), len(failures)
     if failures:

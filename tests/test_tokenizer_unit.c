@@ -463,19 +463,19 @@ static void test_mutations(void)
     size_t n, i;
     unsigned char *orig = model_file("tok512.bin", &n);
     unsigned char *b = (unsigned char *)malloc(n);
-    unsigned long rng = 12345;
+    unsigned long long rng = 12345;
     int iter, accepted = 0, bad = 0;
     for (iter = 0; iter < 2000; iter++) {
         loaded L;
         int flips, f;
         size_t len = n;
         memcpy(b, orig, n);
-        rng = rng * 6364136223846793005UL + 1442695040888963407UL;
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
         flips = 1 + (int)((rng >> 33) % 4);
         for (f = 0; f < flips; f++) {
-            rng = rng * 6364136223846793005UL + 1442695040888963407UL;
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
             i = (size_t)((rng >> 33) % (iter % 3 ? 64 : n));   /* often the header and first entries */
-            rng = rng * 6364136223846793005UL + 1442695040888963407UL;
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
             b[i] = (unsigned char)(rng >> 40);
         }
         if (iter % 5 == 0) len = (size_t)((rng >> 20) % n);
@@ -852,12 +852,12 @@ static void test_speed(void)
     for (k = 0; k < 2; k++) {
         size_t len = 0, target = sizes[k];
         char *s = (char *)malloc(target + 16);
-        unsigned long rng = 7;
+        unsigned long long rng = 7;
         int n_tokens;
         double sec;
         while (len < target) {
             const char *w;
-            rng = rng * 6364136223846793005UL + 1442695040888963407UL;
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
             w = words[(rng >> 33) % (sizeof words / sizeof words[0])];
             memcpy(s + len, w, strlen(w));
             len += strlen(w);
