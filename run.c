@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE   /* MAP_POPULATE */
+#define _FILE_OFFSET_BITS 64   /* 32-bit hosts: stat files of 2 GiB and more */
 #define MODEL_IMPLEMENTATION
 #include "model.h"
 #include "tokenizer.h"
@@ -76,6 +77,8 @@ static file_bytes map_file(const char *path, const char *what, int populate) {
     if (fstat(fd, &st) != 0) die(1, "cannot stat %s %s: %s", what, path, strerror(errno));
     if (!S_ISREG(st.st_mode)) die(1, "%s %s is not a regular file", what, path);
     if (st.st_size == 0) die(1, "%s %s is empty", what, path);
+    if ((unsigned long long)st.st_size > (unsigned long long)SIZE_MAX)
+        die(1, "%s %s is %lld bytes, more than this machine can map", what, path, (long long)st.st_size);
     f.size = (size_t)st.st_size;
     int flags = MAP_PRIVATE;
 #ifdef MAP_POPULATE

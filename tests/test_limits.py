@@ -123,7 +123,9 @@ def test_bad_header_refused_before_the_weights_are_read():
         f.truncate(4 << 30)
     try:
         rc, err, rss = peak_rss_kib([path, "-z", model("tok512.bin"), "-n", "4"])
-        assert rc == 1 and "corrupt header" in one_error_line(err), err
+        line = one_error_line(err)
+        # a 32-bit host cannot map 4 GiB at all, and says so
+        assert rc == 1 and ("corrupt header" in line or "more than this machine can map" in line), err
         assert rss < 200 * 1024, f"refusing the file reached {rss} KiB of RSS"
     finally:
         os.remove(path)
