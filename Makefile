@@ -6,7 +6,9 @@
 #   make test       the host suite (optimised, asan, portable, avx2 and i386 builds;
 #                   valgrind memcheck once, on the portable build)
 #   make test-i386  the suite's i386 subset alone;  make valgrind  memcheck alone
-#   make check      embedded-test (Cortex-M under QEMU, aarch64) and then make test
+#   make check      embedded-test (Cortex-M under QEMU, aarch64), fuzz-short, then make test
+#   make fuzz       the libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/README)
+#   make mutation-check   deliberate bugs that the suite must catch (not in CI)
 #   make run        build and tell a story with the default model
 #   make bench      speed against the machine's limits (README's table)
 CC ?= cc
@@ -143,9 +145,11 @@ clean:
 # Bare metal (Cortex-M4F and M55 under QEMU) and aarch64: embedded-test, embedded-figures
 include embedded/embedded.mk
 
-# Everything CI runs: the devices first, then the host suite (its summary line last).
+# Everything CI runs: the devices, a short fuzzing run (30 s a harness), then
+# the host suite with its i386 and valgrind parts (its summary line last).
 check:
 	$(MAKE) --no-print-directory embedded-test
+	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory test
 
 # Prefill and decode tok/s for stories260K and the TinyStories shapes in f32/f16/q8_0,
