@@ -735,7 +735,7 @@ int main(int argc, char **argv) {
     smp.topp = o.topp;
     smp.topk = o.topk;
     smp.rng_state = (uint64_t)o.seed;
-    smp.candidates = (llm_prob_index *)xmalloc(LLM_SAMPLER_CANDIDATES(smp.vocab_size) * sizeof(llm_prob_index), "the sampler");
+    smp.candidates = (int *)xmalloc(LLM_SAMPLER_CANDIDATES(smp.vocab_size) * sizeof(int), "the sampler");
 
     if (!strcmp(o.mode, "generate")) generate(&e, &o, prompt, n_prompt, &smp);
     else if (!strcmp(o.mode, "chat")) chat(&e, &o, &smp);

@@ -56,7 +56,7 @@ static unsigned char state_arena[EMB_PLAN_STATE_BYTES] EMB_NOINIT(LLM_ALIGN);
 static unsigned char tok_arena[EMB_PLAN_TOK_ARENA_BYTES] EMB_NOINIT(8);
 static unsigned char encode_scratch[EMB_PLAN_SCRATCH_BYTES] EMB_NOINIT(8);
 static int prompt_ids[EMB_PLAN_PROMPT_MAX_TOKENS] EMB_NOINIT(8);
-static llm_prob_index candidates[EMB_PLAN_CANDIDATES] EMB_NOINIT(8);
+static int candidates[EMB_PLAN_CANDIDATES] EMB_NOINIT(8);
 static llm_model model;
 static llm_state state;
 static tok_tokenizer tok;

@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
     printf("#define EMB_PLAN_STATE_BYTES %zu\n", state);
     printf("#define EMB_PLAN_TOK_ARENA_BYTES %zu\n", tok_arena);
     printf("#define EMB_PLAN_SCRATCH_BYTES %zu\n", scratch_size ? scratch_size : 1);
-    printf("#define EMB_PLAN_CANDIDATES %zu /* sampler scratch entries: twice the vocabulary when top-p/top-k is on */\n",
+    printf("#define EMB_PLAN_CANDIDATES %zu /* sampler scratch ints: twice the vocabulary when top-p/top-k is on */\n",
            use_top ? LLM_SAMPLER_CANDIDATES(c->vocab_size) : (size_t)1);
     return 0;
 }

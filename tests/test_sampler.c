@@ -20,6 +20,8 @@
 
 static int passed, failed;
 
+typedef struct prob_index { float prob; int index; } prob_index;
+
 static void check(int ok, const char *what, const char *fmt, int a, int b) {
     if (ok) { passed++; return; }
     failed++;
@@ -29,12 +31,12 @@ static void check(int ok, const char *what, const char *fmt, int a, int b) {
 }
 
 /* the reference's order: larger probability first, then the lower index */
-static int before(const llm_prob_index *a, const llm_prob_index *b) {
+static int before(const prob_index *a, const prob_index *b) {
     return a->prob > b->prob || (a->prob == b->prob && a->index < b->index);
 }
 
 /* a stable top-down merge sort in the reference's order (tmp: n entries) */
-static void merge_sort(llm_prob_index *c, llm_prob_index *tmp, int n) {
+static void merge_sort(prob_index *c, prob_index *tmp, int n) {
     if (n < 2) return;
     int h = n / 2, i = 0, j = h, k = 0;
     merge_sort(c, tmp, h);
@@ -60,7 +62,7 @@ static int ref_sample(float *logits, int n, float temperature, float topp, int t
         for (int i = 0; i < n; i++) { cdf += logits[i]; if (coin < cdf) return i; }
         return n - 1;
     }
-    llm_prob_index *c = malloc((size_t)n * sizeof *c), *tmp = malloc((size_t)n * sizeof *tmp);
+    prob_index *c = malloc((size_t)n * sizeof *c), *tmp = malloc((size_t)n * sizeof *tmp);
     int n0 = 0;
     if (use_topk) {
         for (int i = 0; i < n; i++) { c[i].prob = logits[i]; c[i].index = i; }
@@ -114,7 +116,7 @@ int main(void) {
     for (size_t v = 0; v < sizeof vocabs / sizeof *vocabs; v++) {
         int n = vocabs[v];
         float *logits = malloc((size_t)n * sizeof *logits), *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
-        llm_prob_index *cand = malloc(LLM_SAMPLER_CANDIDATES(n) * sizeof *cand);
+        int *cand = malloc(LLM_SAMPLER_CANDIDATES(n) * sizeof *cand);
         for (int kind = 0; kind < 4; kind++)
             for (size_t ti = 0; ti < sizeof temps / sizeof *temps; ti++)
                 for (size_t pi = 0; pi < sizeof topps / sizeof *topps; pi++)
