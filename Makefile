@@ -22,7 +22,7 @@ CFLAGS_AVX2 = -std=c99 -O3 -mavx2 -mfma -mf16c $(FP) $(OPENMP) $(WARN)
 HAVE_AVX2 := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo 1)
 CFLAGS_ASAN = -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(FP) $(OPENMP) $(WARN)
 SRC = run.c tokenizer.c
-HDR = model.h tokenizer.h sampler.h
+HDR = model.h $(wildcard engine/*.h) tokenizer.h sampler.h
 LIBS = -lm
 
 .PHONY: all portable asan test test-bins run bench clean norm-table check
