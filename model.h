@@ -3,14 +3,15 @@
  * Contract: loads a checkpoint from bytes the caller owns (a mapped file, a
  * buffer, or const data in flash) and reads the weights in place; all working
  * memory comes from one caller-provided arena whose size llm_state_size()
- * tells up front. No I/O, no exit, no malloc, no globals: every function
+ * tells up front (and the model's own small table, llm_model_size()). No I/O, no exit, no malloc, no globals: every function
  * returns a status and leaves a message in the struct it was given.
  *
  *   #define MODEL_IMPLEMENTATION
  *   #include "model.h"
  *
  *   llm_model m;
- *   if (llm_load(&m, bytes, n_bytes) != LLM_OK) puts(m.error);
+ *   size_t model_need = llm_model_size(bytes, n_bytes);   // the layer table, RoPE
+ *   if (llm_load(&m, bytes, n_bytes, malloc(model_need), model_need) != LLM_OK) puts(m.error);
  *   llm_state_options o = { ctx_len, max_batch, 0, LLM_KV_F32 };
  *   size_t need = llm_state_size(&m.cfg, &o);
  *   llm_state s;
@@ -53,10 +54,12 @@ typedef enum llm_status {
 
 enum llm_norm_type { LLM_NORM_RMS = 0, LLM_NORM_LAYER = 1 };
 enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1 };
-enum llm_dtype { LLM_F32 = 0, LLM_F16 = 1, LLM_Q8_0 = 2 };
+/* The weight types: each is one row of the engine's traits table (engine/types.h). */
+typedef enum llm_type { LLM_TYPE_F32 = 0, LLM_TYPE_F16 = 1, LLM_TYPE_Q8_0 = 2, LLM_TYPE_COUNT } llm_type;
 enum llm_rope_layout { LLM_ROPE_INTERLEAVED = 0, LLM_ROPE_HALF = 1 };
 enum llm_format { LLM_FORMAT_LEGACY = 0, LLM_FORMAT_LLMW = 1, LLM_FORMAT_AK42_V1 = 2, LLM_FORMAT_AK42_V2 = 3 };
 enum llm_logits { LLM_LOGITS_LAST = 0, LLM_LOGITS_ALL = 1 };
+/* The KV cache's element types (int8 here: one f16 scale per head and position). */
 enum llm_kv_type { LLM_KV_F32 = 0, LLM_KV_F16 = 1, LLM_KV_Q8 = 2 };
 
 #define LLM_MAGIC "LLMW"
@@ -89,44 +92,45 @@ typedef struct llm_config {
     float rope_theta;
     int rope_layout;    /* llm_rope_layout                             */
     int shared_classifier;
-    int weight_type;    /* llm_dtype of the matrices                   */
+    int weight_type;    /* llm_type of the file's matrices (each tensor
+                           carries its own; this sizes the activations) */
     int group_size;     /* q8_0 group length                           */
     int norm_bias;      /* 1: LayerNorm biases are stored              */
     int format;         /* llm_format the file came in                 */
 } llm_config;
 
-/* A weight matrix (rows, cols) read in place: W[r][c] in its dtype. */
-typedef struct llm_matrix {
-    const void *data;       /* f32, f16 (uint16) or int8 values, row-major */
-    const float *scale;     /* q8_0: (rows, ceil(cols/group)) scales        */
-    int type, rows, cols, group;
-} llm_matrix;
-
-/* One tensor of every layer: layer l lives at base + l * stride bytes. */
+/* One tensor, read in place: (rows, cols) values of its type, row-major.
+ * A tensor the checkpoint does not have has data NULL. */
 typedef struct llm_tensor {
-    const unsigned char *base;
-    size_t stride;          /* bytes from one layer's tensor to the next  */
-    size_t scale_offset;    /* q8_0: bytes from the values to the scales  */
-    int rows, cols;
+    const void *data;       /* f32, f16 (uint16) or int8 values; NULL: absent */
+    const float *scale;     /* q8_0: (rows, ceil(cols/group)) scales, stored apart */
+    int type;               /* llm_type                                     */
+    int rows, cols, group;  /* group: q8_0's values per scale              */
 } llm_tensor;
 
-typedef struct llm_weights {
-    llm_matrix tok_embeddings;      /* (vocab, dim)                       */
-    llm_tensor attn_norm, attn_norm_bias;   /* (dim,) f32 per layer       */
+/* One transformer block's tensors. */
+typedef struct llm_layer {
+    llm_tensor attn_norm, attn_norm_bias;   /* (dim,) f32; biases only with norm_bias */
     llm_tensor wq;                  /* (n_heads*head_size, dim)           */
     llm_tensor wk, wv;              /* (n_kv_heads*head_size, dim)        */
     llm_tensor wo;                  /* (dim, n_heads*head_size)           */
     llm_tensor ffn_norm, ffn_norm_bias;     /* (dim,)                     */
     llm_tensor w1, w3;              /* (hidden_dim, dim) gate, up         */
     llm_tensor w2;                  /* (dim, hidden_dim) down             */
-    const float *final_norm;        /* (dim,)                             */
-    const float *final_norm_bias;   /* (dim,) or NULL                     */
-    llm_matrix classifier;          /* (vocab, dim)                       */
+} llm_layer;
+
+typedef struct llm_weights {
+    llm_tensor tok_embeddings;      /* (vocab, dim)                       */
+    llm_layer *layers;              /* (n_layers,) in the model arena     */
+    llm_tensor final_norm, final_norm_bias;  /* (dim,)                    */
+    llm_tensor classifier;          /* (vocab, dim)                       */
 } llm_weights;
 
 typedef struct llm_model {
     llm_config cfg;
     llm_weights w;
+    float *rope_freq;               /* (head_size/2,) RoPE frequencies, computed at load
+                                       (in the model arena): where rope scaling goes */
     char error[200];
 } llm_model;
 
@@ -175,8 +179,13 @@ typedef struct llm_state {
     char error[200];
 } llm_state;
 
-/* Parse and validate a checkpoint (llama2.c legacy or LLMW) in place. */
-int llm_load(llm_model *m, const void *bytes, size_t n_bytes);
+/* Bytes of arena llm_load needs for this checkpoint (the per-layer tensor
+ * table and the RoPE frequencies, plus alignment: any address will do), or
+ * 0 when llm_load would refuse the bytes (call it for the message). */
+size_t llm_model_size(const void *bytes, size_t n_bytes);
+/* Parse and validate a checkpoint (llama2.c legacy, ak42 or LLMW) in place;
+ * the tensor table is carved from the arena, which must outlive the model. */
+int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size);
 /* Check the config after the caller changed norm settings. */
 int llm_check_config(llm_model *m);
 /* The arena plan for these options: every buffer's size, and the total. */
@@ -198,7 +207,7 @@ int llm_parse_norm_pos(const char *s);
 int llm_parse_on_off(const char *s);
 const char *llm_norm_type_name(int t);
 const char *llm_norm_pos_name(int p);
-const char *llm_dtype_name(int t);
+const char *llm_type_name(int t);       /* "f32", "f16", "q8_0" */
 const char *llm_kv_type_name(int t);
 int llm_parse_kv_type(const char *s);   /* "f32", "f16", "q8", or -1 */
 const char *llm_simd_name(void);        /* the kernels this build runs: "avx512", "neon", ... */
@@ -207,7 +216,7 @@ const char *llm_simd_name(void);        /* the kernels this build runs: "avx512"
 void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps);
 void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n,
                    float eps);
-void llm_matvec(float *out, const llm_matrix *w, const float *x, int8_t *xq, float *xs);
+void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, float *xs);
 void llm_softmax(float *x, int n);
 float llm_f16_to_f32(uint16_t h);
 uint16_t llm_f32_to_f16(float f);
@@ -224,7 +233,7 @@ uint16_t llm_f32_to_f16(float f);
 #ifndef MODEL_IMPLEMENTATION_DONE
 #define MODEL_IMPLEMENTATION_DONE
 #include "engine/base.h"     /* formatting, checked size math, little-endian reads, f16 */
-#include "engine/types.h"    /* the weight and cache types                              */
+#include "engine/types.h"    /* the type traits table, the KV cache's types             */
 #include "engine/load.h"     /* the checkpoint formats                                  */
 #include "engine/plan.h"     /* options, the arena plan, state init                     */
 #include "engine/ref.h"      /* the scalar kernels: every fast kernel's twin            */

@@ -344,6 +344,7 @@ typedef struct engine {
     llm_state state;
     void *arena;
     size_t arena_size;
+    void *model_arena;        /* the model's layer table and RoPE frequencies */
     tok_tokenizer tok;
     void *tok_arena;
     size_t tok_arena_size;
@@ -390,7 +391,7 @@ static void print_config(const engine *e, const options *o, FILE *out) {
     fprintf(out,
             "model: dim %d, hidden %d, layers %d, heads %d (kv %d, head size %d), vocab %d, seq_len %d, %s weights%s%s\n",
             c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
-            c->seq_len, llm_dtype_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
+            c->seq_len, llm_type_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
     fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
             llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
@@ -434,7 +435,9 @@ static void load_checkpoint(engine *e, const options *o) {
     /* the header is validated before any weight is read: a bad file costs
      * one page, not its size */
     e->ckpt_file = map_file(o->checkpoint, "checkpoint", 0);
-    if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
+    size_t model_need = llm_model_size(e->ckpt_file.data, e->ckpt_file.size);
+    if (model_need) e->model_arena = xmalloc(model_need, "the model's tensor table");
+    if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size, e->model_arena, model_need) != LLM_OK)
         die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     if (!o->info) {
         /* weights that will run are then mapped again, populated, so the
@@ -442,7 +445,7 @@ static void load_checkpoint(engine *e, const options *o) {
          * file may have changed in between) */
         unmap_file(&e->ckpt_file);
         e->ckpt_file = map_file(o->checkpoint, "checkpoint", 1);
-        if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
+        if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size, e->model_arena, model_need) != LLM_OK)
             die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     }
     apply_norm_options(&e->model, o);
@@ -686,6 +689,7 @@ static void tokenize(engine *e, const options *o) {
 static void close_engine(engine *e) {
     free(e->arena);
     free(e->tok_arena);
+    free(e->model_arena);
     unmap_file(&e->ckpt_file);
     unmap_file(&e->tok_file);
 }

@@ -128,6 +128,8 @@ static void llm__fmt(char *buf, size_t cap, const char *fmt, ...) {
 #else
 #define LLM__PREFETCH(p) ((void)0)
 #endif
+/* a compile-time check, in C99 */
+#define LLM__STATIC_ASSERT(cond, name) typedef char llm__assert_##name[(cond) ? 1 : -1]
 
 /* --------------------------------------------------------------------- */
 /* Small helpers                                                          */
@@ -195,9 +197,6 @@ int llm_parse_on_off(const char *s) {
 }
 const char *llm_norm_type_name(int t) { return t == LLM_NORM_LAYER ? "layer" : "rms"; }
 const char *llm_norm_pos_name(int p) { return p == LLM_NORM_POST ? "post" : "pre"; }
-const char *llm_dtype_name(int t) {
-    return t == LLM_F16 ? "f16" : t == LLM_Q8_0 ? "q8_0" : "f32";
-}
 const char *llm_kv_type_name(int t) { return t == LLM_KV_F16 ? "f16" : t == LLM_KV_Q8 ? "q8" : "f32"; }
 int llm_parse_kv_type(const char *s) {
     if (!strcmp(s, "f32")) return LLM_KV_F32;

@@ -22,13 +22,13 @@ static void llm__residual_add(float *x, const float *y, int T, int n, const llm_
 }
 
 /* cos/sin of every frequency for T positions: rope (T, head_size) as (cos, sin) pairs.
- * The angle in float as llama2.c computes it, pos * (1 / theta^(i/hs)); the
- * power, cosine and sine in double, then rounded: float libms differ between
- * glibc and a microcontroller's newlib, double ones agree to the float bit. */
-static void llm__rope_table(float *rope, int pos, int T, const llm_config *c) {
-    int hs = c->head_size;
+ * The angle in float as llama2.c computes it, pos * freq (the model's table,
+ * made at load); cosine and sine in double, then rounded: float libms differ
+ * between glibc and a microcontroller's newlib, double ones agree to the float bit. */
+static void llm__rope_table(float *rope, int pos, int T, const llm_model *m) {
+    int hs = m->cfg.head_size;
     for (int i = 0; i < hs; i += 2) {
-        float freq = 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs));
+        float freq = m->rope_freq[i / 2];
         for (int t = 0; t < T; t++) {
             float val = (float)(pos + t) * freq;
             rope[(size_t)t * hs + i] = (float)cos((double)val);
@@ -254,8 +254,8 @@ static void llm__attend_group(float *out, const float *q, const llm__kv_view *kv
 
 /* norm(x) with layer l's attention or FFN norm weights */
 static void llm__layer_norm_batch(float *out, const float *x, const llm_tensor *g, const llm_tensor *b,
-                                  int l, int T, const llm_model *m, const llm_state *s) {
-    llm__norm_batch(out, x, llm__layer_vector(g, l), llm__layer_vector(b, l), T, m->cfg.dim, &m->cfg, s);
+                                  int T, const llm_model *m, const llm_state *s) {
+    llm__norm_batch(out, x, (const float *)g->data, (const float *)b->data, T, m->cfg.dim, &m->cfg, s);
 }
 
 /* Attention for T tokens at pos..pos+T-1, input a (T,dim) -> s->xb2 (T,dim).
@@ -273,13 +273,12 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     kv.k_scale = s->key_scale ? s->key_scale + l * layer_scales : NULL;
     kv.v_scale = s->value_scale ? s->value_scale + l * layer_scales : NULL;
     kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = hs;
-    llm_matrix wq = llm__layer_matrix(m, &m->w.wq, l), wk = llm__layer_matrix(m, &m->w.wk, l);
-    llm_matrix wv = llm__layer_matrix(m, &m->w.wv, l), wo = llm__layer_matrix(m, &m->w.wo, l);
+    const llm_layer *L = &m->w.layers[l];
 
     /* q, k, v = Wq a, Wk a, Wv a */
-    llm__matmul(s->q, &wq, a, T, s);
-    llm__matmul(s->k_new, &wk, a, T, s);
-    llm__matmul(s->v_new, &wv, a, T, s);
+    llm__matmul(s->q, &L->wq, a, T, s);
+    llm__matmul(s->k_new, &L->wk, a, T, s);
+    llm__matmul(s->v_new, &L->wv, a, T, s);
 
     /* RoPE on q and k at each token's position; k and v into the cache rows pos..pos+T-1 */
     LLM__PARALLEL_FOR(nt, (int64_t)T * qd * 8 >= s->parallel_min_work,
@@ -304,23 +303,22 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     });
 
     /* out = Wo concat(heads) */
-    llm__matmul(s->xb2, &wo, s->xb, T, s);
+    llm__matmul(s->xb2, &L->wo, s->xb, T, s);
 }
 
 /* SwiGLU FFN for T tokens: a (T,dim) -> s->xb2 (T,dim) = W2 (silu(W1 a) * W3 a) */
 static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, int T) {
     const llm_config *c = &m->cfg;
     int H = c->hidden_dim;
-    llm_matrix w1 = llm__layer_matrix(m, &m->w.w1, l), w2 = llm__layer_matrix(m, &m->w.w2, l);
-    llm_matrix w3 = llm__layer_matrix(m, &m->w.w3, l);
-    llm__matmul(s->hb, &w1, a, T, s);
-    llm__matmul(s->hb2, &w3, a, T, s);
+    const llm_layer *L = &m->w.layers[l];
+    llm__matmul(s->hb, &L->w1, a, T, s);
+    llm__matmul(s->hb2, &L->w3, a, T, s);
     LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * H * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;
         llm__swiglu(g, u, H);
     });
-    llm__matmul(s->xb2, &w2, s->hb, T, s);
+    llm__matmul(s->xb2, &L->w2, s->hb, T, s);
 }
 
 /* The fields that sized the state's buffers. */
@@ -336,7 +334,7 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
     /* by construction, never a forward pass on a config the checks refuse
      * or one the state was not planned for (a few compares per call) */
     if (llm__check_config(c, s->error, sizeof s->error) != LLM_OK) return LLM_ERR_CONFIG;
-    if (!s->x || !llm__same_shape(c, &s->cfg)) {
+    if (!s->x || !m->w.layers || !llm__same_shape(c, &s->cfg)) {
         llm__fmt(s->error, sizeof s->error, "the state was not initialised for this model's shape: call llm_state_init");
         return LLM_ERR_ARG;
     }
@@ -361,28 +359,30 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
     s->n_threads = nt;
 
     /* x = embedding[token] */
-    for (int t = 0; t < T; t++) llm__dequant_row(s->x + (size_t)t * D, &m->w.tok_embeddings, tokens[t]);
-    llm__rope_table(s->rope, pos, T, c);
+    const llm_tensor *emb = &m->w.tok_embeddings;
+    for (int t = 0; t < T; t++) llm__traits[emb->type].dequant_row(s->x + (size_t)t * D, emb, tokens[t]);
+    llm__rope_table(s->rope, pos, T, m);
 
     for (int l = 0; l < c->n_layers; l++) {
+        const llm_layer *L = &m->w.layers[l];
         if (c->norm_pos == LLM_NORM_PRE) {
             /* h = x + attn(norm_att(x)) */
-            llm__layer_norm_batch(s->xb, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, s);
+            llm__layer_norm_batch(s->xb, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
             llm__attention(m, s, l, s->xb, T, pos);
             llm__residual_add(s->x, s->xb2, T, D, s);
             /* y = h + ffn(norm_ffn(h)) */
-            llm__layer_norm_batch(s->xb, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, s);
+            llm__layer_norm_batch(s->xb, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
             llm__ffn(m, s, l, s->xb, T);
             llm__residual_add(s->x, s->xb2, T, D, s);
         } else {
             /* h = norm_att(x + attn(x)) */
             llm__attention(m, s, l, s->x, T, pos);
             llm__residual_add(s->x, s->xb2, T, D, s);
-            llm__layer_norm_batch(s->x, s->x, &m->w.attn_norm, &m->w.attn_norm_bias, l, T, m, s);
+            llm__layer_norm_batch(s->x, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
             /* y = norm_ffn(h + ffn(h)) */
             llm__ffn(m, s, l, s->x, T);
             llm__residual_add(s->x, s->xb2, T, D, s);
-            llm__layer_norm_batch(s->x, s->x, &m->w.ffn_norm, &m->w.ffn_norm_bias, l, T, m, s);
+            llm__layer_norm_batch(s->x, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
         }
     }
 
@@ -390,7 +390,7 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
     int first = which_logits == LLM_LOGITS_ALL ? 0 : T - 1, n_out = T - first;
     const float *xf = s->x + (size_t)first * D;
     if (c->final_norm) {
-        llm__norm_batch(s->xb, xf, m->w.final_norm, m->w.final_norm_bias, n_out, D, c, s);
+        llm__norm_batch(s->xb, xf, (const float *)m->w.final_norm.data, (const float *)m->w.final_norm_bias.data, n_out, D, c, s);
         xf = s->xb;
     }
     llm__matmul(s->logits, &m->w.classifier, xf, n_out, s);

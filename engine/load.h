@@ -31,34 +31,66 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     LLM__CHECK(c->norm_eps > 0.0f && c->norm_eps < 1.0f, "norm eps %g out of range (0, 1)", (double)c->norm_eps);
     LLM__CHECK(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX, "rope_theta %g must be positive and finite", (double)c->rope_theta);
     LLM__CHECK(c->rope_layout == LLM_ROPE_INTERLEAVED || c->rope_layout == LLM_ROPE_HALF, "rope_layout %d unknown", c->rope_layout);
-    LLM__CHECK(c->weight_type >= LLM_F32 && c->weight_type <= LLM_Q8_0, "weight type %d unknown", c->weight_type);
-    LLM__CHECK(c->weight_type != LLM_Q8_0 || (c->group_size > 0 && c->group_size <= 4096), "q8_0 group size %d out of range (1..4096)", c->group_size);
+    LLM__CHECK(c->weight_type >= 0 && c->weight_type < LLM_TYPE_COUNT, "weight type %d unknown", c->weight_type);
+    LLM__CHECK(llm__traits[c->weight_type].block || (c->group_size > 0 && c->group_size <= 4096), "q8_0 group size %d out of range (1..4096)", c->group_size);
 #undef LLM__CHECK
     return LLM_OK;
 }
 int llm_check_config(llm_model *m) { return llm__check_config(&m->cfg, m->error, sizeof m->error); }
 
-/* A layer tensor view at `base` with `rows` x `cols`; stride set by the layout. */
-static llm_tensor llm__tensor(const unsigned char *base, size_t stride, int rows, int cols) {
-    llm_tensor t;
-    t.base = base; t.stride = stride; t.scale_offset = 0; t.rows = rows; t.cols = cols;
-    return t;
+/* Bytes of the model arena: the layer table and the RoPE frequencies, each
+ * aligned, and room to align the arena itself. */
+static uint64_t llm__model_bytes(const llm_config *c) {
+    return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) +
+           llm__align(llm__mul((uint64_t)(c->head_size / 2), sizeof(float)));
 }
 
-static llm_matrix llm__matrix(const void *data, const float *scale, int type, int rows, int cols, int group) {
-    llm_matrix w;
-    w.data = data; w.scale = scale; w.type = type; w.rows = rows; w.cols = cols; w.group = group;
-    return w;
+/* Once the file is validated: carve the layer table (zeroed: a tensor the
+ * file lacks stays NULL) and the RoPE frequencies from the arena. The
+ * frequencies in float as llama2.c computes them, 1 / theta^(i/hs), the
+ * power in double, then rounded: float libms differ between glibc and a
+ * microcontroller's newlib, double ones agree to the float bit. */
+static int llm__model_arena(llm_model *m, void *arena, size_t arena_size) {
+    const llm_config *c = &m->cfg;
+    uint64_t need = llm__model_bytes(c);
+    if (!arena || (uint64_t)arena_size < need) {
+        llm__fmt(m->error, sizeof m->error, "model arena of %zu bytes at %p is too small: llm_model_size() says %llu",
+                 arena_size, arena, (unsigned long long)need);
+        return LLM_ERR_ARENA;
+    }
+    unsigned char *a = (unsigned char *)arena;
+    a += (LLM_ALIGN - (uintptr_t)a % LLM_ALIGN) % LLM_ALIGN;
+    size_t layers = (size_t)llm__align((uint64_t)c->n_layers * sizeof(llm_layer));
+    memset(a, 0, layers);
+    m->w.layers = (llm_layer *)(void *)a;
+    m->rope_freq = (float *)(void *)(a + layers);
+    int hs = c->head_size;
+    for (int i = 0; i < hs; i += 2)
+        m->rope_freq[i / 2] = 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs));
+    return LLM_OK;
 }
 
-/* Layer l of a matrix tensor, in the model's weight type. */
-static llm_matrix llm__layer_matrix(const llm_model *m, const llm_tensor *t, int l) {
-    const unsigned char *p = t->base + (size_t)l * t->stride;
-    const float *scale = t->scale_offset ? (const float *)(const void *)(p + t->scale_offset) : NULL;
-    return llm__matrix(p, scale, m->cfg.weight_type, t->rows, t->cols, m->cfg.group_size);
+/* Tensor `field` (an offsetof in llm_layer) of every layer: layer l's values
+ * at base + l * stride, its scales (if any) so bytes after them. */
+static void llm__stack(llm_model *m, size_t field, const unsigned char *base, uint64_t stride, uint64_t so,
+                       int type, uint64_t rows, uint64_t cols) {
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const unsigned char *p = base + (size_t)l * (size_t)stride;
+        llm_tensor *t = (llm_tensor *)(void *)((unsigned char *)&m->w.layers[l] + field);
+        *t = llm__tensor(p, so ? (const float *)(const void *)(p + so) : NULL, type, (int)rows, (int)cols, m->cfg.group_size);
+    }
 }
-static const float *llm__layer_vector(const llm_tensor *t, int l) {
-    return t->base ? (const float *)(const void *)(t->base + (size_t)l * t->stride) : NULL;
+#define LLM__STACK(field, base, stride, so, type, rows, cols) \
+    llm__stack(m, offsetof(llm_layer, field), base, stride, so, type, rows, cols)
+
+/* a (rows, cols) matrix of the model's weight type at p, its scales so bytes after it */
+static llm_tensor llm__matrix_at(const llm_model *m, const unsigned char *p, uint64_t so, uint64_t rows, uint64_t cols) {
+    return llm__tensor(p, so ? (const float *)(const void *)(p + so) : NULL, m->cfg.weight_type, (int)rows, (int)cols,
+                       m->cfg.group_size);
+}
+/* an f32 vector (n,) at p */
+static llm_tensor llm__vector_at(const unsigned char *p, uint64_t n) {
+    return llm__tensor(p, NULL, LLM_TYPE_F32, 1, (int)n, 0);
 }
 
 /* The seven int32 of every llama2.c header, and the settings llama2.c implies:
@@ -74,12 +106,12 @@ static int llm__llama2c_config(llm_model *m, const unsigned char *h, int format)
     c->head_size = c->n_heads > 0 ? c->dim / c->n_heads : 0;
     c->norm_type = LLM_NORM_RMS; c->norm_pos = LLM_NORM_PRE; c->final_norm = 1;
     c->norm_eps = 1e-5f; c->rope_theta = 10000.0f; c->rope_layout = LLM_ROPE_INTERLEAVED;
-    c->weight_type = LLM_F32; c->group_size = 0; c->norm_bias = 0; c->format = format;
+    c->weight_type = LLM_TYPE_F32; c->group_size = 0; c->norm_bias = 0; c->format = format;
     return llm_check_config(m);
 }
 
 /* llama2.c legacy: 7 int32, then f32 tensors each stacked over layers. */
-static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n) {
+static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
     llm_config *c = &m->cfg;
     if (n < 28) return llm__fail(m, LLM_ERR_SIZE, "file too short for a llama2.c header (28 bytes)");
     int st = llm__llama2c_config(m, b, LLM_FORMAT_LEGACY);
@@ -103,37 +135,39 @@ static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n) {
         return LLM_ERR_SIZE;
     }
     /* from here every size below is part of the n bytes, so it fits a size_t */
-    const float *f = (const float *)(const void *)(b + 28);
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
+    const unsigned char *f = b + 28;
     llm_weights *w = &m->w;
-    memset(w, 0, sizeof *w);
-    w->tok_embeddings = llm__matrix(f, NULL, LLM_F32, (int)V, (int)D, 0); f += counts[0];
-    w->attn_norm = llm__tensor((const unsigned char *)f, (size_t)(D * 4), 1, (int)D); f += counts[1];
-    w->wq = llm__tensor((const unsigned char *)f, (size_t)(qd * D * 4), (int)qd, (int)D); f += counts[2];
-    w->wk = llm__tensor((const unsigned char *)f, (size_t)(kvd * D * 4), (int)kvd, (int)D); f += counts[3];
-    w->wv = llm__tensor((const unsigned char *)f, (size_t)(kvd * D * 4), (int)kvd, (int)D); f += counts[4];
-    w->wo = llm__tensor((const unsigned char *)f, (size_t)(D * qd * 4), (int)D, (int)qd); f += counts[5];
-    w->ffn_norm = llm__tensor((const unsigned char *)f, (size_t)(D * 4), 1, (int)D); f += counts[6];
-    w->w1 = llm__tensor((const unsigned char *)f, (size_t)(H * D * 4), (int)H, (int)D); f += counts[7];
-    w->w2 = llm__tensor((const unsigned char *)f, (size_t)(D * H * 4), (int)D, (int)H); f += counts[8];
-    w->w3 = llm__tensor((const unsigned char *)f, (size_t)(H * D * 4), (int)H, (int)D); f += counts[9];
-    w->final_norm = f; f += counts[10];
-    f += counts[11];
-    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix(f, NULL, LLM_F32, (int)V, (int)D, 0);
+    const int F32 = LLM_TYPE_F32;
+    w->tok_embeddings = llm__tensor(f, NULL, F32, (int)V, (int)D, 0); f += counts[0] * 4;
+    LLM__STACK(attn_norm, f, D * 4, 0, F32, 1, D); f += counts[1] * 4;
+    LLM__STACK(wq, f, qd * D * 4, 0, F32, qd, D); f += counts[2] * 4;
+    LLM__STACK(wk, f, kvd * D * 4, 0, F32, kvd, D); f += counts[3] * 4;
+    LLM__STACK(wv, f, kvd * D * 4, 0, F32, kvd, D); f += counts[4] * 4;
+    LLM__STACK(wo, f, D * qd * 4, 0, F32, D, qd); f += counts[5] * 4;
+    LLM__STACK(ffn_norm, f, D * 4, 0, F32, 1, D); f += counts[6] * 4;
+    LLM__STACK(w1, f, H * D * 4, 0, F32, H, D); f += counts[7] * 4;
+    LLM__STACK(w2, f, D * H * 4, 0, F32, D, H); f += counts[8] * 4;
+    LLM__STACK(w3, f, H * D * 4, 0, F32, H, D); f += counts[9] * 4;
+    w->final_norm = llm__vector_at(f, D); f += counts[10] * 4;
+    f += counts[11] * 4;
+    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__tensor(f, NULL, F32, (int)V, (int)D, 0);
     return LLM_OK;
 }
 
 /* Bytes a (rows, cols) matrix takes in the LLMW file, and where its scales start. */
 static uint64_t llm__matrix_bytes(const llm_config *c, uint64_t rows, uint64_t cols, uint64_t *scale_offset) {
+    const llm__type_traits *tr = &llm__traits[c->weight_type];
+    uint64_t values = llm__mul(llm__mul(rows, cols), (uint64_t)tr->value_bytes);
     *scale_offset = 0;
-    if (c->weight_type == LLM_F32) return llm__mul(llm__mul(rows, cols), 4);
-    if (c->weight_type == LLM_F16) return llm__mul(llm__mul(rows, cols), 2);
-    uint64_t groups = (cols + (uint64_t)c->group_size - 1) / (uint64_t)c->group_size;
-    *scale_offset = llm__align(llm__mul(rows, cols));
-    return llm__add(*scale_offset, llm__mul(llm__mul(rows, groups), 4));
+    if (!tr->scale_bytes) return values;
+    uint64_t G = (uint64_t)(tr->block ? tr->block : c->group_size), groups = (cols + G - 1) / G;
+    *scale_offset = llm__align(values);
+    return llm__add(*scale_offset, llm__mul(llm__mul(rows, groups), (uint64_t)tr->scale_bytes));
 }
 
 /* LLMW: 256-byte header, then 64-byte-aligned tensors, layer by layer. */
-static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
+static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
     llm_config *c = &m->cfg;
     if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than the 256-byte LLMW header: truncated");
     uint32_t version = llm__u32(b + 4);
@@ -189,35 +223,28 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
                  n, (unsigned long long)file_size, (unsigned long long)end);
         return LLM_ERR_SIZE;
     }
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
     llm_weights *w = &m->w;
-    memset(w, 0, sizeof *w);
-    const unsigned char *p = b + o_emb;
-    w->tok_embeddings = llm__matrix(p, so_emb ? (const float *)(const void *)(p + so_emb) : NULL,
-                                    c->weight_type, (int)V, (int)D, c->group_size);
-    p = b + o_layers;
-#define LLM__NEXT(field, bytes, so, rows, cols) \
-    do { w->field = llm__tensor(p, (size_t)layer, (int)(rows), (int)(cols)); w->field.scale_offset = (size_t)(so); p += (bytes); } while (0)
-    LLM__NEXT(attn_norm, vec, 0, 1, D);
-    if (c->norm_bias) LLM__NEXT(attn_norm_bias, vec, 0, 1, D);
-    LLM__NEXT(wq, mq, so_q, qd, D);
-    LLM__NEXT(wk, mk, so_k, kvd, D);
-    LLM__NEXT(wv, mk, so_k, kvd, D);
-    LLM__NEXT(wo, mo, so_o, D, qd);
-    LLM__NEXT(ffn_norm, vec, 0, 1, D);
-    if (c->norm_bias) LLM__NEXT(ffn_norm_bias, vec, 0, 1, D);
-    LLM__NEXT(w1, m1, so_1, H, D);
-    LLM__NEXT(w2, m2, so_2, D, H);
-    LLM__NEXT(w3, m1, so_1, H, D);
+    int T = c->weight_type, F32 = LLM_TYPE_F32;
+    w->tok_embeddings = llm__matrix_at(m, b + o_emb, so_emb, V, D);
+    /* each layer's tensors in file order; layer l + 1 starts `layer` bytes on */
+    const unsigned char *p = b + o_layers;
+#define LLM__NEXT(field, bytes, so, type, rows, cols) do { LLM__STACK(field, p, layer, so, type, rows, cols); p += (bytes); } while (0)
+    LLM__NEXT(attn_norm, vec, 0, F32, 1, D);
+    if (c->norm_bias) LLM__NEXT(attn_norm_bias, vec, 0, F32, 1, D);
+    LLM__NEXT(wq, mq, so_q, T, qd, D);
+    LLM__NEXT(wk, mk, so_k, T, kvd, D);
+    LLM__NEXT(wv, mk, so_k, T, kvd, D);
+    LLM__NEXT(wo, mo, so_o, T, D, qd);
+    LLM__NEXT(ffn_norm, vec, 0, F32, 1, D);
+    if (c->norm_bias) LLM__NEXT(ffn_norm_bias, vec, 0, F32, 1, D);
+    LLM__NEXT(w1, m1, so_1, T, H, D);
+    LLM__NEXT(w2, m2, so_2, T, D, H);
+    LLM__NEXT(w3, m1, so_1, T, H, D);
 #undef LLM__NEXT
-    w->final_norm = (const float *)(const void *)(b + o_final);
-    w->final_norm_bias = c->norm_bias ? (const float *)(const void *)(b + o_final + vec) : NULL;
-    if (c->shared_classifier) {
-        w->classifier = w->tok_embeddings;
-    } else {
-        p = b + o_cls;
-        w->classifier = llm__matrix(p, cls_so ? (const float *)(const void *)(p + cls_so) : NULL,
-                                    c->weight_type, (int)V, (int)D, c->group_size);
-    }
+    w->final_norm = llm__vector_at(b + o_final, D);
+    if (c->norm_bias) w->final_norm_bias = llm__vector_at(b + o_final + vec, D);
+    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix_at(m, b + o_cls, cls_so, V, D);
     return LLM_OK;
 }
 
@@ -228,7 +255,7 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n) {
  * w3, the classifier if not shared. Version 1 stores them as f32; version 2
  * as int8 values followed by f32 scales, one per group of the flattened
  * tensor, tensor by tensor and layer by layer. */
-static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n) {
+static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
     llm_config *c = &m->cfg;
     if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than llama2.c's 256-byte ak42 header: truncated");
     int version = llm__i32(b + 4);
@@ -245,7 +272,7 @@ static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n) {
     uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_size, kvd = (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
     uint64_t G = 0;
     if (version == 2) {
-        c->weight_type = LLM_Q8_0;
+        c->weight_type = LLM_TYPE_Q8_0;
         c->group_size = llm__i32(b + 37);
         G = (uint64_t)c->group_size;
         if (c->group_size <= 0 || c->group_size > 4096 || c->group_size % 4)
@@ -277,34 +304,38 @@ static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n) {
                  n, version, (unsigned long long)off);
         return LLM_ERR_SIZE;
     }
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
     llm_weights *w = &m->w;
-    memset(w, 0, sizeof *w);
-    w->attn_norm = llm__tensor(b + o_attn, (size_t)(D * 4), 1, (int)D);
-    w->ffn_norm = llm__tensor(b + o_ffn, (size_t)(D * 4), 1, (int)D);
-    w->final_norm = (const float *)(const void *)(b + o_final);
-    uint64_t so_emb = LLM__AK_SCALES(V, D);
-    w->tok_embeddings = llm__matrix(b + starts[0], version == 2 ? (const float *)(const void *)(b + starts[0] + so_emb) : NULL,
-                                    c->weight_type, (int)V, (int)D, c->group_size);
-    llm_tensor *mats[7] = { &w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3 };
+    LLM__STACK(attn_norm, b + o_attn, D * 4, 0, LLM_TYPE_F32, 1, D);
+    LLM__STACK(ffn_norm, b + o_ffn, D * 4, 0, LLM_TYPE_F32, 1, D);
+    w->final_norm = llm__vector_at(b + o_final, D);
+    w->tok_embeddings = llm__matrix_at(m, b + starts[0], LLM__AK_SCALES(V, D), V, D);
+    size_t fields[7] = { offsetof(llm_layer, wq), offsetof(llm_layer, wk), offsetof(llm_layer, wv), offsetof(llm_layer, wo),
+                         offsetof(llm_layer, w1), offsetof(llm_layer, w2), offsetof(llm_layer, w3) };
     uint64_t rows[7] = { qd, kvd, kvd, D, H, D, H }, cols[7] = { D, D, D, qd, D, H, D };
-    for (int i = 0; i < 7; i++) {
-        *mats[i] = llm__tensor(b + starts[i + 1], (size_t)sizes[i + 1], (int)rows[i], (int)cols[i]);
-        mats[i]->scale_offset = (size_t)LLM__AK_SCALES(rows[i], cols[i]);
-    }
-    w->classifier = c->shared_classifier ? w->tok_embeddings
-        : llm__matrix(b + starts[8], version == 2 ? (const float *)(const void *)(b + starts[8] + so_emb) : NULL,
-                      c->weight_type, (int)V, (int)D, c->group_size);
+    for (int i = 0; i < 7; i++)
+        llm__stack(m, fields[i], b + starts[i + 1], sizes[i + 1], LLM__AK_SCALES(rows[i], cols[i]), c->weight_type, rows[i], cols[i]);
+    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix_at(m, b + starts[8], LLM__AK_SCALES(V, D), V, D);
 #undef LLM__AK_BYTES
 #undef LLM__AK_SCALES
     return LLM_OK;
 }
 
-int llm_load(llm_model *m, const void *bytes, size_t n_bytes) {
+int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size) {
     const unsigned char *b = (const unsigned char *)bytes;
     memset(m, 0, sizeof *m);
     if (!b) return llm__fail(m, LLM_ERR_ARG, "no checkpoint bytes given");
     if ((uintptr_t)b % 4 != 0) return llm__fail(m, LLM_ERR_ARG, "checkpoint bytes must be 4-byte aligned in memory");
-    if (n_bytes >= 4 && memcmp(b, LLM_MAGIC, 4) == 0) return llm__load_llmw(m, b, n_bytes);
-    if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u) return llm__load_ak42(m, b, n_bytes);
-    return llm__load_legacy(m, b, n_bytes);
+    if (n_bytes >= 4 && memcmp(b, LLM_MAGIC, 4) == 0) return llm__load_llmw(m, b, n_bytes, arena, arena_size);
+    if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u) return llm__load_ak42(m, b, n_bytes, arena, arena_size);
+    return llm__load_legacy(m, b, n_bytes, arena, arena_size);
+}
+
+/* The arena is the last thing a loader checks: a file that gets as far as
+ * asking for it is one llm_load accepts. */
+size_t llm_model_size(const void *bytes, size_t n_bytes) {
+    llm_model m;
+    if (llm_load(&m, bytes, n_bytes, NULL, 0) != LLM_ERR_ARENA) return 0;
+    uint64_t need = llm__model_bytes(&m.cfg);
+    return need > (uint64_t)SIZE_MAX ? 0 : (size_t)need;
 }

@@ -27,7 +27,9 @@ llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     uint64_t widest = D > H ? D : H, groups = G > 0 ? (widest + G - 1) / G : 0;
     uint64_t x = B * D * 4, xb = B * (D > qd ? D : qd) * 4, q = B * qd * 4, kv_new = B * kvd * 4, hb = B * H * 4;
     uint64_t rope = B * hs * 4, logits = (o.all_logits ? B : 1) * V * 4;
-    uint64_t act_q = c->weight_type == LLM_Q8_0 ? llm__align(B * widest) + B * groups * 4 : 0;
+    /* activations quantized per group, where the weights' type multiplies them so */
+    int q8_acts = c->weight_type >= 0 && c->weight_type < LLM_TYPE_COUNT && llm__traits[c->weight_type].act_type == LLM_TYPE_Q8_0;
+    uint64_t act_q = q8_acts ? llm__align(B * widest) + B * groups * 4 : 0;
     uint64_t cache = L * ctx * kvd * llm__kv_elem_bytes(o.kv_type);
     /* int8 cache: one f16 scale per (layer, position, kv head), keys and values */
     uint64_t kv_scales = o.kv_type == LLM_KV_Q8 ? L * ctx * n_kv * 2 : 0;

@@ -103,7 +103,8 @@ static float llm__dot_q8(const int8_t *w, const float *ws, const int8_t *xq, con
     return acc;
 }
 
-/* The q8_0 dot product as every fast path computes it, so that x86, ARM and
+/* The q8_0 dot product as every fast path computes it (llm__dot_q8_lanes in
+ * simd.h, built from the pieces below), so that x86, ARM and
  * a microcontroller print the same text: in each group, chunks of 32 values,
  * eight lanes of four consecutive products summed in integers (what VNNI's
  * dpbusd and ARM's sdot/SMLAD pairs give); each lane accumulates
@@ -156,40 +157,43 @@ static inline float llm__dot8_ref(const float *a, const float *b, int n) {
     return llm__dot8_tail(lane, a, b, n8, n);
 }
 
+/* Row r of W (rows, cols) . x (cols,), one function per type (the traits'
+ * reference dot); q8_0 takes x quantized, xq/xs. */
+static float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    (void)xq; (void)xs;
+    return llm__dot_f32((const float *)w->data + (size_t)r * (size_t)w->cols, x, w->cols);
+}
+static float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    (void)xq; (void)xs;
+    return llm__dot_f16((const uint16_t *)w->data + (size_t)r * (size_t)w->cols, x, w->cols);
+}
+static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    (void)x;
+    return llm__dot_q8((const int8_t *)w->data + (size_t)r * (size_t)w->cols, w->scale + (size_t)r * (size_t)llm__groups(w),
+                       xq, xs, w->cols, w->group);
+}
+
 /* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): simd.h */
 static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G);
 
-/* Row r of W times one activation vector (x, or its q8 form xq/xs). */
-static float llm__row_dot(const llm_matrix *w, int r, const float *x, const int8_t *xq, const float *xs) {
-    size_t n = (size_t)w->cols;
-    switch (w->type) {
-    case LLM_F16: return llm__dot_f16((const uint16_t *)w->data + (size_t)r * n, x, (int)n);
-    case LLM_Q8_0: {
-        size_t groups = (n + (size_t)w->group - 1) / (size_t)w->group;
-        return llm__dot_q8((const int8_t *)w->data + (size_t)r * n, w->scale + (size_t)r * groups, xq, xs, (int)n, w->group);
-    }
-    default: return llm__dot_f32((const float *)w->data + (size_t)r * n, x, (int)n);
-    }
-}
-
 /* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for q8_0 activations. */
-void llm_matvec(float *out, const llm_matrix *w, const float *x, int8_t *xq, float *xs) {
-    if (w->type == LLM_Q8_0) llm__quantize_q8(xq, xs, x, w->cols, w->group);
-    for (int r = 0; r < w->rows; r++) out[r] = llm__row_dot(w, r, x, xq, xs);
+void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, float *xs) {
+    const llm__type_traits *tr = &llm__traits[w->type];
+    if (tr->act_type == LLM_TYPE_Q8_0) llm__quantize_q8(xq, xs, x, w->cols, llm__group(w));
+    for (int r = 0; r < w->rows; r++) out[r] = tr->dot(w, r, x, xq, xs);
 }
 
-/* Row r of an embedding-like matrix as f32: out (cols,) */
-static void llm__dequant_row(float *out, const llm_matrix *w, int r) {
-    size_t n = (size_t)w->cols;
-    if (w->type == LLM_F32) {
-        memcpy(out, (const float *)w->data + (size_t)r * n, n * 4);
-    } else if (w->type == LLM_F16) {
-        const uint16_t *p = (const uint16_t *)w->data + (size_t)r * n;
-        for (size_t j = 0; j < n; j++) out[j] = llm_f16_to_f32(p[j]);
-    } else {
-        size_t groups = (n + (size_t)w->group - 1) / (size_t)w->group;
-        const int8_t *p = (const int8_t *)w->data + (size_t)r * n;
-        const float *sc = w->scale + (size_t)r * groups;
-        for (size_t j = 0; j < n; j++) out[j] = (float)p[j] * sc[j / (size_t)w->group];
-    }
+/* Row r of an embedding-like matrix as f32: out (cols,), per type */
+static void llm__dequant_row_f32(float *out, const llm_tensor *w, int r) {
+    memcpy(out, (const float *)w->data + (size_t)r * (size_t)w->cols, (size_t)w->cols * 4);
+}
+static void llm__dequant_row_f16(float *out, const llm_tensor *w, int r) {
+    const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
+    for (int j = 0; j < w->cols; j++) out[j] = llm_f16_to_f32(p[j]);
+}
+static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
+    size_t n = (size_t)w->cols, G = (size_t)w->group;
+    const int8_t *p = (const int8_t *)w->data + (size_t)r * n;
+    const float *sc = w->scale + (size_t)r * (size_t)llm__groups(w);
+    for (size_t j = 0; j < n; j++) out[j] = (float)p[j] * sc[j / G];
 }

@@ -125,55 +125,118 @@ static inline float llm__dot_q8_lanes(const int8_t *w, const float *ws, const in
 #endif
 
 #ifdef LLM__VL
-/* Out[t][r] = W[r] . X[t] for nr rows (W rows of n, f32 or f16) and nc tokens.
- * nr, nc are constants at every call, so the accumulators live in registers. */
-#define LLM__DEFINE_TILE(name, wtype, wload, wload_part)                                       \
-    LLM__INLINE void name(float *out, int ldo, const wtype *w, const float *x, int n, int nr,  \
-                          int nc) {                                                            \
-        llm__vf acc[LLM__NR][LLM__NC];                                                         \
-        for (int a = 0; a < nr; a++)                                                           \
-            for (int b = 0; b < nc; b++) acc[a][b] = llm__vzero();                             \
-        int nv = n - n % LLM__VL;                                                              \
-        for (int j = 0; j < nv; j += LLM__VL) {                                                \
-            llm__vf xv[LLM__NC];                                                               \
-            LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j); \
-            LLM__UNROLL for (int a = 0; a < nr; a++) {                                         \
-                llm__vf wv = wload(w + (size_t)a * n + j);                                     \
-                LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]); \
-            }                                                                                  \
-        }                                                                                      \
-        if (nv < n) { /* the last columns, zero-padded to a whole vector */                   \
-            llm__vf xv[LLM__NC];                                                               \
-            LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + nv, n - nv); \
-            LLM__UNROLL for (int a = 0; a < nr; a++) {                                         \
-                llm__vf wv = wload_part(w + (size_t)a * n + nv, n - nv);                       \
-                LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]); \
-            }                                                                                  \
-        }                                                                                      \
-        for (int b = 0; b < nc; b++) {                                                         \
-            if (nr == 4)                                                                       \
-                llm__vsum4(out + (size_t)b * ldo, acc[0][b], acc[1][b], acc[2][b], acc[3][b]);  \
-            else                                                                               \
-                for (int a = 0; a < nr; a++) out[(size_t)b * ldo + a] = llm__vsum(acc[a][b]);   \
-        }                                                                                      \
+/* Out[b][a] = W[a] . X[b] for nr rows of W (n values each, f32 or, with
+ * f16 = 1, f16) and nc tokens of X. Inlined where nr, nc and f16 are
+ * constants, so the accumulators live in registers and the load is one. */
+LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc) {
+    const float *w32 = (const float *)w;
+    const uint16_t *w16 = (const uint16_t *)w;
+    llm__vf acc[LLM__NR][LLM__NC];
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < nc; b++) acc[a][b] = llm__vzero();
+    int nv = n - n % LLM__VL;
+    for (int j = 0; j < nv; j += LLM__VL) {
+        llm__vf xv[LLM__NC];
+        LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j);
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
+            LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
+        }
     }
-LLM__DEFINE_TILE(llm__tile_f32, float, llm__vload, llm__vload_part)
-LLM__DEFINE_TILE(llm__tile_f16, uint16_t, llm__vload_f16, llm__vload_f16_part)
+    if (nv < n) { /* the last columns, zero-padded to a whole vector */
+        llm__vf xv[LLM__NC];
+        LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + nv, n - nv);
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            llm__vf wv = f16 ? llm__vload_f16_part(w16 + (size_t)a * n + nv, n - nv)
+                             : llm__vload_part(w32 + (size_t)a * n + nv, n - nv);
+            LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
+        }
+    }
+    for (int b = 0; b < nc; b++) {
+        if (nr == 4)
+            llm__vsum4(out + (size_t)b * ldo, acc[0][b], acc[1][b], acc[2][b], acc[3][b]);
+        else
+            for (int a = 0; a < nr; a++) out[(size_t)b * ldo + a] = llm__vsum(acc[a][b]);
+    }
+}
 
-/* Dispatch a tile of any size to the fully unrolled kernels: the full 4 x NC
- * tile in the hot loop, smaller ones at the edges. */
-#define LLM__DEFINE_TILE_ANY(name, tile, wtype)                                                \
-    static void name(float *out, int ldo, const wtype *w, const float *x, int n, int nr, int nc) { \
-        if (nr == LLM__NR && nc == LLM__NC) { tile(out, ldo, w, x, n, LLM__NR, LLM__NC); return; } \
-        for (int b = 0; b < nc; b++) {                                                         \
-            int a = 0;                                                                         \
-            for (; a + 4 <= nr; a += 4) tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, x + (size_t)b * n, n, 4, 1); \
-            for (; a < nr; a++) tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, x + (size_t)b * n, n, 1, 1); \
-        }                                                                                      \
+/* Any nr x nc tile from the fully unrolled kernels: the full 4 x NC tile in
+ * the hot loop, 4 x 1 and 1 x 1 ones at the edges. */
+LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, const float *x, int t, int nr, int nc,
+                               int f16) {
+    int n = w->cols;
+    size_t eb = f16 ? 2 : 4;
+    const unsigned char *W = (const unsigned char *)w->data + (size_t)r * n * eb;
+    x += (size_t)t * n;
+    if (nr == LLM__NR && nc == LLM__NC) { llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, LLM__NC); return; }
+    for (int b = 0; b < nc; b++) {
+        int a = 0;
+        for (; a + 4 <= nr; a += 4) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1);
+        for (; a < nr; a++) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1);
     }
-LLM__DEFINE_TILE_ANY(llm__tile_any_f32, llm__tile_f32, float)
-LLM__DEFINE_TILE_ANY(llm__tile_any_f16, llm__tile_f16, uint16_t)
+}
+static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    (void)xq; (void)xs;
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 0);
+}
+static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    (void)xq; (void)xs;
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 1);
+}
+#else
+/* a + b * c: one fused instruction where the FPU has it (a microcontroller's
+ * VFMA), else the plain expression (fmaf would be a slow library call) */
+#if defined(__ARM_FEATURE_FMA) || defined(__FMA__)
+#define LLM__MADD(a, b, c) fmaf(b, c, a)
+#else
+#define LLM__MADD(a, b, c) ((a) + (b) * (c))
+#endif
+/* No vector unit: W rows r..r+7 (f32) . x (n,) with one load of x per column
+ * for eight rows; each sum runs over j in order, as the scalar twin's does. */
+static void llm__rows8_f32(float *out, const float *w, const float *x, int n) {
+    const float *w0 = w, *w1 = w0 + n, *w2 = w1 + n, *w3 = w2 + n, *w4 = w3 + n, *w5 = w4 + n, *w6 = w5 + n, *w7 = w6 + n;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float xj = x[j];
+        a0 = LLM__MADD(a0, w0[j], xj); a1 = LLM__MADD(a1, w1[j], xj);
+        a2 = LLM__MADD(a2, w2[j], xj); a3 = LLM__MADD(a3, w3[j], xj);
+        a4 = LLM__MADD(a4, w4[j], xj); a5 = LLM__MADD(a5, w5[j], xj);
+        a6 = LLM__MADD(a6, w6[j], xj); a7 = LLM__MADD(a7, w7[j], xj);
+    }
+    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3; out[4] = a4; out[5] = a5; out[6] = a6; out[7] = a7;
+}
+/* one row the same way */
+static float llm__row1_f32(const float *w, const float *x, int n) {
+    float a = 0.0f;
+    for (int j = 0; j < n; j++) a = LLM__MADD(a, w[j], x[j]);
+    return a;
+}
+
+/* the traits' tiles: f32 eight rows at a time, f16 by its scalar twin */
+static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    int n = w->cols;
+    const float *W = (const float *)w->data + (size_t)r * n;
+    (void)xq; (void)xs;
+    for (int b = 0; b < nc; b++) {
+        float *o = out + (size_t)b * ldo;
+        const float *xb = x + (size_t)(t + b) * n;
+        int a = 0;
+        for (; a + 8 <= nr; a += 8) llm__rows8_f32(o + a, W + (size_t)a * n, xb, n);
+        for (; a < nr; a++) o[a] = llm__row1_f32(W + (size_t)a * n, xb, n);
+    }
+}
+static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    for (int b = 0; b < nc; b++)
+        for (int a = 0; a < nr; a++)
+            out[(size_t)b * ldo + a] = llm__row_dot_f16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
+}
 #endif /* LLM__VL */
+
+
 
 #ifdef LLM__Q8_SIMD
 /* 32 int8 from p, zero-padded past len */
@@ -186,8 +249,8 @@ LLM__INLINE llm__i8x32 llm__load32_i8(const int8_t *p, int len) {
 
 /* q8_0 tile: nr weight rows (int8 in groups of G, scales ws) times nc
  * quantized tokens (xq, xs). Any G and any n (short last groups) work. */
-LLM__INLINE void llm__tile_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
-                              const float *xs, int n, int G, int nr, int nc) {
+LLM__INLINE void llm__tile_q8_i8x32(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                    const float *xs, int n, int G, int nr, int nc) {
     int groups = (n + G - 1) / G;
     llm__f32x8 acc[LLM__NR][LLM__NC];
     for (int a = 0; a < nr; a++)
@@ -230,9 +293,15 @@ LLM__INLINE void llm__tile_q8(float *out, int ldo, const int8_t *w, const float 
         }                                                                                                \
     } while (0)
 
-static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
-                             const float *xs, int n, int G, int nr, int nc) {
-    int groups = (n + G - 1) / G;
+/* The q8_0 tile: the VNNI kernels where their shapes allow, else the generic one. */
+static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
+                         const float *xs, int t, int nr, int nc) {
+    int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
+    const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
+    const float *ws = wt->scale + (size_t)r * groups;
+    (void)x;
+    xq += (size_t)t * n;
+    xs += (size_t)t * groups;
 #ifdef LLM__Q8_VNNI
 #if LLM__VL == 16
     if (G == 32 && n % 32 == 0 && nr == 4 && nc == 4) { llm__tile_q8_vnni_4x4(out, ldo, w, ws, xq, xs, n); return; }
@@ -241,40 +310,21 @@ static void llm__tile_any_q8(float *out, int ldo, const int8_t *w, const float *
     if (G == 32 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, 32); return; }   /* G a constant inside */
     if (G % 32 == 0 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, G); return; }
 #endif
-    LLM__Q8_TILES(llm__tile_q8, G);
+    LLM__Q8_TILES(llm__tile_q8_i8x32, G);
 }
-#endif /* q8 SIMD */
-
-#ifndef LLM__VL
-/* a + b * c: one fused instruction where the FPU has it (a microcontroller's
- * VFMA), else the plain expression (fmaf would be a slow library call) */
-#if defined(__ARM_FEATURE_FMA) || defined(__FMA__)
-#define LLM__MADD(a, b, c) fmaf(b, c, a)
 #else
-#define LLM__MADD(a, b, c) ((a) + (b) * (c))
-#endif
-/* No vector unit: W rows r..r+7 (f32) . x (n,) with one load of x per column
- * for eight rows; each sum runs over j in order, as the scalar twin's does. */
-static void llm__rows8_f32(float *out, const float *w, const float *x, int n) {
-    const float *w0 = w, *w1 = w0 + n, *w2 = w1 + n, *w3 = w2 + n, *w4 = w3 + n, *w5 = w4 + n, *w6 = w5 + n, *w7 = w6 + n;
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
-    for (int j = 0; j < n; j++) {
-        float xj = x[j];
-        a0 = LLM__MADD(a0, w0[j], xj); a1 = LLM__MADD(a1, w1[j], xj);
-        a2 = LLM__MADD(a2, w2[j], xj); a3 = LLM__MADD(a3, w3[j], xj);
-        a4 = LLM__MADD(a4, w4[j], xj); a5 = LLM__MADD(a5, w5[j], xj);
-        a6 = LLM__MADD(a6, w6[j], xj); a7 = LLM__MADD(a7, w7[j], xj);
-    }
-    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3; out[4] = a4; out[5] = a5; out[6] = a6; out[7] = a7;
+/* The q8_0 tile without q8_0 vectors: each dot product in the lanes' order. */
+static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                         const float *xs, int t, int nr, int nc) {
+    int n = w->cols, groups = llm__groups(w);
+    (void)x;
+    for (int b = 0; b < nc; b++)
+        for (int a = 0; a < nr; a++)
+            out[(size_t)b * ldo + a] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)(r + a) * n,
+                                                         w->scale + (size_t)(r + a) * groups,
+                                                         xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, w->group);
 }
-/* one row the same way */
-static float llm__row1_f32(const float *w, const float *x, int n) {
-    float a = 0.0f;
-    for (int j = 0; j < n; j++) a = LLM__MADD(a, w[j], x[j]);
-    return a;
-}
-
-#endif /* !LLM__VL */
+#endif /* LLM__Q8_SIMD */
 
 const char *llm_simd_name(void) {
 #if defined(__AVX512VNNI__) && defined(LLM__Q8_SIMD)
@@ -288,18 +338,19 @@ const char *llm_simd_name(void) {
 #endif
 }
 
-/* Rows r0..r1 of W times tokens t0..t1 of X into Out (T,d), tile by tile. */
+/* Rows r0..r1 of W times tokens t0..t1 of X into Out (T,d), tile by tile,
+ * each tile by the type's traits. */
 #ifndef LLM__L2_BLOCK_BYTES
 #define LLM__L2_BLOCK_BYTES (256 * 1024)
 #endif
-static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, const int8_t *xq,
+static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, const int8_t *xq,
                             const float *xs, int r0, int r1, int t0, int t1) {
-    int d = w->rows, n = w->cols;
-    int groups = w->type == LLM_Q8_0 ? (n + w->group - 1) / w->group : 0;
+    const llm__type_traits *tr = &llm__traits[w->type];
+    int d = w->rows;
 #ifdef LLM__VL
     /* a block of rows of W (a few hundred KB) stays in L2 while every token
      * tile passes over it; inside, a 4-row panel meets a tile of tokens */
-    size_t row_bytes = (size_t)n * (w->type == LLM_F32 ? 4 : w->type == LLM_F16 ? 2 : 1);
+    size_t row_bytes = (size_t)w->cols * (size_t)tr->value_bytes;
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / LLM__NR * LLM__NR;
     if (block < LLM__NR) block = LLM__NR;
     int step = t1 - t0 == 1 ? block : LLM__NR;   /* one token: a whole block of rows per call */
@@ -309,65 +360,30 @@ static void llm__gemm_block(float *out, const llm_matrix *w, const float *x, con
         int nc = t1 - t < LLM__NC ? t1 - t : LLM__NC;
         for (int r = rb; r < rb1; r += step) {
             int nr = rb1 - r < step ? rb1 - r : step;
-            float *o = out + (size_t)t * d + r;
-            switch (w->type) {
-            case LLM_F32:
-                llm__tile_any_f32(o, d, (const float *)w->data + (size_t)r * n, x + (size_t)t * n, n, nr, nc);
-                break;
-            case LLM_F16:
-                llm__tile_any_f16(o, d, (const uint16_t *)w->data + (size_t)r * n, x + (size_t)t * n, n, nr, nc);
-                break;
-            default:
-#ifdef LLM__Q8_SIMD
-                llm__tile_any_q8(o, d, (const int8_t *)w->data + (size_t)r * n, w->scale + (size_t)r * groups,
-                                 xq + (size_t)t * n, xs + (size_t)t * groups, n, w->group, nr, nc);
-#else
-                for (int b = 0; b < nc; b++)
-                    for (int a = 0; a < nr; a++)
-                        o[(size_t)b * d + a] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)(r + a) * n,
-                                                                 w->scale + (size_t)(r + a) * groups,
-                                                                 xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, w->group);
-#endif
-                break;
-            }
+            tr->tile(out + (size_t)t * d + r, d, w, r, x, xq, xs, t, nr, nc);
         }
       }
     }
 #else
-    for (int t = t0; t < t1; t++) {
-        int r = r0;
-        if (w->type == LLM_F32) { /* eight rows share each load of x */
-            for (; r + 8 <= r1; r += 8)
-                llm__rows8_f32(out + (size_t)t * d + r, (const float *)w->data + (size_t)r * n, x + (size_t)t * n, n);
-            for (; r < r1; r++)
-                out[(size_t)t * d + r] = llm__row1_f32((const float *)w->data + (size_t)r * n, x + (size_t)t * n, n);
-        }
-        if (w->type == LLM_Q8_0) {
-            for (; r < r1; r++)
-                out[(size_t)t * d + r] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)r * n, w->scale + (size_t)r * groups,
-                                                          xq + (size_t)t * n, xs + (size_t)t * groups, n, w->group);
-        }
-        for (; r < r1; r++)
-            out[(size_t)t * d + r] = llm__row_dot(w, r, x + (size_t)t * n, NULL, NULL);
-    }
+    /* no vector unit: each token over all the rows */
+    for (int t = t0; t < t1; t++) tr->tile(out + (size_t)t * d + r0, d, w, r0, x, xq, xs, t, r1 - r0, 1);
 #endif
 }
-
 
 /* W (d,n) @ X (T,n) -> Out (T,d). A prefill batch is split across threads by
  * tokens (each thread runs its tokens through all of W); a single token by
  * row blocks. q8_0 first quantizes X per group, as W is. */
-static void llm__matmul(float *out, const llm_matrix *w, const float *x, int T, llm_state *s) {
+static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
     int d = w->rows, n = w->cols, nt = s->n_threads;
     int8_t *xq = s->act_q;
     float *xs = s->act_scale;
     int64_t work = (int64_t)d * n * T;
     int parallel = nt > 1 && work >= s->parallel_min_work;
-    if (w->type == LLM_Q8_0) {
-        int groups = (n + w->group - 1) / w->group;
+    if (llm__traits[w->type].act_type == LLM_TYPE_Q8_0) {
+        int G = llm__group(w), groups = (n + G - 1) / G;
         LLM__PARALLEL_FOR(nt, parallel && T > 1,
         for (int t = 0; t < T; t++)
-            llm__quantize_q8(xq + (size_t)t * n, xs + (size_t)t * groups, x + (size_t)t * n, n, w->group););
+            llm__quantize_q8(xq + (size_t)t * n, xs + (size_t)t * groups, x + (size_t)t * n, n, G););
     }
     if (!parallel) {
         llm__gemm_block(out, w, x, xq, xs, 0, d, 0, T);
