@@ -2,9 +2,12 @@
  *
  * Contract: loads a checkpoint from bytes the caller owns (a mapped file, a
  * buffer, or const data in flash) and reads the weights in place; all working
- * memory comes from one caller-provided arena whose size llm_state_size()
- * tells up front (and the model's own small table, llm_model_size()). No I/O, no exit, no malloc, no globals: every function
- * returns a status and leaves a message in the struct it was given.
+ * memory comes from caller-provided arenas whose sizes are told up front:
+ * llm_model_size() for the model's tensor table, llm_state_size() for the
+ * activations and KV cache. No I/O, no exit, no malloc, no globals: every
+ * function returns a status and leaves a message in the struct it was given.
+ * The engine's parts live in engine/ (see the end of this file); this file
+ * is the API and the one #include a firmware needs.
  *
  *   #define MODEL_IMPLEMENTATION
  *   #include "model.h"

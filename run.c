@@ -555,7 +555,7 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
     for (;;) {
         int next = llm_sample(smp, e->state.logits);
         if (generated++ == 0) t_first = (t_decode0 = now_seconds()) - t0;
-        if (next == TOK_BOS) break;
+        if (next == e->tok.bos_id) break;
         print_token(e, token, next);
         token = next;
         if (++pos >= steps) break;
@@ -609,7 +609,7 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
         fputs("Assistant: ", stdout);
         while (pos < steps) {
             int next = llm_sample(smp, e->state.logits);
-            if (next == TOK_EOS) break;
+            if (next == e->tok.eos_id || next == e->tok.eot_id) break;
             print_token(e, token, next);
             token = next;
             if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)

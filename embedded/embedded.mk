@@ -73,7 +73,7 @@ $(EMB_DIR)/plan.h: build/embedded/plan $(EMB_DIR)/config $(EMB_CKPT) $(EMB_TOK)
 $(EMB_DIR)/main.o: embedded/main.c embedded/board.h model.h $(wildcard engine/*.h) tokenizer.h sampler.h $(EMB_DIR)/plan.h $(EMB_DIR)/config
 	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) $(EMB_PARAMS) -I. -Iembedded -I$(EMB_DIR) -c -o $@ embedded/main.c
 
-$(EMB_DIR)/tokenizer.o: tokenizer.c tokenizer.h $(EMB_DIR)/config
+$(EMB_DIR)/tokenizer.o: tokenizer.c tokenizer.h engine/fmt.h $(EMB_DIR)/config
 	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) -I. -c -o $@ tokenizer.c
 
 $(EMB_DIR)/startup.o: embedded/startup.c embedded/board.h $(EMB_DIR)/config

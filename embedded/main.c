@@ -246,7 +246,7 @@ int main(void) {
     for (;;) {
         int next = llm_sample(&smp, state.logits);
         generated++;
-        if (next == TOK_BOS) break;
+        if (next == tok.bos_id) break;
         print_token(token, next);
         token = next;
         if (++pos >= steps) break;
