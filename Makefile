@@ -59,7 +59,7 @@ build/%-avx2: tests/%.c $(HDR) tokenizer.c
 	@mkdir -p build
 	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
 
-TEST_PROGS = test_kernels logits test_tokenizer_unit
+TEST_PROGS = test_kernels logits test_tokenizer_unit test_sampler
 AVX2_ARGS = --variant "avx2:RUN=./run-avx2,LOGITS=build/logits-avx2,KERNELS=build/test_kernels-avx2,TOKUNIT=build/test_tokenizer_unit-avx2"
 test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
 	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2))
@@ -110,3 +110,44 @@ norm-table: build/run.stamp
 	    --norm $$n --norm-pos $$p --final-norm $$f 2>/dev/null | \
 	  awk -v n=$$n -v p=$$p -v f=$$f '{ printf "| %s | %s | %s | %s | %s | %s |\n", n, p, f, $$2, $$4, $$6 }'; \
 	done; done; done
+
+# Each deliberate bug listed in tests/mutation_check.py must make the suite fail
+# (applied one at a time to a copy of the tree; not part of check or CI).
+.PHONY: mutation-check
+mutation-check:
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/mutation_check.py
+
+# ---- Fuzzing (tests/fuzz/README) ----
+#   make fuzz         build the libFuzzer harnesses (clang) and run each for FUZZ_SECONDS (default 300)
+#   make fuzz-short   the same, 30 s each (for CI)
+# Each harness is also built with driver.c as a plain asan program (no clang):
+# tests/test_fuzz_regressions.py runs every seed and every regression input
+# through it. The libFuzzer builds run this machine's kernels (-march=native,
+# as ./run), the drivers the scalar ones (as ./run-asan).
+# The GGUF metadata reader's harness comes with the GGUF reader.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 300
+FUZZ_HARNESSES = checkpoint tokenizer chat
+FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c
+FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c
+CFLAGS_FUZZ = -std=c99 -g -O1 -march=native -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(FP) $(WARN)
+FUZZERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%)
+FUZZ_DRIVERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%-asan)
+
+.PHONY: fuzz fuzz-short fuzz-build fuzz-seeds
+$(FUZZERS): build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(CFLAGS_FUZZ) -I. -Itests/fuzz -o $@ $< $(FUZZ_SRC) $(LIBS)
+$(FUZZ_DRIVERS): build/fuzz/fuzz_%-asan: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(FUZZ_DEPS)
+	@mkdir -p build/fuzz
+	$(CC) $(CFLAGS_ASAN) -I. -Itests/fuzz -o $@ $< tests/fuzz/driver.c $(FUZZ_SRC) $(LIBS)
+# the suite's test_fuzz_regressions.py runs the drivers
+test-bins: $(FUZZ_DRIVERS)
+
+fuzz-build: $(FUZZERS)
+fuzz-seeds:
+	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds
+fuzz: fuzz-build fuzz-seeds
+	$(PYTHON) tests/fuzz/campaign.py --seconds $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+fuzz-short:
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30

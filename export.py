@@ -74,12 +74,18 @@ ONOFF = {"off": 0, "on": 1}
 DEFAULT_EPS = 1e-5
 DEFAULT_THETA = 10000.0
 DEFAULT_GROUP = 32
+MAX_GROUP = 4096            # the engine's q8_0 group size limit
 F16_MAX = 65504.0
 INT32_MAX = 2**31 - 1
 
 
 class ExportError(Exception):
     """A user-facing error: printed as one line, exit status 1."""
+
+
+def first_line(e):
+    """An exception's message cut to one line ('' when it has none)."""
+    return (str(e).splitlines() or [""])[0]
 
 
 def log(msg):
@@ -147,6 +153,13 @@ def layout(cfg):
     return out, off
 
 
+def file_size_of(cfg):
+    """layout(cfg)'s file size without listing every layer: all layers take the same
+    bytes (each starts 64-byte aligned), so a bogus n_layers costs nothing."""
+    one, two = (layout(dict(cfg, n_layers=n))[1] for n in (1, 2))
+    return one + (cfg["n_layers"] - 1) * (two - one)
+
+
 def pack_header(cfg, file_size):
     vals = dict(cfg)
     vals.update(magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, alignment=ALIGN,
@@ -167,8 +180,14 @@ def validate_config(cfg):
                           f"n_heads = {cfg['n_heads']}")
     if cfg["head_size"] % 2:
         raise ExportError(f"config field head_size = {cfg['head_size']} must be even (RoPE pairs)")
-    if cfg["weight_type"] == WT_Q8_0 and not cfg["group_size"] > 0:
-        raise ExportError(f"--group-size must be > 0 for q8_0 (got {cfg['group_size']})")
+    for k in ("norm_type", "norm_pos", "final_norm", "shared_classifier", "norm_bias"):
+        if k in cfg and cfg[k] not in (0, 1):
+            raise ExportError(f"config field {k} = {cfg[k]!r} must be 0 or 1")
+    if cfg["weight_type"] not in DTYPE_NAMES:
+        raise ExportError(f"config field weight_type = {cfg['weight_type']!r} is unknown")
+    if cfg["weight_type"] == WT_Q8_0 and not 0 < cfg["group_size"] <= MAX_GROUP:
+        raise ExportError(f"--group-size must be in 1..{MAX_GROUP} for q8_0 "
+                          f"(got {cfg['group_size']})")
     if not (cfg["norm_eps"] >= 0 and math.isfinite(cfg["norm_eps"])):
         raise ExportError(f"config field norm_eps = {cfg['norm_eps']!r} must be finite and >= 0")
     if not (cfg["rope_theta"] > 0 and math.isfinite(cfg["rope_theta"])):
@@ -352,24 +371,27 @@ class Source:
 
 
 class SeqLayout:
-    """Tensors laid one after another from an offset; checks truncation by name."""
+    """Tensors laid one after another from an offset, each checked against the file
+    size as it is placed (so a header claiming huge sizes fails at once)."""
 
     def __init__(self, path, offset):
-        self.path, self.off, self.items = path, offset, []
+        self.path, self.off = path, offset
+        self.size = os.path.getsize(path)
 
     def take(self, name, nbytes):
         start = self.off
         self.off += nbytes
-        self.items.append((name, start, self.off))
+        if self.off > self.size:
+            raise ExportError(f"{self.path} is truncated: tensor {name} needs bytes "
+                              f"[{start}, {self.off}), the file has {self.size}")
         return start
 
-    def check(self):
-        have = os.path.getsize(self.path)
-        for name, start, end in self.items:
-            if end > have:
-                raise ExportError(f"{self.path} is truncated: tensor {name} needs bytes "
-                                  f"[{start}, {end}), the file has {have}")
-        return have - self.off   # extra bytes at the end
+    def check_end(self):
+        """The tensors must end where the file does: extra bytes mean the header does
+        not describe this file."""
+        if self.off != self.size:
+            raise ExportError(f"{self.path} has {self.size - self.off} bytes after the last "
+                              f"tensor: the header does not describe this file")
 
 
 def _mm(path, dtype, offset, shape):
@@ -438,9 +460,7 @@ def load_legacy(path):
     lay.take("freq_cis_real", 4 * (S * hs // 2))
     lay.take("freq_cis_imag", 4 * (S * hs // 2))
     cls = None if shared else lay.take("wcls", 4 * V * d)
-    extra = lay.check()
-    if extra:
-        log(f"warning: {path} has {extra} bytes after the last tensor (ignored)")
+    lay.check_end()
     shapes = dict(attn_norm=(d,), wq=(nh * hs, d), wk=(nkv * hs, d), wv=(nkv * hs, d),
                   wo=(d, nh * hs), ffn_norm=(d,), w1=(h, d), w2=(d, h), w3=(h, d))
     src.add("tok_embeddings", "token_embedding_table", (V, d), lambda: _mm(path, f4, tok, (V, d)))
@@ -469,6 +489,9 @@ def load_ak42(path):
     if version not in (1, 2):
         raise ExportError(f"{path}: llama2.c file version {version} is not supported (only 1 and 2)")
     _plausible_dims(vals, path, f"llama2.c version {version}")
+    if vals[5] < 0:
+        raise ExportError(f"{path}: vocab_size {vals[5]} in the version {version} header must be "
+                          f"positive (the shared flag says whether there is a classifier)")
     cfg = _llama2c_cfg(vals, shared)
     d, h, L, nh, nkv, V = (cfg[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads",
                                             "n_kv_heads", "vocab_size"))
@@ -478,15 +501,15 @@ def load_ak42(path):
     f4 = np.dtype("<f4")
     shapes = dict(wq=(nh * hs, d), wk=(nkv * hs, d), wv=(nkv * hs, d), wo=(d, nh * hs),
                   w1=(h, d), w2=(d, h), w3=(h, d))
+    an = lay.take("rms_att_weight", 4 * L * d)   # in the file: so L is bounded from here
+    fn = lay.take("rms_ffn_weight", 4 * L * d)
+    fin = lay.take("rms_final_weight", 4 * d)
     mats = [("tok_embeddings", "token_embedding_table", (V, d))]
     for key in ("wq", "wk", "wv", "wo", "w1", "w2", "w3"):
         for l in range(L):
             mats.append((f"layers.{l}.{key}", f"{key} (layer {l})", shapes[key]))
     if not shared:
         mats.append(("classifier", "wcls", (V, d)))
-    an = lay.take("rms_att_weight", 4 * L * d)
-    fn = lay.take("rms_ffn_weight", 4 * L * d)
-    fin = lay.take("rms_final_weight", 4 * d)
     for l in range(L):
         src.add(f"layers.{l}.attn_norm", f"rms_att_weight (layer {l})", (d,),
                 lambda l=l: _mm(path, f4, an + 4 * d * l, (d,)))
@@ -515,9 +538,7 @@ def load_ak42(path):
                 return (q.astype(np.float32) * s[:, None]).reshape(shp)
             src.add(name, sname, shp, deq)
         cfg["source_group_size"] = gs
-    extra = lay.check()
-    if extra:
-        log(f"warning: {path} has {extra} bytes after the last tensor (ignored)")
+    lay.check_end()
     return src
 
 
@@ -535,8 +556,6 @@ def read_llmw_header(path):
     if vals["header_size"] != HEADER_SIZE or vals["alignment"] != ALIGN:
         raise ExportError(f"{path}: header_size {vals['header_size']} / alignment "
                           f"{vals['alignment']} must be {HEADER_SIZE} / {ALIGN}")
-    if vals["weight_type"] not in DTYPE_NAMES:
-        raise ExportError(f"{path}: unknown weight_type {vals['weight_type']}")
     if vals["rope_layout"] != 0:
         raise ExportError(f"{path}: rope_layout {vals['rope_layout']} is not supported here (only 0)")
     vals["norm_eps"] = float(vals["norm_eps"])
@@ -548,15 +567,20 @@ def load_llmw(path):
     """An LLMW file as a Source (q8_0 / f16 matrices come back as float32)."""
     hdr, size = read_llmw_header(path)
     cfg = {k: v for k, v in hdr.items() if k not in ("magic",)}
-    validate_config(cfg)
-    entries, file_size = layout(cfg)
+    try:
+        validate_config(cfg)
+    except ExportError as e:
+        raise ExportError(f"{path}: {e}")
+    file_size = file_size_of(cfg)
     if hdr["file_size"] != file_size:
         raise ExportError(f"{path}: header file_size {hdr['file_size']} does not match the "
                           f"{file_size} bytes its fields imply")
     if size != file_size:
+        entries, _ = layout(cfg)   # the size is real, so the layer count is bounded
         last = next((e[0] for e in entries if (e[4] or e[3]) >= size), entries[-1][0])
         raise ExportError(f"{path} is {'truncated' if size < file_size else 'too long'}: "
                           f"{size} bytes, the header says {file_size} (tensor {last})")
+    entries, _ = layout(cfg)
     src = Source(f"LLMW file {path}", cfg)
     wt, gs = cfg["weight_type"], cfg["group_size"]
     for name, shape, kind, off, s_off in entries:
@@ -578,7 +602,16 @@ def load_llmw(path):
 ST_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
 
 
+def _is_count(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 class SafetensorsFile:
+    """The header of a safetensors file, checked against the file: every entry has a
+    string dtype, a shape of non-negative integers and data_offsets [begin, end] inside
+    the data, and no two tensors' bytes overlap. validate() checks a tensor's dtype and
+    span before it is read."""
+
     def __init__(self, path):
         self.path = path
         size = os.path.getsize(path)
@@ -586,28 +619,47 @@ class SafetensorsFile:
             raise ExportError(f"{path} is truncated: {size} bytes, no safetensors header")
         with open(path, "rb") as fh:
             (hlen,) = struct.unpack("<Q", fh.read(8))
-            if 8 + hlen > size:
+            if hlen > size - 8:
                 raise ExportError(f"{path} is truncated: the safetensors header needs "
                                   f"{8 + hlen} bytes, the file has {size}")
-            try:
-                meta = json.loads(fh.read(hlen).decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as e:
-                raise ExportError(f"{path}: bad safetensors header ({e})")
+            meta = parse_json(fh.read(hlen), f"{path}: safetensors header")
         if not isinstance(meta, dict):
-            raise ExportError(f"{path}: bad safetensors header (not a JSON object)")
+            raise ExportError(f"{path}: bad safetensors header (a JSON {type(meta).__name__}, "
+                              f"not an object)")
         self.base = 8 + hlen
         self.tensors = {}
         for name, info in meta.items():
-            if name == "__metadata__":
-                continue
-            try:
-                dtype, shape, (b, e) = info["dtype"], [int(x) for x in info["shape"]], info["data_offsets"]
-            except (KeyError, TypeError, ValueError):
-                raise ExportError(f"{path}: bad safetensors entry for tensor {name}")
-            self.tensors[name] = (dtype, tuple(shape), int(b), int(e))
-            if self.base + int(e) > size:
-                raise ExportError(f"{path} is truncated: tensor {name} needs bytes up to "
-                                  f"{self.base + int(e)}, the file has {size}")
+            if name != "__metadata__":
+                self.tensors[name] = self._entry(name, info, size - self.base)
+        self._check_overlaps()
+
+    def _entry(self, name, info, data_size):
+        """(dtype, shape, begin, end) of one header entry, or ExportError."""
+        path = self.path
+        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
+            raise ExportError(f"{path}: bad safetensors entry for tensor {name} (want an object "
+                              f"with dtype, shape and data_offsets, found {info!r:.80})")
+        dtype, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(dtype, str):
+            raise ExportError(f"{path}: tensor {name} has dtype {dtype!r}, not a string")
+        if not isinstance(shape, list) or not all(_is_count(x) for x in shape):
+            raise ExportError(f"{path}: tensor {name} has shape {shape!r:.80}, not a list of "
+                              f"non-negative integers")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(x) for x in offs)
+                and offs[0] <= offs[1]):
+            raise ExportError(f"{path}: tensor {name} has data_offsets {offs!r:.80}, not "
+                              f"[begin, end] with 0 <= begin <= end")
+        if offs[1] > data_size:
+            raise ExportError(f"{path} is truncated: tensor {name} needs bytes up to "
+                              f"{self.base + offs[1]}, the file has {self.base + data_size}")
+        return dtype, tuple(shape), offs[0], offs[1]
+
+    def _check_overlaps(self):
+        spans = sorted((b, e, n) for n, (_, _, b, e) in self.tensors.items() if e > b)
+        for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+            if b1 < e0:
+                raise ExportError(f"{self.path}: tensors {n0} (bytes [{b0}, {e0})) and {n1} "
+                                  f"(bytes [{b1}, {e1})) overlap")
 
     def validate(self, name):
         dtype, shape, b, e = self.tensors[name]
@@ -615,7 +667,7 @@ class SafetensorsFile:
             raise ExportError(f"tensor {name} in {self.path} has dtype {dtype}; "
                               f"only F32, F16 and BF16 are supported")
         dt = ST_DTYPES[dtype]
-        n = int(np.prod(shape)) if shape else 1
+        n = math.prod(shape)   # exact: np.prod would wrap around for hostile shapes
         if e - b != n * dt.itemsize:
             raise ExportError(f"tensor {name} in {self.path}: data_offsets span {e - b} bytes, "
                               f"{dtype} {list(shape)} needs {n * dt.itemsize}")
@@ -633,12 +685,32 @@ class SafetensorsFile:
 HF_ALLOWED_ARCH = ("LlamaForCausalLM",)
 
 
-def _json(path):
+def _no_duplicate_keys(pairs):
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise ValueError(f"duplicate key {k!r}")
+        obj[k] = v
+    return obj
+
+
+def parse_json(data, where):
+    """JSON text or bytes -> object; ExportError naming `where` for bad UTF-8, bad
+    syntax, duplicate keys or nesting too deep to parse."""
     try:
-        with open(path, "r", encoding="utf-8") as fh:
-            return json.load(fh)
-    except ValueError as e:
-        raise ExportError(f"{path}: not valid JSON ({e})")
+        return json.loads(data, object_pairs_hook=_no_duplicate_keys)
+    except (ValueError, RecursionError) as e:   # UnicodeDecodeError is a ValueError
+        what = "nested too deeply" if isinstance(e, RecursionError) else first_line(e)
+        raise ExportError(f"{where}: not valid JSON ({what})")
+
+
+def _json(path):
+    """A JSON file that must hold an object (dict)."""
+    with open(path, "rb") as fh:
+        obj = parse_json(fh.read(), path)
+    if not isinstance(obj, dict):
+        raise ExportError(f"{path}: expected a JSON object, found {type(obj).__name__}")
+    return obj
 
 
 def hf_names(L):
@@ -679,20 +751,61 @@ def permute_rotary(w, n_heads, head_size):
 
 
 def _cfg_int(conf, key, where, default=None):
-    v = conf.get(key, default)
+    """conf[key] (default when absent or null) as a positive 32-bit integer."""
+    v = conf.get(key)
+    v = default if v is None else v
     if v is None:
         raise ExportError(f"{where}: missing field {key}")
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise ExportError(f"{where}: field {key} = {v!r} must be a positive integer")
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= INT32_MAX:
+        raise ExportError(f"{where}: field {key} = {v!r} must be a positive 32-bit integer")
     return v
+
+
+def _cfg_float(conf, key, where, default, low=0.0, low_ok=True):
+    """conf[key] (default when absent or null) as a finite float >= low (> low
+    unless low_ok)."""
+    v = conf.get(key)
+    v = default if v is None else v
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    try:
+        f = float(v) if ok else math.nan
+    except OverflowError:   # an integer beyond the float range
+        f = math.inf
+    if not (math.isfinite(f) and (f >= low if low_ok else f > low)):
+        raise ExportError(f"{where}: field {key} = {v!r} must be a finite number "
+                          f"{'>=' if low_ok else '>'} {low:g}")
+    return f
+
+
+def _cfg_bool(conf, key, where, default=False):
+    v = conf.get(key, default)
+    if not isinstance(v, bool):
+        raise ExportError(f"{where}: field {key} = {v!r} must be true or false")
+    return v
+
+
+def _cfg_type(conf, key, where, types, what):
+    """conf[key] (None when absent) that must be None or of `types`."""
+    v = conf.get(key)
+    if v is not None and not isinstance(v, types):
+        raise ExportError(f"{where}: field {key} = {v!r} must be {what}")
+    return v
+
+
+def _check_layer_count(n_layers, n_tensors, where, key):
+    """Every layer has several tensors: a count beyond the tensors there are is bad input
+    (and would make the per-layer name tables huge)."""
+    if n_layers > n_tensors:
+        raise ExportError(f"{where}: field {key} = {n_layers}, but the weights hold only "
+                          f"{n_tensors} tensors")
 
 
 def load_hf(folder):
     cpath = os.path.join(folder, "config.json")
     conf = _json(cpath)
     where = "config.json"
-    arch = conf.get("architectures")
-    if arch is not None and not any(a in HF_ALLOWED_ARCH for a in arch):
+    arch = _cfg_type(conf, "architectures", where, list, "a list of names")
+    if arch is not None and not any(a in HF_ALLOWED_ARCH for a in arch if isinstance(a, str)):
         raise ExportError(f"config.json: architectures {arch} is not supported "
                           f"(only LlamaForCausalLM)")
     mt = conf.get("model_type", "llama")
@@ -705,7 +818,7 @@ def load_hf(folder):
     if act != "silu":
         raise ExportError(f"config.json: hidden_act {act!r} is not supported (only silu)")
     for k in ("attention_bias", "mlp_bias"):
-        if conf.get(k):
+        if _cfg_bool(conf, k, where):
             raise ExportError(f"config.json: {k} = true is not supported (no linear biases)")
     d = _cfg_int(conf, "hidden_size", where)
     h = _cfg_int(conf, "intermediate_size", where)
@@ -714,23 +827,22 @@ def load_hf(folder):
     nkv = _cfg_int(conf, "num_key_value_heads", where, nh)
     V = _cfg_int(conf, "vocab_size", where)
     S = _cfg_int(conf, "max_position_embeddings", where, 2048)
-    hs = conf.get("head_dim") or (d // nh)
     if conf.get("head_dim") is None and d % nh:
         raise ExportError(f"config.json: hidden_size {d} is not a multiple of num_attention_heads {nh}")
+    hs = _cfg_int(conf, "head_dim", where, d // nh)
+    if hs % 2:
+        raise ExportError(f"config.json: head_dim {hs} must be even (RoPE pairs)")
     if nh % nkv:
         raise ExportError(f"config.json: num_key_value_heads {nkv} does not divide "
                           f"num_attention_heads {nh}")
-    eps = conf.get("rms_norm_eps", 1e-6)
-    theta = conf.get("rope_theta", DEFAULT_THETA)
-    rp = conf.get("rope_parameters")     # newer transformers keep rope_theta here
-    if isinstance(rp, dict) and rp:
+    eps = _cfg_float(conf, "rms_norm_eps", where, 1e-6)
+    theta = _cfg_float(conf, "rope_theta", where, DEFAULT_THETA, low_ok=False)
+    rp = _cfg_type(conf, "rope_parameters", where, dict, "an object")  # newer transformers
+    if rp:
         if rp.get("rope_type", "default") != "default":
             raise ExportError(f"config.json: rope_parameters {rp} is not supported (plain RoPE only)")
-        theta = rp.get("rope_theta", theta)
-    for k, v in (("rms_norm_eps", eps), ("rope_theta", theta)):
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise ExportError(f"config.json: field {k} = {v!r} must be a number")
-    tied = bool(conf.get("tie_word_embeddings", False))
+        theta = _cfg_float(rp, "rope_theta", "config.json: rope_parameters", theta, low_ok=False)
+    tied = _cfg_bool(conf, "tie_word_embeddings", where)
 
     # the weights
     single = os.path.join(folder, "model.safetensors")
@@ -740,11 +852,15 @@ def load_hf(folder):
     if os.path.exists(index):
         wm = _json(index).get("weight_map")
         if not isinstance(wm, dict):
-            raise ExportError(f"{index}: no weight_map")
+            raise ExportError(f"{index}: no weight_map object")
         for name, fname in wm.items():
+            if not isinstance(fname, str) or fname in ("", ".", "..") \
+                    or os.path.basename(fname) != fname:
+                raise ExportError(f"{index}: shard {fname!r} for tensor {name} is not a file "
+                                  f"name in {folder}")
             p = os.path.join(folder, fname)
             if p not in files:
-                if not os.path.exists(p):
+                if not os.path.isfile(p):
                     raise ExportError(f"{index}: shard {fname} (for tensor {name}) is missing")
                 files[p] = SafetensorsFile(p)
             if name not in files[p].tensors:
@@ -758,6 +874,7 @@ def load_hf(folder):
     else:
         raise ExportError(f"{folder}: no model.safetensors or model.safetensors.index.json "
                           f"(pytorch_model.bin is not supported)")
+    _check_layer_count(L, len(where_is), where, "num_hidden_layers")
     for name in where_is:
         if name.endswith(".bias") and ("self_attn" in name or "mlp" in name):
             raise ExportError(f"tensor {name}: linear biases are not supported")
@@ -812,19 +929,69 @@ def _torch():
     return torch
 
 
-def _torch_load(path):
-    torch = _torch()
+TORCH_PICKLE_GLOBALS = {("collections", "OrderedDict"), ("torch", "Size"),
+                        ("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
+                        ("torch._utils", "_rebuild_parameter"),
+                        ("torch._utils", "_rebuild_parameter_with_state")}
+TORCH_DTYPE_NAMES = {"float32", "float", "float16", "half", "bfloat16", "float64", "double",
+                     "int8", "uint8", "int16", "int32", "int64", "bool"}
+PICKLE_IMPORTS = ("GLOBAL", "STACK_GLOBAL", "INST", "EXT1", "EXT2", "EXT4")
+
+
+def _allowed_pickle_global(module, name):
+    """Tensors' rebuild functions, storage types, dtypes, OrderedDict: all a
+    checkpoint's pickle needs (plain dicts, lists, numbers and strings need none)."""
+    return ((module, name) in TORCH_PICKLE_GLOBALS
+            or (module == "torch" and (name.endswith("Storage") or name in TORCH_DTYPE_NAMES)))
+
+
+def _check_torch_pickles(path):
+    """Unpickling calls whatever the pickle names, so before torch.load sees the file,
+    read (without running) every pickle in the zip and refuse any that imports more
+    than _allowed_pickle_global. (torch's weights_only=True cannot be used instead:
+    torch 1.13's refuses the floats in every llama2.c model_args.)"""
+    import pickletools
+    import zipfile
     try:
-        return torch.load(path, map_location="cpu")
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                if not info.filename.endswith(".pkl"):
+                    continue
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise ExportError(f"{path}: {info.filename} is compressed; torch.save "
+                                      f"stores its records uncompressed")
+                for op, arg, pos in pickletools.genops(z.read(info)):
+                    if op.name not in PICKLE_IMPORTS:
+                        continue
+                    module, _, name = (arg or "").partition(" ")
+                    if op.name != "GLOBAL" or not _allowed_pickle_global(module, name):
+                        raise ExportError(f"{path}: {info.filename} would call "
+                                          f"{arg or op.name} (byte {pos}); a checkpoint may "
+                                          f"hold only tensors and plain data")
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, struct.error) as e:
+        raise ExportError(f"{path}: not a torch zip checkpoint ({type(e).__name__}: "
+                          f"{first_line(e)})")
+
+
+def _torch_load(path):
+    """torch.load of untrusted data: see _check_torch_pickles."""
+    torch = _torch()
+    _check_torch_pickles(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # torch raises many kinds for a bad file
         raise ExportError(f"{path}: cannot be read by torch.load ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0] if str(e) else ''})")
+                          f"{first_line(e)})")
 
 
 def _state_source(desc, cfg, sd, config_name):
     """A Source over a torch state dict with llama2.c/Meta names."""
     torch = _torch()
     L = cfg["n_layers"]
+    _check_layer_count(L, len(sd), config_name, "n_layers")
+    if cfg["n_heads"] % cfg["n_kv_heads"]:
+        raise ExportError(f"{config_name}: n_kv_heads {cfg['n_kv_heads']} does not divide "
+                          f"n_heads {cfg['n_heads']}")
     names = llama2c_names(L)
     for k in sd:
         if k.endswith(".bias") and (".attention.w" in k or ".feed_forward.w" in k):
@@ -838,6 +1005,9 @@ def _state_source(desc, cfg, sd, config_name):
             continue
         if not isinstance(t, torch.Tensor):
             raise ExportError(f"{sname} in {desc} is not a tensor")
+        if not t.is_floating_point():
+            raise ExportError(f"tensor {sname} in {desc} has dtype {t.dtype}; "
+                              f"only floating-point tensors are supported")
         src.add(canon, sname, tuple(t.shape),
                 lambda t=t: t.detach().to(torch.float32).cpu().numpy())
     src.expected_name = lambda n: names.get(n, n)
@@ -852,6 +1022,27 @@ def _hidden_from_rule(dim, multiple_of, ffn_dim_multiplier=None):
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
+def _hidden_dim(conf, where, dim):
+    """hidden_dim, else llama's rule from multiple_of (and ffn_dim_multiplier)."""
+    if conf.get("hidden_dim") is not None:
+        return _cfg_int(conf, "hidden_dim", where)
+    mult = _cfg_float(conf, "ffn_dim_multiplier", where, 1.0, low_ok=False)
+    h = _hidden_from_rule(dim, _cfg_int(conf, "multiple_of", where, 256),
+                          None if conf.get("ffn_dim_multiplier") is None else mult)
+    if not 0 < h <= INT32_MAX:
+        raise ExportError(f"{where}: the hidden size from multiple_of / ffn_dim_multiplier "
+                          f"is {h}, out of range")
+    return h
+
+
+def _state_dict(obj, where):
+    """obj must be a {str: value} mapping (a torch state dict)."""
+    if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
+        raise ExportError(f"{where}: expected a state dict (names to tensors), "
+                          f"found {type(obj).__name__}")
+    return obj
+
+
 def load_pt(path, ckpt=None):
     """llama2.c training checkpoint: {'model_args': ..., 'model': state_dict}."""
     if ckpt is None:
@@ -860,32 +1051,59 @@ def load_pt(path, ckpt=None):
         raise ExportError(f"{path}: not a llama2.c checkpoint (needs 'model_args' and 'model')")
     a = ckpt["model_args"]
     if not isinstance(a, dict):
-        a = vars(a)
+        raise ExportError(f"{path}: model_args is a {type(a).__name__}, not a dict")
     sd = {}
-    for k, v in ckpt["model"].items():
+    for k, v in _state_dict(ckpt["model"], f"{path}: model").items():
         sd[k[len("_orig_mod."):] if k.startswith("_orig_mod.") else k] = v
     where = "model_args"
     d = _cfg_int(a, "dim", where)
     L = _cfg_int(a, "n_layers", where)
     nh = _cfg_int(a, "n_heads", where)
-    nkv = a.get("n_kv_heads") or nh
+    nkv = _cfg_int(a, "n_kv_heads", where, nh)
     V = _cfg_int(a, "vocab_size", where)
     S = _cfg_int(a, "max_seq_len", where, 2048)
-    h = a.get("hidden_dim") or _hidden_from_rule(d, a.get("multiple_of", 256))
+    h = _hidden_dim(a, where, d)
     if d % nh:
         raise ExportError(f"model_args: dim {d} is not a multiple of n_heads {nh}")
-    cfg = dict(dim=d, hidden_dim=int(h), n_layers=L, n_heads=nh, n_kv_heads=int(nkv),
+    cfg = dict(dim=d, hidden_dim=h, n_layers=L, n_heads=nh, n_kv_heads=nkv,
                vocab_size=V, seq_len=S, head_size=d // nh,
-               norm_eps=float(a.get("norm_eps", DEFAULT_EPS)),
-               rope_theta=float(a.get("rope_theta", DEFAULT_THETA)), shared_classifier=0)
+               norm_eps=_cfg_float(a, "norm_eps", where, DEFAULT_EPS),
+               rope_theta=_cfg_float(a, "rope_theta", where, DEFAULT_THETA, low_ok=False),
+               shared_classifier=0)
     src = _state_source(f"llama2.c checkpoint {path}", cfg, sd, "model_args")
     torch = _torch()
     out = sd.get("output.weight")
     emb = sd.get("tok_embeddings.weight")
-    if out is None or (emb is not None and out.shape == emb.shape and torch.equal(out, emb)):
+    if out is None or (emb is not None and out.shape == emb.shape and out.dtype == emb.dtype
+                       and torch.equal(out, emb)):
         cfg["shared_classifier"] = 1
         src.entries.pop("classifier", None)
     return src
+
+
+def _concat_shards(models, shards):
+    """One state dict from Meta's model-parallel shards: norms (1-D) are replicated,
+    matrices split along rows, or along columns for tok_embeddings, wo and w2."""
+    torch = _torch()
+    sd = {}
+    for name in models[0]:
+        ts = [m.get(name) for m in models]
+        if any(t is None for t in ts):
+            raise ExportError(f"tensor {name} is missing from some of the {len(models)} shards")
+        bad = next((s for s, t in zip(shards, ts) if not isinstance(t, torch.Tensor)), None)
+        if bad is not None:
+            raise ExportError(f"{name} in {bad} is not a tensor")
+        if ts[0].dim() == 1:
+            sd[name] = ts[0]
+            continue
+        axis1 = (name.startswith("tok_embeddings.") or name.endswith(".attention.wo.weight")
+                 or name.endswith(".feed_forward.w2.weight"))
+        try:
+            sd[name] = torch.cat(ts, dim=1 if axis1 else 0)
+        except RuntimeError:
+            raise ExportError(f"tensor {name}: the shards' pieces {[list(t.shape) for t in ts]} "
+                              f"do not concatenate along dim {1 if axis1 else 0}")
+    return sd
 
 
 def load_meta(folder):
@@ -893,50 +1111,35 @@ def load_meta(folder):
     ppath = os.path.join(folder, "params.json")
     p = _json(ppath)
     where = "params.json"
-    if p.get("use_scaled_rope"):
+    if _cfg_bool(p, "use_scaled_rope", where):
         raise ExportError("params.json: use_scaled_rope = true (Llama 3.1 RoPE scaling) is not supported")
+    d = _cfg_int(p, "dim", where)
+    L = _cfg_int(p, "n_layers", where)
+    nh = _cfg_int(p, "n_heads", where)
+    nkv = _cfg_int(p, "n_kv_heads", where, nh)
+    if d % nh:
+        raise ExportError(f"params.json: dim {d} is not a multiple of n_heads {nh}")
+    V = p.get("vocab_size", -1)
+    V = None if V in (None, -1) else _cfg_int(p, "vocab_size", where)
+    S = _cfg_int(p, "max_seq_len", where, 2048)
+    eps = _cfg_float(p, "norm_eps", where, DEFAULT_EPS)
+    theta = _cfg_float(p, "rope_theta", where, DEFAULT_THETA, low_ok=False)
     shards = sorted(glob.glob(os.path.join(folder, "consolidated.*.pth")))
     if not shards:
         raise ExportError(f"{folder}: no consolidated.*.pth next to params.json")
     log(f"reading {len(shards)} shard(s) with torch")
-    models = [_torch_load(s) for s in shards]
-    torch = _torch()
-    if len(models) == 1:
-        sd = models[0]
-    else:
-        sd = {}
-        for name in models[0]:
-            ts = [m.get(name) for m in models]
-            if any(t is None for t in ts):
-                raise ExportError(f"tensor {name} is missing from some of the {len(models)} shards")
-            if ts[0].dim() == 1:
-                sd[name] = ts[0]
-                continue
-            axis1 = (name.startswith("tok_embeddings.") or name.endswith(".attention.wo.weight")
-                     or name.endswith(".feed_forward.w2.weight"))
-            sd[name] = torch.cat(ts, dim=1 if axis1 else 0)
-        del models
-    d = _cfg_int(p, "dim", where)
-    L = _cfg_int(p, "n_layers", where)
-    nh = _cfg_int(p, "n_heads", where)
-    nkv = p.get("n_kv_heads") or nh
+    models = [_state_dict(_torch_load(s), s) for s in shards]
+    sd = models[0] if len(models) == 1 else _concat_shards(models, shards)
+    del models
     emb = sd.get("tok_embeddings.weight")
-    V = p.get("vocab_size", -1)
-    if V is None or V <= 0:
+    if V is None:
         if emb is None:
             raise ExportError("missing tensor tok_embeddings.weight (needed for vocab_size -1)")
         V = int(emb.shape[0])
     w1 = sd.get("layers.0.feed_forward.w1.weight")
-    if w1 is not None:
-        h = int(w1.shape[0])
-    else:
-        h = _hidden_from_rule(d, p.get("multiple_of", 256), p.get("ffn_dim_multiplier"))
-    if d % nh:
-        raise ExportError(f"params.json: dim {d} is not a multiple of n_heads {nh}")
-    cfg = dict(dim=d, hidden_dim=h, n_layers=L, n_heads=nh, n_kv_heads=int(nkv), vocab_size=int(V),
-               seq_len=int(p.get("max_seq_len", 2048)), head_size=d // nh,
-               norm_eps=float(p.get("norm_eps", DEFAULT_EPS)),
-               rope_theta=float(p.get("rope_theta", DEFAULT_THETA)), shared_classifier=0)
+    h = int(w1.shape[0]) if w1 is not None else _hidden_dim(p, where, d)
+    cfg = dict(dim=d, hidden_dim=h, n_layers=L, n_heads=nh, n_kv_heads=nkv, vocab_size=V,
+               seq_len=S, head_size=d // nh, norm_eps=eps, rope_theta=theta, shared_classifier=0)
     return _state_source(f"Meta checkpoint {folder} ({len(shards)} shard(s))", cfg, sd, "params.json")
 
 
@@ -1047,11 +1250,17 @@ def random_source(a):
 # ----------------------------------------------------------------------------
 # tokenizers
 
+class BadProtobuf(ExportError):
+    """A malformed protobuf; read_sentencepiece_model() adds the file's path."""
+
+
 def _pb_varint(buf, i):
     shift = v = 0
     while True:
         if i >= len(buf):
-            raise ExportError("tokenizer.model: truncated protobuf")
+            raise BadProtobuf("truncated protobuf")
+        if shift >= 70:
+            raise BadProtobuf(f"a varint longer than 10 bytes at byte {i}")
         b = buf[i]
         i += 1
         v |= (b & 0x7F) << shift
@@ -1076,9 +1285,10 @@ def _pb_fields(buf):
         elif wt == 5:
             v, i = buf[i:i + 4], i + 4
         else:
-            raise ExportError(f"tokenizer.model: unsupported protobuf wire type {wt}")
+            raise BadProtobuf(f"unsupported protobuf wire type {wt} (field {fnum})")
         if i > len(buf):
-            raise ExportError("tokenizer.model: truncated protobuf")
+            raise BadProtobuf(f"truncated protobuf (field {fnum} needs {i} bytes, "
+                              f"{len(buf)} there)")
         yield fnum, wt, v
 
 
@@ -1090,6 +1300,13 @@ def read_sentencepiece_model(path):
     {3 model_type, 40 unk_id, 41 bos_id, 42 eos_id, 43 pad_id}."""
     with open(path, "rb") as fh:
         buf = fh.read()
+    try:
+        return _sentencepiece_fields(path, buf)
+    except BadProtobuf as e:
+        raise ExportError(f"{path}: {e}")
+
+
+def _sentencepiece_fields(path, buf):
     pieces, scores, types = [], [], []
     bos, eos, model_type = 1, 2, 1
     for fnum, wt, v in _pb_fields(buf):
@@ -1097,7 +1314,10 @@ def read_sentencepiece_model(path):
             piece, score, typ = "", 0.0, 1
             for f2, w2, v2 in _pb_fields(v):
                 if f2 == 1 and w2 == 2:
-                    piece = v2.decode("utf-8")
+                    try:
+                        piece = v2.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise BadProtobuf(f"piece {len(pieces)} is not valid UTF-8 ({v2[:20]!r})")
                 elif f2 == 2 and w2 == 5:
                     score = struct.unpack("<f", v2)[0]
                 elif f2 == 3 and w2 == 0:
@@ -1134,18 +1354,26 @@ def sentencepiece_vocab(path):
         try:
             sp = spm.SentencePieceProcessor(model_file=path)
         except Exception as e:
-            raise ExportError(f"{path}: sentencepiece cannot load it ({str(e).splitlines()[0]})")
+            raise ExportError(f"{path}: sentencepiece cannot load it ({first_line(e)})")
         n = sp.vocab_size()
-        return ([sp.id_to_piece(i) for i in range(n)], [sp.get_score(i) for i in range(n)],
-                sp.bos_id(), sp.eos_id())
+        try:
+            pieces = [sp.id_to_piece(i) for i in range(n)]
+        except UnicodeDecodeError as e:
+            raise ExportError(f"{path}: a piece is not valid UTF-8 ({first_line(e)})")
+        return pieces, [sp.get_score(i) for i in range(n)], sp.bos_id(), sp.eos_id()
     pieces, scores, _, bos, eos = read_sentencepiece_model(path)
     return pieces, scores, bos, eos
 
 
-def _token_content(x):
-    if isinstance(x, dict):
-        return x.get("content")
-    return x
+def _special_token(conf, key, where, p2id):
+    """The id of tokenizer_config.json's bos_token / eos_token (a string or an
+    {"content": string} object), None when absent or not in the vocabulary."""
+    x = conf.get(key)
+    c = x.get("content") if isinstance(x, dict) else x
+    if c is not None and not isinstance(c, str):
+        raise ExportError(f"{where}: field {key} = {x!r:.80} must be a string or "
+                          f"an object with a string content")
+    return p2id.get(c)
 
 
 def hf_tokenizer_vocab(path):
@@ -1157,7 +1385,7 @@ def hf_tokenizer_vocab(path):
     order. Pieces no merge produces get 0.0 if special/byte tokens (as sentencepiece
     has them) and -(1 + number of merges) otherwise (never a merge result)."""
     data = _json(path)
-    model = data.get("model") or {}
+    model = _cfg_type(data, "model", path, dict, "an object") or {}
     mtype = model.get("type", "BPE" if "merges" in model else None)
     if mtype != "BPE":
         raise ExportError(f"{path}: model.type {mtype!r} is not supported (only BPE of the "
@@ -1171,15 +1399,23 @@ def hf_tokenizer_vocab(path):
     vocab = model.get("vocab")
     merges = model.get("merges")
     if not isinstance(vocab, dict) or not isinstance(merges, list):
-        raise ExportError(f"{path}: model.vocab / model.merges missing")
+        raise ExportError(f"{path}: model.vocab (an object) / model.merges (a list) missing")
+    if not vocab:
+        raise ExportError(f"{path}: model.vocab is empty")
     id2piece = {}
     for piece, i in vocab.items():
+        if not _is_count(i):
+            raise ExportError(f"{path}: vocab entry {piece!r} has id {i!r}; ids must be "
+                              f"non-negative integers")
         if i in id2piece:
             raise ExportError(f"{path}: id {i} used by both {id2piece[i]!r} and {piece!r}")
         id2piece[i] = piece
     special = set()
-    for at in data.get("added_tokens") or []:
-        i, c = at.get("id"), at.get("content")
+    for at in _cfg_type(data, "added_tokens", path, list, "a list") or []:
+        i, c = (at.get("id"), at.get("content")) if isinstance(at, dict) else (None, None)
+        if not _is_count(i) or not isinstance(c, str):
+            raise ExportError(f"{path}: added token {at!r:.80} needs an integer id >= 0 "
+                              f"and a string content")
         if i in id2piece and id2piece[i] != c:
             raise ExportError(f"{path}: added token {c!r} reuses id {i} of {id2piece[i]!r}")
         id2piece[i] = c
@@ -1193,12 +1429,10 @@ def hf_tokenizer_vocab(path):
     p2id = {p: i for i, p in enumerate(pieces)}
     best = {}
     for rank, m in enumerate(merges):
-        if isinstance(m, str):
-            parts = m.split(" ")
-        else:
-            parts = list(m)
-        if len(parts) != 2:
-            raise ExportError(f"{path}: merge #{rank} {m!r} is not a pair")
+        parts = m.split(" ") if isinstance(m, str) else m
+        if not (isinstance(parts, list) and len(parts) == 2
+                and all(isinstance(x, str) for x in parts)):
+            raise ExportError(f"{path}: merge #{rank} {m!r:.80} is not a pair of strings")
         tid = p2id.get(parts[0] + parts[1])
         if tid is None:
             raise ExportError(f"{path}: merge #{rank} {m!r} makes {parts[0] + parts[1]!r}, "
@@ -1219,8 +1453,7 @@ def hf_tokenizer_vocab(path):
     tc = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer_config.json")
     if os.path.exists(tc):
         conf = _json(tc)
-        bos = p2id.get(_token_content(conf.get("bos_token")))
-        eos = p2id.get(_token_content(conf.get("eos_token")))
+        bos, eos = (_special_token(conf, k, tc, p2id) for k in ("bos_token", "eos_token"))
     if bos is None:
         bos = p2id.get("<s>")
     if eos is None:
@@ -1228,6 +1461,22 @@ def hf_tokenizer_vocab(path):
     if bos is None or eos is None:
         raise ExportError(f"{path}: cannot tell the BOS/EOS tokens (no <s>/</s>)")
     return pieces, scores, bos, eos
+
+
+def check_vocab(path, pieces, scores, bos, eos):
+    """What tokenizer.bin needs: some tokens, finite scores, BOS and EOS two of them."""
+    if not pieces:
+        raise ExportError(f"{path}: no tokens")
+    bad = next((i for i, s in enumerate(scores) if not math.isfinite(s)), None)
+    if bad is not None:
+        raise ExportError(f"{path}: token {bad} {pieces[bad]!r} has score {scores[bad]}; "
+                          f"scores must be finite")
+    for what, i in (("bos", bos), ("eos", eos)):
+        if not 0 <= i < len(pieces):
+            raise ExportError(f"{path}: {what} id {i} is not a token id "
+                              f"(0..{len(pieces) - 1})")
+    if bos == eos:
+        raise ExportError(f"{path}: bos and eos are the same token ({bos})")
 
 
 def tokenizer_bin_bytes(pieces, scores, bos, eos):
@@ -1256,6 +1505,8 @@ def convert_tokenizer(inp, outp):
             raise ExportError(f"{inp}: no tokenizer.model or tokenizer.json in it")
     if not os.path.exists(inp):
         raise ExportError(f"input {inp} does not exist")
+    if not os.path.isfile(inp):
+        raise ExportError(f"input {inp} is not a regular file")
     with open(inp, "rb") as fh:
         first = fh.read(64).lstrip()
     if first[:1] == b"{":
@@ -1264,6 +1515,7 @@ def convert_tokenizer(inp, outp):
     else:
         log(f"detected a sentencepiece model: {inp}")
         pieces, scores, bos, eos = sentencepiece_vocab(inp)
+    check_vocab(inp, pieces, scores, bos, eos)
     data = tokenizer_bin_bytes(pieces, scores, bos, eos)
     with atomic_output(outp) as f:
         f.write(data)
@@ -1450,7 +1702,7 @@ def main(argv=None):
     except Exception as e:  # an unexpected failure still gets one line (EXPORT_DEBUG=1: traceback)
         if os.environ.get("EXPORT_DEBUG"):
             raise
-        msg = str(e).splitlines()[0] if str(e) else ""
+        msg = first_line(e)
         sys.stderr.write(f"{PROG}: error: {type(e).__name__}: {msg}\n")
         return 1
     return 0

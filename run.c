@@ -584,37 +584,39 @@ static int read_line(const char *prompt, char *buf, size_t size) {
 /* Llama 2 chat: [INST] <<SYS>>...<</SYS>> user [/INST], answers until EOS. */
 static void chat(engine *e, const options *o, llm_sampler *smp) {
     int ctx = e->state.ctx_len, steps = o->steps == 0 || o->steps > ctx ? ctx : o->steps;
-    char user[4096], text[8192 + 64];
+    char line[4096];
     int pos = 0, first_turn = 1;
     const char *given = o->prompt && o->prompt[0] ? o->prompt : NULL;
     while (pos < steps) {
-        if (given) {
-            snprintf(user, sizeof user, "%s", given);
-            given = NULL;
-        } else if (!read_line("User: ", user, sizeof user)) {
-            break;
-        }
-        if (first_turn && o->system_prompt && o->system_prompt[0])
-            snprintf(text, sizeof text, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", o->system_prompt, user);
-        else
-            snprintf(text, sizeof text, "[INST] %s [/INST]", user);
+        const char *user = given ? given : line;
+        if (!given && !read_line("User: ", line, sizeof line)) break;
+        given = NULL;
+        const char *system = first_turn ? o->system_prompt : NULL;
         first_turn = 0;
+        size_t len = tok_render_chat(NULL, 0, TOK_CHAT_LLAMA2, system, user);
+        if (len == SIZE_MAX) die(1, "the chat turn is too long to render");
+        char *text = (char *)xmalloc(len + 1, "the chat turn");
+        tok_render_chat(text, len + 1, TOK_CHAT_LLAMA2, system, user);
         int n;
         int *ids = encode_text(e, text, 1, 0, &n);
+        free(text);
         if (pos + n >= steps) { free(ids); die(1, "the conversation (%d tokens) no longer fits the %d steps", pos + n, steps); }
         prefill(e, ids, n, pos);
         pos += n;
         int token = ids[n - 1];
         free(ids);
         fputs("Assistant: ", stdout);
+        /* each sampled token is forwarded at pos, the EOS that ends the reply
+         * too (as llama2.c does): the next turn then sees it in the cache */
         while (pos < steps) {
             int next = llm_sample(smp, e->state.logits);
-            if (next == e->tok.eos_id || next == e->tok.eot_id) break;
-            print_token(e, token, next);
+            int end = next == e->tok.eos_id || next == e->tok.eot_id;
+            if (!end) print_token(e, token, next);
             token = next;
             if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)
                 die(1, "%s", e->state.error);
             pos++;
+            if (end) break;
         }
         printf("\n");
     }
@@ -735,7 +737,7 @@ int main(int argc, char **argv) {
     smp.topp = o.topp;
     smp.topk = o.topk;
     smp.rng_state = (uint64_t)o.seed;
-    smp.candidates = (llm_prob_index *)xmalloc((size_t)smp.vocab_size * sizeof(llm_prob_index), "the sampler");
+    smp.candidates = (llm_prob_index *)xmalloc(LLM_SAMPLER_CANDIDATES(smp.vocab_size) * sizeof(llm_prob_index), "the sampler");
 
     if (!strcmp(o.mode, "generate")) generate(&e, &o, prompt, n_prompt, &smp);
     else if (!strcmp(o.mode, "chat")) chat(&e, &o, &smp);

@@ -647,3 +647,55 @@ const char *tok_status_text(int status)
     }
     return "unknown status";
 }
+
+/* ---- chat templates ---- */
+
+/* A template's fixed text around the turn: with a system prompt,
+ * system_open + system + system_to_user + user + user_close; without one,
+ * user_open + user + user_close. */
+typedef struct {
+    const char *system_open, *system_to_user, *user_open, *user_close;
+} tok_chat_format;
+
+static const tok_chat_format chat_formats[] = {
+    /* TOK_CHAT_LLAMA2 */ { "[INST] <<SYS>>\n", "\n<</SYS>>\n\n", "[INST] ", " [/INST]" },
+};
+
+/* Output of tok_render_chat: the bytes that fit (cap counts the NUL) and the full length. */
+typedef struct {
+    char *out;
+    size_t cap, len;
+} tok_sink;
+
+static void sink_put(tok_sink *s, const char *str)
+{
+    size_t n = strlen(str);
+    size_t room = s->len + 1 < s->cap ? s->cap - 1 - s->len : 0;
+    if (room) memcpy(s->out + s->len, str, n < room ? n : room);
+    s->len = n > SIZE_MAX - s->len ? SIZE_MAX : s->len + n;
+}
+
+size_t tok_render_chat(char *out, size_t cap, int chat_template, const char *system, const char *user)
+{
+    const tok_chat_format *f;
+    tok_sink s;
+    s.out = out;
+    s.cap = cap;
+    s.len = 0;
+    if (chat_template < 0 || (size_t)chat_template >= sizeof chat_formats / sizeof chat_formats[0]) {
+        if (cap) out[0] = '\0';
+        return 0;
+    }
+    f = &chat_formats[chat_template];
+    if (system && system[0]) {
+        sink_put(&s, f->system_open);
+        sink_put(&s, system);
+        sink_put(&s, f->system_to_user);
+    } else {
+        sink_put(&s, f->user_open);
+    }
+    sink_put(&s, user ? user : "");
+    sink_put(&s, f->user_close);
+    if (cap) out[s.len < cap ? s.len : cap - 1] = '\0';
+    return s.len;
+}

@@ -94,6 +94,20 @@ const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
 const char *tok_error(const tok_tokenizer *t);
 const char *tok_status_text(int status);
 
+/* Chat templates tok_render_chat knows. */
+enum tok_chat_template {
+    TOK_CHAT_LLAMA2 = 0   /* "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]", or
+                             "[INST] {user} [/INST]" without a system prompt (llama2.c's text) */
+};
+
+/* Render one user turn (and the system prompt; NULL or "" for none) in
+ * `template`, like snprintf: writes at most cap bytes including the
+ * terminating NUL (nothing when cap is 0, so out may then be NULL) and
+ * returns the length of the whole rendered text. The text was cut short
+ * iff the result >= cap. Returns 0 for an unknown template (every known
+ * one renders at least one byte). NULL user counts as "". */
+size_t tok_render_chat(char *out, size_t cap, int chat_template, const char *system, const char *user);
+
 #ifdef __cplusplus
 }
 #endif

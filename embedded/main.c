@@ -221,9 +221,9 @@ int main(void) {
     smp.topk = EMB_TOPK;
     smp.rng_state = (uint64_t)(EMB_SEED);
     smp.candidates = candidates;
-    if ((int)(sizeof candidates / sizeof candidates[0]) < c->vocab_size && smp.temperature != 0.0f &&
+    if (sizeof candidates / sizeof candidates[0] < LLM_SAMPLER_CANDIDATES(c->vocab_size) && smp.temperature != 0.0f &&
         ((smp.topp > 0.0f && smp.topp < 1.0f) || (smp.topk > 0 && smp.topk < c->vocab_size)))
-        fail(3, "sampler", "top-p/top-k needs a candidates buffer of the vocabulary: rebuild (plan.h)");
+        fail(3, "sampler", "top-p/top-k needs a candidates buffer of twice the vocabulary: rebuild (plan.h)");
 
     int steps = EMB_STEPS;
     if (steps == 0 || steps > ctx) {

@@ -14,6 +14,7 @@
 #define MODEL_IMPLEMENTATION
 #include "model.h"
 #include "tokenizer.h"
+#include "sampler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +108,7 @@ int main(int argc, char **argv) {
     printf("#define EMB_PLAN_MODEL_BYTES %zu\n", model_bytes);
     printf("#define EMB_PLAN_TOK_ARENA_BYTES %zu\n", tok_arena);
     printf("#define EMB_PLAN_SCRATCH_BYTES %zu\n", scratch_size ? scratch_size : 1);
-    printf("#define EMB_PLAN_CANDIDATES %d /* sampler scratch entries: the vocabulary when top-p/top-k is on */\n",
-           use_top ? c->vocab_size : 1);
+    printf("#define EMB_PLAN_CANDIDATES %zu /* sampler scratch entries: twice the vocabulary when top-p/top-k is on */\n",
+           use_top ? LLM_SAMPLER_CANDIDATES(c->vocab_size) : (size_t)1);
     return 0;
 }

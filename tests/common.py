@@ -5,6 +5,7 @@ Environment:
                (default ../shared/models beside the checkout)
   RUN          the ./run binary under test (default ./run; `make test-asan` sets ./run-asan)
 """
+import math
 import os
 import subprocess
 
@@ -34,3 +35,21 @@ def run(args, input=None, timeout=120, binary=None, env=None):
     p = subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=timeout, env=full_env)
     return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def rel_diff(got, ref):
+    """(max |got - ref| / max |ref|, index of the largest difference).
+
+    The sequences must have the same length (else AssertionError). A NaN or
+    infinity in either is an infinite difference at its index (Python's max()
+    would skip a NaN), so a check `rel <= tol` fails on it."""
+    assert len(got) == len(ref), f"{len(got)} values against {len(ref)} expected"
+    assert len(ref) > 0, "nothing to compare"
+    scale, worst, at = 0.0, 0.0, 0
+    for i, (g, r) in enumerate(zip(got, ref)):
+        if not (math.isfinite(g) and math.isfinite(r)):
+            return float("inf"), i
+        if abs(g - r) > worst:
+            worst, at = abs(g - r), i
+        scale = max(scale, abs(r))
+    return worst / (scale if scale > 0 else 1.0), at

@@ -153,22 +153,23 @@ def register_format(name, sniff, loader):
 
 
 def load_llmw(path, data):
-    """The engine's own format, read (and dequantized) by export.read_checkpoint;
-    its header's norm settings become forward()'s defaults."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import export
-    cfg, t = export.read_checkpoint(path)
-    if cfg["rope_layout"] != 0:
+    """The engine's own format, read (and dequantized) by the tests' own LLMW
+    reader (tests/llmw.py, independent of export.py); its header's norm
+    settings become forward()'s defaults."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import llmw
+    h, t = llmw.read(path)
+    if h["rope_layout"] != 0:
         raise ValueError(f"{path}: the reference rotates interleaved pairs only (rope_layout 0)")
-    w = _empty_weights({k: cfg[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
-                                            "vocab_size", "seq_len", "shared_classifier")})
-    w["config"].update(norm=("rms", "layer")[cfg["norm_type"]], norm_pos=("pre", "post")[cfg["norm_pos"]],
-                       final_norm=bool(cfg["final_norm"]), norm_eps=cfg["norm_eps"], rope_theta=cfg["rope_theta"])
+    w = _empty_weights({k: h[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                          "vocab_size", "seq_len", "shared_classifier")})
+    w["config"].update(norm=("rms", "layer")[h["norm_type"]], norm_pos=("pre", "post")[h["norm_pos"]],
+                       final_norm=bool(h["final_norm"]), norm_eps=h["norm_eps"], rope_theta=h["rope_theta"])
     f64 = lambda name: torch.from_numpy(np.asarray(t[name], dtype=np.float64)) if name in t else None
     w["tok_embeddings"] = f64("tok_embeddings")
-    w["classifier"] = w["tok_embeddings"] if cfg["shared_classifier"] else f64("classifier")
+    w["classifier"] = w["tok_embeddings"] if h["shared_classifier"] else f64("classifier")
     w["final_norm"], w["final_norm_bias"] = f64("final_norm"), f64("final_norm_bias")
-    for l in range(cfg["n_layers"]):
+    for l in range(h["n_layers"]):
         p = f"layers.{l}."
         w["layers"].append({
             "att_norm": f64(p + "attn_norm"), "att_norm_bias": f64(p + "attn_norm_bias"),

@@ -2,7 +2,7 @@
 
 Collects tests/test_*.py (or the files named on the command line), runs every
 function named test_*; a test that is a generator yields (name, callable) pairs,
-each a test of its own. Prints one line per test and ends with
+each a test of its own (a generator that yields none is a failure). Prints one line per test and ends with
 'N passed, N failed'. Exit status 1 if anything failed.
 
   python3 tests/run_tests.py [-k SUBSTRING] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
@@ -30,19 +30,28 @@ def load(path):
     return mod
 
 
+def failure(message):
+    """A test case that fails with message."""
+    def raiser():
+        raise AssertionError(message)
+    return raiser
+
+
 def cases(mod):
     for fname, fn in inspect.getmembers(mod, inspect.isfunction):
         if not fname.startswith("test_") or fn.__module__ != mod.__name__:
             continue
         if inspect.isgeneratorfunction(fn):
+            yielded = 0
             try:
                 for sub, call in fn():
+                    yielded += 1
                     yield f"{mod.__name__}::{fname}[{sub}]", call
             except Exception:  # the generator itself failed
-                err = traceback.format_exc()
-                def raiser(err=err):
-                    raise AssertionError("collection failed:\n" + err)
-                yield f"{mod.__name__}::{fname}[collect]", raiser
+                yield f"{mod.__name__}::{fname}[collect]", failure("collection failed:\n" + traceback.format_exc())
+            else:
+                if not yielded:  # a test that checks nothing must not count as nothing
+                    yield f"{mod.__name__}::{fname}[collect]", failure("the generator yielded no test cases")
         else:
             yield f"{mod.__name__}::{fname}", fn
 

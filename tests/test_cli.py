@@ -1,10 +1,13 @@
 """The command-line program: llama2.c's published outputs reproduced byte for
 byte, the same tokens from every build and thread count, and a clear one-line
 error with a non-zero exit for every kind of bad input."""
+import array
 import os
 import struct
+import subprocess
 
 import common
+import twin
 from common import model, run, scratch
 
 CKPT = model("stories260K.bin")
@@ -171,6 +174,53 @@ def test_chat_mode():
     rc, out2, err = run(BASE + ["-m", "chat", "-t", "0", "-n", "120", "-y", "You are kind.", "-i", "Hi there"], input=b"")
     assert rc == 0, err
     assert out2 == out[len(b"User: "):], f"-i as the first turn should equal typing it:\n{out!r}\n{out2!r}"
+
+
+def chat_checkpoint():
+    """A random llama2.c checkpoint (vocabulary of tok512.bin, unshared
+    classifier) whose replies end: every token embedding gets +5 in dimension
+    0, and the classifier's EOS row reads that dimension alone (weight 1), so
+    EOS is drawn with a probability of about 0.1 at every step."""
+    path = scratch("chat_eos.bin")
+    code = (f"import sys; sys.path.insert(0, {common.TESTS!r}); import reference; "
+            f"reference.write_random_legacy({path!r}, 48, 100, 2, 6, 2, 512, 256, 21, False)")
+    subprocess.run([os.environ.get("REF_PYTHON", "/usr/bin/python3"), "-c", code], check=True, timeout=300)
+    raw = open(path, "rb").read()
+    dim, vocab = 48, 512
+    w = array.array("f")
+    w.frombytes(raw[28:])
+    for t in range(vocab):
+        w[t * dim] += 5.0
+    eos_row = len(w) - vocab * dim + twin.EOS * dim
+    w[eos_row:eos_row + dim] = array.array("f", [1.0] + [0.0] * (dim - 1))
+    with open(path, "wb") as f:
+        f.write(raw[:28] + w.tobytes())
+    return path
+
+
+def test_chat_later_turns():
+    """Three turns with a model that says EOS: the text equals the twin's
+    (tests/twin.py), which draws from the engine's logits over the whole
+    conversation at positions 0, 1, 2, ...: so each later turn is prefilled
+    right after the previous reply and the EOS that ended it."""
+    ckpt = chat_checkpoint()
+    users = ["Hi there", "Tell me a story", "Thanks"]
+    texts = [f"[INST] <<SYS>>\nYou are kind.\n<</SYS>>\n\n{users[0]} [/INST]"] + [f"[INST] {u} [/INST]" for u in users[1:]]
+    turns = []
+    for text in texts:
+        rc, out, err = run(["-m", "tokenize", "-z", TOK, "-i", text])
+        assert rc == 0, err
+        turns.append([int(t) for t in out.split()])
+    steps, seed = 200, 6
+    sampler = twin.Sampler(512, 1.0, 0.9, 0, seed)
+    want, seq, ended = twin.chat(ckpt, twin.load_pieces(TOK), sampler, turns, steps)
+    assert ended == 3 and sampler.min_margin > 1e-6, (ended, sampler.min_margin)
+    replies = want.split(b"Assistant: ")[1:]
+    assert len(replies) == 3 and all(len(r) > 2 for r in replies[1:]), f"later replies too short to test: {want!r}"
+    rc, got, err = run([ckpt, "-z", TOK, "-m", "chat", "-t", "1", "-p", "0.9", "-s", seed, "-n", steps,
+                        "-y", "You are kind."], input=("\n".join(users) + "\n").encode())
+    assert rc == 0, err
+    assert got == want, f"chat differs from the twin's conversation:\n  run:  {got!r}\n  twin: {want!r}"
 
 
 # ---- bad input: one line on stderr starting with "error:", non-zero exit ----

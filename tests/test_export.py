@@ -4,8 +4,9 @@ kind, the tokenizer converter, and the error paths.
 Run with the Debian interpreter (numpy, torch, sentencepiece):
   /usr/bin/python3 tests/run_tests.py tests/test_export.py
 
-The LLMW layout is re-derived here from the format description, independently
-of export.py's own layout code, and the llama2.c formats are written here by
+The LLMW layout is re-derived from the format description (tests/llmw.py),
+independently of export.py's own layout code, and every value round trip
+reads the written file through that reader, and the llama2.c formats are written here by
 hand, so a shared misunderstanding does not pass unnoticed.
 """
 import importlib.util
@@ -20,14 +21,13 @@ import sys
 import numpy as np
 
 import common
+import llmw
 
 BUILD_INDEPENDENT = True  # export.py only: no C build involved
 EXPORT = os.path.join(common.ROOT, "export.py")
 _spec = importlib.util.spec_from_file_location("export", EXPORT)
 export = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(export)
-
-ALIGN = 64
 
 
 # ---------------------------------------------------------------- helpers
@@ -51,69 +51,9 @@ def export_ok(*args):
     return err
 
 
-HEADER = [("magic", "4s"), ("version", "I"), ("header_size", "I"), ("alignment", "I"),
-          ("dim", "i"), ("hidden_dim", "i"), ("n_layers", "i"), ("n_heads", "i"),
-          ("n_kv_heads", "i"), ("vocab_size", "i"), ("seq_len", "i"), ("head_size", "i"),
-          ("norm_type", "I"), ("norm_pos", "I"), ("final_norm", "I"), ("norm_eps", "f"),
-          ("rope_theta", "f"), ("rope_layout", "I"), ("shared_classifier", "I"),
-          ("weight_type", "I"), ("group_size", "I"), ("norm_bias", "I"), ("file_size", "Q")]
-
-
-def parse_llmw(path):
-    """Independent LLMW reader: (header, {name: (offset, end, array or (q, scale))}, bytes)."""
-    data = open(path, "rb").read()
-    h, off = {}, 0
-    for name, fmt in HEADER:
-        (h[name],) = struct.unpack_from("<" + fmt, data, off)
-        off += struct.calcsize(fmt)
-    assert off == 96, off
-    assert data[96:256] == b"\0" * 160, "reserved header bytes 96..255 must be zero"
-    d, hid, L = h["dim"], h["hidden_dim"], h["n_layers"]
-    hs, nh, nkv, V = h["head_size"], h["n_heads"], h["n_kv_heads"], h["vocab_size"]
-    names = [("tok_embeddings", (V, d), 1)]
-    for l in range(L):
-        p = f"layers.{l}."
-        names.append((p + "attn_norm", (d,), 0))
-        if h["norm_bias"]:
-            names.append((p + "attn_norm_bias", (d,), 0))
-        names += [(p + "wq", (nh * hs, d), 1), (p + "wk", (nkv * hs, d), 1),
-                  (p + "wv", (nkv * hs, d), 1), (p + "wo", (d, nh * hs), 1),
-                  (p + "ffn_norm", (d,), 0)]
-        if h["norm_bias"]:
-            names.append((p + "ffn_norm_bias", (d,), 0))
-        names += [(p + "w1", (hid, d), 1), (p + "w2", (d, hid), 1), (p + "w3", (hid, d), 1)]
-    names.append(("final_norm", (d,), 0))
-    if h["norm_bias"]:
-        names.append(("final_norm_bias", (d,), 0))
-    if not h["shared_classifier"]:
-        names.append(("classifier", (V, d), 1))
-    pos = 256
-    out = {}
-    wt, G = h["weight_type"], h["group_size"]
-    for name, shape, is_mat in names:
-        start = (pos + ALIGN - 1) // ALIGN * ALIGN
-        assert data[pos:start] == b"\0" * (start - pos), f"padding before {name} is not zero"
-        n = int(np.prod(shape))
-        if not is_mat or wt == 0:
-            arr = np.frombuffer(data, "<f4", n, start).reshape(shape)
-            end = start + 4 * n
-        elif wt == 1:
-            arr = np.frombuffer(data, "<f2", n, start).reshape(shape)
-            end = start + 2 * n
-        else:
-            assert wt == 2, wt
-            q = np.frombuffer(data, np.int8, n, start).reshape(shape)
-            s_start = (start + n + ALIGN - 1) // ALIGN * ALIGN
-            assert data[start + n:s_start] == b"\0" * (s_start - start - n), \
-                f"padding before the scales of {name} is not zero"
-            ng = -(-shape[1] // G)
-            s = np.frombuffer(data, "<f4", shape[0] * ng, s_start).reshape(shape[0], ng)
-            arr = (q, s)
-            end = s_start + 4 * shape[0] * ng
-        out[name] = (start, end, arr)
-        pos = end
-    assert pos == len(data), f"file has {len(data)} bytes, the tensors end at {pos}"
-    return h, out, data
+# LLMW files written by export.py are read back by the tests' own reader
+# (tests/llmw.py), never by export.py's layout code
+parse_llmw = llmw.parse
 
 
 def read_legacy(path):
@@ -184,11 +124,11 @@ def test_legacy_f32_roundtrip_exact():
     err = export_ok(stories(), out)
     assert "legacy" in err and "detected" in err, f"detection not reported on stderr: {err}"
     (dim, hid, L, nh, nkv, V, S, shared), ref = read_legacy(stories())
-    cfg, t = export.read_checkpoint(out)
+    cfg, t = llmw.read(out)
     assert sorted(t) == sorted(ref), f"names differ: {sorted(set(t) ^ set(ref))}"
     for k in ref:
         assert t[k].dtype == np.float32 and t[k].shape == ref[k].shape, k
-        assert np.array_equal(t[k], ref[k]), f"{k} differs after legacy -> f32 -> read_checkpoint"
+        assert np.array_equal(t[k], ref[k]), f"{k} differs after legacy -> f32 -> tests/llmw.py"
     # and read_checkpoint reads the legacy file itself the same way
     cfg2, t2 = export.read_checkpoint(stories())
     assert cfg2["format"] == "legacy" and cfg2["shared_classifier"] == 1
@@ -243,7 +183,10 @@ def test_header_and_alignment():
             assert last == len(data), f"{name}: file continues after the last tensor"
             # the reader in export.py agrees with this independent one
             cfg, t = export.read_checkpoint(out)
-            assert sorted(t) == sorted(tensors), f"{name}: read_checkpoint names differ"
+            _, mine = llmw.read(out)
+            assert sorted(t) == sorted(mine), f"{name}: read_checkpoint names differ"
+            for k in mine:
+                assert np.array_equal(t[k], mine[k]), f"{name}: read_checkpoint {k} differs from tests/llmw.py"
         yield name, check
 
 
@@ -253,7 +196,7 @@ def test_f16_within_tolerance():
     export_ok(stories(), out, "--dtype", "f16")
     _, ref = read_legacy(stories())
     h, raw, _ = parse_llmw(out)
-    _, t = export.read_checkpoint(out)
+    _, t = llmw.read(out)
     worst = 0.0
     for k, w in ref.items():
         if w.ndim == 1:
@@ -297,7 +240,7 @@ def test_q8_0_within_tolerance_and_tail_groups():
         out = os.path.join(d, f"s_q8_{G}.bin")
         export_ok(stories(), out, "--dtype", "q8_0", "--group-size", G)
         h, raw, _ = parse_llmw(out)
-        _, t = export.read_checkpoint(out)
+        _, t = llmw.read(out)
         assert h["group_size"] == G
         for k, w in ref.items():
             if w.ndim == 1:
@@ -388,7 +331,7 @@ def test_llama2c_versioned_files():
     out = os.path.join(d, "v1_llmw.bin")
     err = export_ok(v1, out)
     assert "version 1" in err, err
-    _, t = export.read_checkpoint(out)
+    _, t = llmw.read(out)
     for k in ref:
         assert np.array_equal(t[k], ref[k]), f"v1: {k} differs"
     # version 2: int8 + per-tensor scales (groups of 64 over the flattened tensor)
@@ -411,7 +354,7 @@ def test_llama2c_versioned_files():
     out = os.path.join(d, "v2_llmw.bin")
     err = export_ok(v2, out)
     assert "version 2" in err, err
-    _, t = export.read_checkpoint(out)
+    _, t = llmw.read(out)
     for k in order_norms:
         assert np.array_equal(t[k], ref[k]), f"v2: norm {k} differs"
     for k in order_mats:
@@ -547,7 +490,7 @@ def test_hf_roundtrip():
                             h["vocab_size"], h["seq_len"], h["head_size"]) == (64, 96, 2, 4, 2, 50, 128, 16)
                     assert h["norm_eps"] == f32(1e-6) and h["rope_theta"] == 50000.0, h
                     assert h["shared_classifier"] == int(tied) and h["rope_layout"] == 0
-                    cfg, t = export.read_checkpoint(out)
+                    cfg, t = llmw.read(out)
                     assert sorted(t) == sorted(known), sorted(set(t) ^ set(known))
                     for k, w in known.items():
                         # the stored values are exactly representable: no loss at all
@@ -646,7 +589,7 @@ def test_pt_checkpoint():
             assert h["norm_bias"] == int(bias) and h["norm_type"] == int(bias), h
             assert h["norm_eps"] == f32(1e-5)
             want = pt_canon(sd, tied)
-            _, t = export.read_checkpoint(out)
+            _, t = llmw.read(out)
             assert sorted(t) == sorted(want), sorted(set(t) ^ set(want))
             for k, w in want.items():
                 assert np.array_equal(t[k], w), f"{name}: {k} differs"
@@ -685,7 +628,7 @@ def test_meta_consolidated():
             h, _, _ = parse_llmw(out)
             assert h["vocab_size"] == 40 and h["rope_theta"] == 20000.0 and h["seq_len"] == 256, h
             want = pt_canon({k: v.float() for k, v in bf.items()}, shared=False)
-            _, t = export.read_checkpoint(out)
+            _, t = llmw.read(out)
             for k, w in want.items():
                 assert np.array_equal(t[k], w), f"{n_shards} shard(s): {k} differs"
         yield f"{n_shards}_shards", check
@@ -705,7 +648,7 @@ def test_random_checkpoints():
                     args = ["random", "--seed", "7", "--dtype", dt,
                             "--shared" if shared else "--unshared"] + (["--norm-bias"] if bias else [])
                     export_ok(*args, out)
-                    cfg, t = export.read_checkpoint(out)
+                    cfg, t = llmw.read(out)
                     assert cfg["shared_classifier"] == int(shared) and ("classifier" in t) != shared
                     assert cfg["norm_bias"] == int(bias)
                     for k, v in t.items():

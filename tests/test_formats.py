@@ -60,7 +60,8 @@ def logits(path, tokens=TOKENS, mode="prefill", extra=()):
 
 
 def rel(a, b):
-    return max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
+    """max |a - b| / max |b|: infinite on a NaN or inf, AssertionError if the lengths differ."""
+    return common.rel_diff(a, b)[0]
 
 
 def greedy(path, n=200):

@@ -22,9 +22,14 @@ static void check(int cond, const char *name, const char *fmt, double a, double 
     printf(fmt, a, b);
     printf("\n");
 }
+/* The larger of two differences, NaN as soon as either is NaN (fmax drops a
+ * NaN and keeps the other argument, so a kernel returning NaN would look
+ * perfect). Every check on such a difference is written so that NaN fails:
+ * !(worst <= tol) style, i.e. `worst <= tol` or `worst == 0.0` as the condition. */
+static double worse(double worst, double diff) { return diff > worst || diff != diff ? diff : worst; }
+
 /* tolerances, named */
 #define TOL_F32 1e-5        /* relative, float32 kernels vs double formula   */
-#define TOL_BATCH 1e-5      /* relative, batched vs one-by-one logits        */
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -45,17 +50,29 @@ static int load(llm_model *m, const void *bytes, size_t n) {
     return st;
 }
 
+/* A section that cannot run is a failure, never a silent skip. */
+static void fail_setup(const char *what, const char *detail) {
+    n_fail++;
+    printf("FAIL setup_%s: %s\n", what, detail);
+}
+
+/* Aligned scratch of n bytes, or NULL after a FAIL naming what it was for. */
+static void *alloc_or_fail(size_t n, const char *what) {
+    void *p = NULL;
+    if (posix_memalign(&p, LLM_ALIGN, n ? n : 1) != 0) { fail_setup(what, "out of memory"); return NULL; }
+    return p;
+}
+
+/* The whole file, 64-aligned, or NULL after a FAIL. */
 static void *read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
-    if (!f) { printf("FAIL open %s\n", path); n_fail++; return NULL; }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = NULL;
-    if (posix_memalign(&p, LLM_ALIGN, (size_t)size) != 0) return NULL;
-    if (fread(p, 1, (size_t)size, f) != (size_t)size) { fclose(f); free(p); return NULL; }
+    if (!f) { fail_setup("read_model", path); return NULL; }
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    void *p = size > 0 && fseek(f, 0, SEEK_SET) == 0 ? alloc_or_fail((size_t)size, "read_model") : NULL;
+    if (p && fread(p, 1, (size_t)size, f) != (size_t)size) { fail_setup("read_model", "short read"); free(p); p = NULL; }
+    if (!p && size <= 0) fail_setup("read_model", "empty or unreadable file");
     fclose(f);
-    *n = (size_t)size;
+    *n = p ? (size_t)size : 0;
     return p;
 }
 
@@ -65,11 +82,11 @@ static void test_rmsnorm_lesson(void) {
     float eps = 1e-5f;
     double r = sqrt(30.0 + eps), worst = 0;
     llm_rmsnorm(y, x, g, 4, eps);
-    for (int i = 0; i < 4; i++) worst = fmax(worst, fabs(y[i] - x[i] / r) / (x[i] / r));
+    for (int i = 0; i < 4; i++) worst = worse(worst, fabs(y[i] - x[i] / r) / (x[i] / r));
     check(worst < TOL_F32, "rmsnorm_lesson_example_x_over_sqrt30", "max rel diff %g (tol %g)", worst, TOL_F32);
     llm_rmsnorm(y, x, g2, 4, eps);
     worst = 0;
-    for (int i = 0; i < 4; i++) worst = fmax(worst, fabs(y[i] - g2[i] * x[i] / r) / fabs(x[i] / r));
+    for (int i = 0; i < 4; i++) worst = worse(worst, fabs(y[i] - g2[i] * x[i] / r) / fabs(x[i] / r));
     check(worst < TOL_F32, "rmsnorm_lesson_example_times_g", "max rel diff %g (tol %g)", worst, TOL_F32);
 }
 
@@ -88,25 +105,29 @@ static void test_norms_random(void) {
         llm_rmsnorm(y, x, g, n, (float)eps);
         for (int i = 0; i < n; i++) {
             double want = g[i] * x[i] / sqrt(ss / n + eps);
-            worst_r = fmax(worst_r, fabs(y[i] - want));
+            worst_r = worse(worst_r, fabs(y[i] - want));
         }
         llm_layernorm(y, x, g, b, n, (float)eps);
         for (int i = 0; i < n; i++) {
             double want = g[i] * (x[i] - mean) / sqrt(var + eps) + b[i];
-            worst_l = fmax(worst_l, fabs(y[i] - want));
+            worst_l = worse(worst_l, fabs(y[i] - want));
         }
         char name[64];
         snprintf(name, sizeof name, "rmsnorm_formula_n%d", n);
-        check(worst_r < 1e-5, name, "max abs diff %g (tol %g)", worst_r, 1e-5);
-        snprintf(name, sizeof name, "layernorm_formula_n%d", n);
-        check(worst_l < 1e-5 || n == 1, name, "max abs diff %g (tol %g)", worst_l, 1e-5);
+        check(worst_r <= 1e-5, name, "max abs diff %g (tol %g)", worst_r, 1e-5);
+        if (n == 1) { /* x - mean is exactly 0, so the output is exactly b */
+            check(y[0] == b[0], "layernorm_n1_is_exactly_b", "y %g (want b = %g)", y[0], b[0]);
+        } else {
+            snprintf(name, sizeof name, "layernorm_formula_n%d", n);
+            check(worst_l <= 1e-5, name, "max abs diff %g (tol %g)", worst_l, 1e-5);
+        }
         free(x); free(g); free(b); free(y);
     }
     /* LayerNorm without bias: b = NULL means 0; a constant vector normalises to b */
     float x[5] = { 3, 3, 3, 3, 3 }, g[5] = { 1, 2, 3, 4, 5 }, y[5];
     llm_layernorm(y, x, g, NULL, 5, 1e-5f);
     double worst = 0;
-    for (int i = 0; i < 5; i++) worst = fmax(worst, fabs(y[i]));
+    for (int i = 0; i < 5; i++) worst = worse(worst, fabs(y[i]));
     check(worst == 0.0, "layernorm_constant_input_is_zero", "max |y| %g (want %g)", worst, 0.0);
 }
 
@@ -116,7 +137,7 @@ static void test_softmax(void) {
     for (int i = 0; i < 7; i++) sum += exp(x[i] - 100.0);
     for (int i = 0; i < 7; i++) want[i] = exp(x[i] - 100.0) / sum;
     llm_softmax(x, 7);
-    for (int i = 0; i < 7; i++) worst = fmax(worst, fabs(x[i] - want[i]));
+    for (int i = 0; i < 7; i++) worst = worse(worst, fabs(x[i] - want[i]));
     check(worst < 1e-6, "softmax_formula_large_logits", "max abs diff %g (tol %g)", worst, 1e-6);
 }
 
@@ -134,7 +155,7 @@ static void test_expf(void) {
         if (memcmp(&s1, &ys[i], 4) != 0) mismatch++;
         double want = exp((double)xs[i]);
         double ulp = ldexp(1.0, ilogb(want) - 23);
-        worst_ulp = fmax(worst_ulp, fabs(s1 - want) / ulp);
+        worst_ulp = worse(worst_ulp, fabs(s1 - want) / ulp);
     }
     check(worst_ulp <= 2.0, "expf_within_2_ulp_on_-87_88", "worst %g ulp (tol %g)", worst_ulp, 2.0);
     printf("   expf: worst %.2f ulp\n", worst_ulp);
@@ -282,7 +303,7 @@ static void test_matvec(void) {
                 } else {
                     for (int c = 0; c < cols; c++) want += (double)t.ref[(size_t)r * cols + c] * x[c];
                 }
-                worst = fmax(worst, fabs(y[r] - want));
+                worst = worse(worst, fabs(y[r] - want));
                 mag = fmax(mag, fabs(want));
             }
             char name[96];
@@ -328,13 +349,13 @@ static void test_matmul_fast(void) {
                         for (int r = 0; r < rows; r++) {
                             double mag = 0;
                             for (int c = 0; c < cols; c++) mag += fabs(t.ref[(size_t)r * cols + c] * xt[c]);
-                            batch_vs_one = fmax(batch_vs_one, fabs(y[(size_t)tt * rows + r] - y1[r]));
+                            batch_vs_one = worse(batch_vs_one, fabs(y[(size_t)tt * rows + r] - y1[r]));
                             if (types[ti] == LLM_TYPE_Q8_0) { /* every platform's q8_0 order, bit for bit */
                                 float lanes = llm__dot_q8_lanes((const int8_t *)t.data + (size_t)r * cols, t.scale + (size_t)r * ng,
                                                                 xq, xs, cols, G);
-                                fast_vs_lanes = fmax(fast_vs_lanes, fabs(y1[r] - lanes));
+                                fast_vs_lanes = worse(fast_vs_lanes, fabs(y1[r] - lanes));
                             }
-                            fast_vs_scalar = fmax(fast_vs_scalar, fabs(y1[r] - ys[r]) / (mag > 0 ? mag : 1));
+                            fast_vs_scalar = worse(fast_vs_scalar, fabs(y1[r] - ys[r]) / (mag > 0 ? mag : 1));
                         }
                     }
                     char name[112];
@@ -408,8 +429,8 @@ static void test_attention_fast(void) {
                             double o = 0;
                             for (int j = 0; j <= last; j++) o += p[j] / sum * vd[((size_t)j * n_kv + kvh) * hs + i];
                             size_t at = (size_t)g * hs + i;
-                            vs_one = fmax(vs_one, fabs((double)fast[at] - one[at]));
-                            vs_formula = fmax(vs_formula, fabs(o - one[at]));
+                            vs_one = worse(vs_one, fabs((double)fast[at] - one[at]));
+                            vs_formula = worse(vs_formula, fabs(o - one[at]));
                         }
                     }
                     char name[112];
@@ -426,26 +447,33 @@ static void test_attention_fast(void) {
     }
 }
 
+/* max |a - b| / max |b|; NaN when either run is missing (NULL) or any value
+ * is NaN, so that !(d <= tol) fails. */
 static double max_rel_diff(const float *a, const float *b, size_t n) {
+    if (!a || !b) return NAN;
     double worst = 0, mag = 0;
-    for (size_t i = 0; i < n; i++) { worst = fmax(worst, fabs(a[i] - b[i])); mag = fmax(mag, fabs(b[i])); }
+    for (size_t i = 0; i < n; i++) { worst = worse(worst, fabs(a[i] - b[i])); mag = fmax(mag, fabs(b[i])); }
     return worst / (mag > 0 ? mag : 1);
 }
 
 static float *run_tokens_on(const llm_model *m, const int *tokens, int T, int batch, int threads, int kv, long min_work) {
     llm_state_options so = { m->cfg.seq_len, batch, 1, kv };
     size_t need = llm_state_size(&m->cfg, &so);
-    void *arena = NULL;
-    if (posix_memalign(&arena, LLM_ALIGN, need) != 0) return NULL;
+    void *arena = alloc_or_fail(need, "run_tokens_state");
+    if (!arena) return NULL;
     llm_state s;
-    if (llm_state_init(&s, m, &so, arena, need) != LLM_OK) { free(arena); return NULL; }
+    if (llm_state_init(&s, m, &so, arena, need) != LLM_OK) { fail_setup("run_tokens_state", s.error); free(arena); return NULL; }
     s.n_threads = threads;
     if (min_work >= 0) s.parallel_min_work = min_work;
     int V = m->cfg.vocab_size;
     float *out = malloc((size_t)T * V * 4);
     for (int done = 0; done < T; done += batch) {
         int chunk = T - done < batch ? T - done : batch;
-        if (llm_forward(m, &s, tokens + done, chunk, done, LLM_LOGITS_ALL) != LLM_OK) { free(out); free(arena); return NULL; }
+        if (llm_forward(m, &s, tokens + done, chunk, done, LLM_LOGITS_ALL) != LLM_OK) {
+            fail_setup("run_tokens_forward", s.error);
+            free(out); free(arena);
+            return NULL;
+        }
         memcpy(out + (size_t)done * V, s.logits, (size_t)chunk * V * 4);
     }
     free(arena);
@@ -470,8 +498,7 @@ static void test_threads_bit_for_bit(const llm_model *m) {
         float *one = run_tokens_on(m, tokens, 40, 1, 1, kv, -1);
         for (int b = 0; b < 3; b++) {
             float *split = run_tokens_on(m, tokens, 40, batches[b], 2, kv, 0);
-            double d = one && split ? 0.0 : 1e30;
-            for (size_t i = 0; one && split && i < (size_t)40 * m->cfg.vocab_size; i++) d = fmax(d, fabs(split[i] - one[i]));
+            double d = max_rel_diff(split, one, (size_t)40 * m->cfg.vocab_size);
             char name[96];
             snprintf(name, sizeof name, "stories260K_kv_%s_batch%d_all_steps_on_2_threads_eq_1_thread", llm_kv_type_name(kv), batches[b]);
             check(d == 0.0, name, "max abs diff %g (want %g: bit for bit)", d, 0.0);
@@ -489,11 +516,10 @@ static void test_prefill_equals_decode(const llm_model *m) {
         for (int threads = 1; threads <= 2; threads++) {
             int T = Ts[k];
             float *one = run_tokens(m, tokens, T, 1, 1), *batch = run_tokens(m, tokens, T, T, threads);
-            double d = one && batch ? max_rel_diff(batch, one, (size_t)T * m->cfg.vocab_size) : 1e30;
+            double d = max_rel_diff(batch, one, (size_t)T * m->cfg.vocab_size);
             char name[96];
             snprintf(name, sizeof name, "stories260K_prefill_T%d_threads%d_eq_decode", T, threads);
-            check(d <= TOL_BATCH, name, "max rel diff %g (tol %g)", d, TOL_BATCH);
-            printf("   max rel diff %.3g\n", d);
+            check(d == 0.0, name, "max rel diff %g (want %g: bit for bit)", d, 0.0);
             free(one); free(batch);
         }
     }
@@ -501,7 +527,10 @@ static void test_prefill_equals_decode(const llm_model *m) {
 
 /* compact KV caches: batched == one by one for each type, and close to f32 */
 #define TOL_KV_F16 2e-3     /* max |logit diff| / max |logit|, f16 cache  */
-#define TOL_KV_Q8 1e-1      /* the same for the int8 cache, per-head scales (seen 0.047) */
+/* the same for the int8 cache, per-head scales: measured 0.0468 on the opt,
+ * avx2 and portable builds alike, limit 17% above it; a quantizer that
+ * truncates instead of rounding gives 0.076 */
+#define TOL_KV_Q8 0.055
 static void test_kv_types(const llm_model *m) {
     int tokens[40];
     for (int i = 0; i < 40; i++) tokens[i] = i == 0 ? 1 : (i * 37 + 11) % m->cfg.vocab_size;
@@ -535,18 +564,21 @@ static void test_two_models(const void *bytes, size_t n) {
     float *solo_a = run_tokens(&a, tokens, 5, 1, 1), *solo_b = run_tokens(&b, tokens, 5, 1, 1);
     llm_state_options so = { 64, 1, 0, LLM_KV_F32 };
     size_t need_a = llm_state_size(&a.cfg, &so), need_b = llm_state_size(&b.cfg, &so);
-    void *arena_a = NULL, *arena_b = NULL;
-    if (posix_memalign(&arena_a, LLM_ALIGN, need_a) || posix_memalign(&arena_b, LLM_ALIGN, need_b)) return;
+    void *arena_a = alloc_or_fail(need_a, "two_models"), *arena_b = alloc_or_fail(need_b, "two_models");
     llm_state sa, sb;
-    llm_state_init(&sa, &a, &so, arena_a, need_a);
-    llm_state_init(&sb, &b, &so, arena_b, need_b);
+    if (!arena_a || !arena_b || llm_state_init(&sa, &a, &so, arena_a, need_a) != LLM_OK ||
+        llm_state_init(&sb, &b, &so, arena_b, need_b) != LLM_OK || !solo_a || !solo_b) {
+        fail_setup("two_models", "state");
+        free(solo_a); free(solo_b); free(arena_a); free(arena_b);
+        return;
+    }
     double worst = 0;
     int V = a.cfg.vocab_size;
     for (int t = 0; t < 5; t++) {
         llm_forward(&a, &sa, tokens + t, 1, t, LLM_LOGITS_LAST);
         llm_forward(&b, &sb, tokens + t, 1, t, LLM_LOGITS_LAST);
-        worst = fmax(worst, max_rel_diff(sa.logits, solo_a + (size_t)t * V, V));
-        worst = fmax(worst, max_rel_diff(sb.logits, solo_b + (size_t)t * V, V));
+        worst = worse(worst, max_rel_diff(sa.logits, solo_a + (size_t)t * V, V));
+        worst = worse(worst, max_rel_diff(sb.logits, solo_b + (size_t)t * V, V));
     }
     double differ = max_rel_diff(solo_a, solo_b, (size_t)5 * V);
     check(worst == 0.0 && differ > 1e-3, "two_models_interleaved_independent", "diff from solo %g, a vs b %g", worst, differ);
@@ -555,8 +587,8 @@ static void test_two_models(const void *bytes, size_t n) {
 
 /* ---- loader: hostile headers ---- */
 static void test_bad_headers(const void *good, size_t n) {
-    unsigned char *b = NULL;
-    if (posix_memalign((void **)&b, LLM_ALIGN, n + 64)) return;
+    unsigned char *b = alloc_or_fail(n + 64, "bad_headers");
+    if (!b) return;
     struct { int field; int32_t value; int want; const char *name; } cases[] = {
         { 0, 0, LLM_ERR_CONFIG, "header_dim_zero" },
         { 0, -64, LLM_ERR_CONFIG, "header_dim_negative" },
@@ -597,8 +629,8 @@ static void test_bad_headers(const void *good, size_t n) {
 static void test_state_errors(const llm_model *m) {
     llm_state_options so = { 16, 4, 0, LLM_KV_F32 };
     size_t need = llm_state_size(&m->cfg, &so);
-    void *arena = NULL;
-    if (posix_memalign(&arena, LLM_ALIGN, need)) return;
+    void *arena = alloc_or_fail(need, "state_errors");
+    if (!arena) return;
     llm_state s;
     int st = llm_state_init(&s, m, &so, arena, need - 1);
     check(st == LLM_ERR_ARENA, "arena_one_byte_short", "status %g (want %g)", st, LLM_ERR_ARENA);
