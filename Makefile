@@ -33,7 +33,7 @@ CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
 SRC = run.c tokenizer.c
-HDR = model.h tokenizer.h sampler.h
+HDR = model.h $(wildcard engine/*.h) tokenizer.h sampler.h
 LIBS = -lm
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table check

@@ -347,6 +347,7 @@ typedef struct engine {
     llm_state state;
     void *arena;
     size_t arena_size;
+    void *model_arena;        /* the model's layer table and RoPE frequencies */
     tok_tokenizer tok;
     void *tok_arena;
     size_t tok_arena_size;
@@ -393,7 +394,7 @@ static void print_config(const engine *e, const options *o, FILE *out) {
     fprintf(out,
             "model: dim %d, hidden %d, layers %d, heads %d (kv %d, head size %d), vocab %d, seq_len %d, %s weights%s%s\n",
             c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
-            c->seq_len, llm_dtype_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
+            c->seq_len, llm_type_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
     fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
             llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
@@ -437,7 +438,9 @@ static void load_checkpoint(engine *e, const options *o) {
     /* the header is validated before any weight is read: a bad file costs
      * one page, not its size */
     e->ckpt_file = map_file(o->checkpoint, "checkpoint", 0);
-    if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
+    size_t model_need = llm_model_size(e->ckpt_file.data, e->ckpt_file.size);
+    if (model_need) e->model_arena = xmalloc(model_need, "the model's tensor table");
+    if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size, e->model_arena, model_need) != LLM_OK)
         die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     if (!o->info) {
         /* weights that will run are then mapped again, populated, so the
@@ -445,7 +448,7 @@ static void load_checkpoint(engine *e, const options *o) {
          * file may have changed in between) */
         unmap_file(&e->ckpt_file);
         e->ckpt_file = map_file(o->checkpoint, "checkpoint", 1);
-        if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size) != LLM_OK)
+        if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size, e->model_arena, model_need) != LLM_OK)
             die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     }
     apply_norm_options(&e->model, o);
@@ -555,7 +558,7 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
     for (;;) {
         int next = llm_sample(smp, e->state.logits);
         if (generated++ == 0) t_first = (t_decode0 = now_seconds()) - t0;
-        if (next == TOK_BOS) break;
+        if (next == e->tok.bos_id) break;
         print_token(e, token, next);
         token = next;
         if (++pos >= steps) break;
@@ -610,12 +613,13 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
          * too (as llama2.c does): the next turn then sees it in the cache */
         while (pos < steps) {
             int next = llm_sample(smp, e->state.logits);
-            if (next != TOK_EOS) print_token(e, token, next);
+            int end = next == e->tok.eos_id || next == e->tok.eot_id;
+            if (!end) print_token(e, token, next);
             token = next;
             if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)
                 die(1, "%s", e->state.error);
             pos++;
-            if (next == TOK_EOS) break;
+            if (end) break;
         }
         printf("\n");
     }
@@ -690,6 +694,7 @@ static void tokenize(engine *e, const options *o) {
 static void close_engine(engine *e) {
     free(e->arena);
     free(e->tok_arena);
+    free(e->model_arena);
     unmap_file(&e->ckpt_file);
     unmap_file(&e->tok_file);
 }

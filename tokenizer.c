@@ -26,8 +26,9 @@
 
 #include <limits.h>
 #include <stdint.h>
-#include <stdarg.h>
 #include <string.h>
+
+#include "engine/fmt.h"   /* llm__fmt: model.h's message formatter */
 
 /* Alignment of the 4-byte types carved out of the arena and the scratch. */
 struct tok_align_probe { char c; union { int i; unsigned u; float f; } x; };
@@ -50,58 +51,6 @@ typedef struct {      /* candidate merge of symbol `left` with its right neighbo
     int left;
     int id;           /* the merged piece */
 } tok_pair;
-
-/* A tiny snprintf for error messages: %s %d %ld %lu only (no stdio needed). */
-#if defined(__GNUC__)
-static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#endif
-static void errf(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    size_t n = 0;
-    if (!err || cap == 0) return;
-    va_start(ap, fmt);
-    while (*fmt && n + 1 < cap) {
-        char digits[24];
-        unsigned long u;
-        int neg = 0, k = 0;
-        if (*fmt != '%') {
-            err[n++] = *fmt++;
-            continue;
-        }
-        fmt++;
-        if (*fmt == 's') {
-            const char *s = va_arg(ap, const char *);
-            while (*s && n + 1 < cap) err[n++] = *s++;
-            fmt++;
-            continue;
-        }
-        if (*fmt == 'd') {
-            int v = va_arg(ap, int);
-            neg = v < 0;
-            u = neg ? (unsigned long)(-(v + 1)) + 1 : (unsigned long)v;
-        } else if (fmt[0] == 'l' && fmt[1] == 'd') {
-            long v = va_arg(ap, long);
-            neg = v < 0;
-            u = neg ? (unsigned long)(-(v + 1)) + 1 : (unsigned long)v;
-            fmt++;
-        } else if (fmt[0] == 'l' && fmt[1] == 'u') {
-            u = va_arg(ap, unsigned long);
-            fmt++;
-        } else {
-            break;   /* unsupported: stop here */
-        }
-        fmt++;
-        do {
-            digits[k++] = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
-        if (neg && n + 1 < cap) err[n++] = '-';
-        while (k > 0 && n + 1 < cap) err[n++] = digits[--k];
-    }
-    va_end(ap);
-    err[n] = '\0';
-}
 
 static uint32_t rd_u32(const unsigned char *p)
 {
@@ -130,25 +79,25 @@ static long parse_file(const unsigned char *b, size_t n, int vocab_size, char *e
     size_t off = 4;
 
     if (!b && n > 0) {
-        errf(err, cap, "no tokenizer data (null pointer)");
+        llm__fmt(err, cap, "no tokenizer data (null pointer)");
         return -1;
     }
     if (n == 0) {
-        errf(err, cap, "tokenizer file is empty");
+        llm__fmt(err, cap, "tokenizer file is empty");
         return -1;
     }
     if (n < 4) {
-        errf(err, cap, "tokenizer file too short: %lu bytes, the header alone is 4",
+        llm__fmt(err, cap, "tokenizer file too short: %lu bytes, the header alone is 4",
                  (unsigned long)n);
         return -1;
     }
     if (n > (size_t)UINT_MAX || n / 8 > (size_t)INT_MAX) {
-        errf(err, cap, "tokenizer file too large");
+        llm__fmt(err, cap, "tokenizer file too large");
         return -1;
     }
     max_len = rd_i32(b);
     if (max_len <= 0) {
-        errf(err, cap, "bad tokenizer header: max_token_length %ld (must be positive)", max_len);
+        llm__fmt(err, cap, "bad tokenizer header: max_token_length %ld (must be positive)", max_len);
         return -1;
     }
     while (off < n) {
@@ -171,34 +120,34 @@ static long parse_file(const unsigned char *b, size_t n, int vocab_size, char *e
                     extra++;
                 }
                 if (ok)
-                    errf(err, cap, "tokenizer has %ld entries, the model expects %d: "
+                    llm__fmt(err, cap, "tokenizer has %ld entries, the model expects %d: "
                          "wrong tokenizer file?", count + extra, vocab_size);
                 else
-                    errf(err, cap, "%lu bytes of trailing garbage after the %d entries "
+                    llm__fmt(err, cap, "%lu bytes of trailing garbage after the %d entries "
                          "the model expects (byte offset %lu)", (unsigned long)left, vocab_size,
                          (unsigned long)off);
             }
             return -1;
         }
         if (left < 8) {
-            errf(err, cap, "tokenizer truncated: entry %ld at byte offset %lu needs 8 "
+            llm__fmt(err, cap, "tokenizer truncated: entry %ld at byte offset %lu needs 8 "
                      "header bytes, %lu left", count, (unsigned long)off, (unsigned long)left);
             return -1;
         }
         score = rd_f32(b + off);
         len = rd_i32(b + off + 4);
         if (score != score) {
-            errf(err, cap, "bad tokenizer entry %ld at byte offset %lu: score is NaN",
+            llm__fmt(err, cap, "bad tokenizer entry %ld at byte offset %lu: score is NaN",
                      count, (unsigned long)off);
             return -1;
         }
         if (len < 0 || len > max_len) {
-            errf(err, cap, "bad tokenizer entry %ld at byte offset %lu: length %ld "
+            llm__fmt(err, cap, "bad tokenizer entry %ld at byte offset %lu: length %ld "
                      "outside 0..%ld (max_token_length)", count, (unsigned long)off, len, max_len);
             return -1;
         }
         if ((size_t)len > left - 8) {
-            errf(err, cap, "tokenizer truncated: entry %ld at byte offset %lu has length "
+            llm__fmt(err, cap, "tokenizer truncated: entry %ld at byte offset %lu has length "
                      "%ld, only %lu bytes left", count, (unsigned long)off, len,
                      (unsigned long)(left - 8));
             return -1;
@@ -207,12 +156,12 @@ static long parse_file(const unsigned char *b, size_t n, int vocab_size, char *e
         count++;
     }
     if (vocab_size > 0 && count != vocab_size) {
-        errf(err, cap, "tokenizer has %ld entries, the model expects %d: wrong tokenizer file?",
+        llm__fmt(err, cap, "tokenizer has %ld entries, the model expects %d: wrong tokenizer file?",
                  count, vocab_size);
         return -1;
     }
     if (count < 3) {
-        errf(err, cap, "tokenizer has %ld entries, needs at least 3 (<unk>, <s>, </s>)", count);
+        llm__fmt(err, cap, "tokenizer has %ld entries, needs at least 3 (<unk>, <s>, </s>)", count);
         return -1;
     }
     return count;
@@ -256,7 +205,7 @@ static int byte_of(const tok_tokenizer *t, int id)
 /* Pieces that lookup and merges may produce: not <unk>/<s>/</s>, not <0xNN>. */
 static int is_normal(const tok_tokenizer *t, int id)
 {
-    return id > TOK_EOS && byte_of(t, id) < 0;
+    return id > TOK_EOS && byte_of(t, id) < 0;   /* the file's control ids are 0..2 */
 }
 
 static int cmp_piece(const tok_tokenizer *t, int id, const unsigned char *s, int len)
@@ -313,9 +262,12 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     long count;
     int i;
 
-    if (!t) return -1;
+    if (!t) return TOK_ERR_ARG;
     t->vocab_size = 0;
     t->max_token_length = 0;
+    t->bos_id = TOK_BOS;
+    t->eos_id = TOK_EOS;
+    t->eot_id = -1;
     t->bytes = b;
     t->n_bytes = n_bytes;
     t->piece_offset = NULL;
@@ -331,14 +283,14 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     t->error[0] = '\0';
 
     count = parse_file(b, n_bytes, vocab_size, t->error, sizeof t->error);
-    if (count < 0) return -1;
+    if (count < 0) return TOK_ERR_FORMAT;
 
     pad = arena ? align_pad(arena) : 0;
     need = pad + (size_t)count * TOK_PER_ENTRY + TOK_ARENA_FIXED;
     if (!arena || arena_size < need) {
-        errf(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
+        llm__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
                  (unsigned long)(arena ? arena_size : 0), (unsigned long)need);
-        return -2;
+        return TOK_ERR_ARENA;
     }
     a = (unsigned char *)arena + pad;
     t->piece_offset = (unsigned int *)(void *)a;
@@ -537,17 +489,17 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
     size_t n;
     int count = 0;
 
-    if (!t) return -1;
+    if (!t) return TOK_ERR_ARG;
     if (t->vocab_size <= 0) {
-        errf(t->error, sizeof t->error, "tokenizer not initialized");
-        return -1;
+        llm__fmt(t->error, sizeof t->error, "tokenizer not initialized");
+        return TOK_ERR_ARG;
     }
     t->error[0] = '\0';
     if (!text) text = "";
     if (!tokens || max_tokens < 0) max_tokens = 0;
     n = strlen(text);
 
-    if (bos) emit(tokens, max_tokens, &count, TOK_BOS);
+    if (bos) emit(tokens, max_tokens, &count, t->bos_id);
     if (n > 0) {
         const unsigned char *s = (const unsigned char *)text;
         size_t pad, need, i, p;
@@ -557,15 +509,15 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
         int m, hn = 0, k, a, e;
 
         if (!text_len_ok(n)) {
-            errf(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
-            return -1;
+            llm__fmt(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
+            return TOK_ERR_SPACE;
         }
         pad = scratch ? align_pad(scratch) : 0;
         need = scratch_need(n, pad);
         if (!scratch || scratch_size < need) {
-            errf(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
+            llm__fmt(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
                      (unsigned long)(scratch ? scratch_size : 0), (unsigned long)need);
-            return -1;
+            return TOK_ERR_SPACE;
         }
         sym = (tok_symbol *)(void *)((unsigned char *)scratch + pad);
         heap = (tok_pair *)(void *)(sym + (n + 1));
@@ -646,11 +598,11 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
             }
         }
     }
-    if (eos) emit(tokens, max_tokens, &count, TOK_EOS);
+    if (eos) emit(tokens, max_tokens, &count, t->eos_id);
 
     if (count > max_tokens) {
-        errf(t->error, sizeof t->error, "too many tokens: the text needs %d, room for %d", count, max_tokens);
-        return -1;
+        llm__fmt(t->error, sizeof t->error, "too many tokens: the text needs %d, room for %d", count, max_tokens);
+        return TOK_ERR_SPACE;
     }
     return count;
 }
@@ -671,7 +623,7 @@ const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
     }
     p = t->bytes + t->piece_offset[token];
     l = (size_t)t->piece_len[token];
-    if (prev == TOK_BOS && l > 0 && p[0] == ' ') {
+    if (prev == t->bos_id && l > 0 && p[0] == ' ') {
         p++;
         l--;
     }
@@ -682,6 +634,18 @@ const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
 const char *tok_error(const tok_tokenizer *t)
 {
     return t ? t->error : "no tokenizer";
+}
+
+const char *tok_status_text(int status)
+{
+    switch (status) {
+    case TOK_OK: return "ok";
+    case TOK_ERR_FORMAT: return "bad tokenizer file";
+    case TOK_ERR_ARENA: return "tokenizer arena too small";
+    case TOK_ERR_ARG: return "bad argument";
+    case TOK_ERR_SPACE: return "text, scratch or output too large for its buffer";
+    }
+    return "unknown status";
 }
 
 /* ---- chat templates ---- */

@@ -3,7 +3,8 @@
  * Contract: the tokenizer reads the file's bytes in place (they may live in
  * flash); everything it needs besides them lives in a caller-provided arena
  * whose size tok_arena_size() tells in advance. No malloc, no I/O, no exit,
- * no globals. Errors return a negative status; tok_error() says why.
+ * no globals. Errors return a negative tok_status (tok_status_text() names
+ * it) and leave a message that tok_error() returns, as model.h does.
  *
  *   size_t need = tok_arena_size(bytes, n, 0);      (0: malformed, tok_init says why)
  *   tok_tokenizer t; if (tok_init(&t, bytes, n, 0, malloc(need), need)) puts(tok_error(&t));
@@ -23,11 +24,25 @@
 extern "C" {
 #endif
 
+typedef enum tok_status {
+    TOK_OK = 0,
+    TOK_ERR_FORMAT = -1,    /* not a tokenizer file, or not the model's vocabulary */
+    TOK_ERR_ARENA = -2,     /* arena too small                                  */
+    TOK_ERR_ARG = -3,       /* bad argument (no tokenizer, uninitialised)       */
+    TOK_ERR_SPACE = -4      /* text too long, scratch or output too small        */
+} tok_status;
+
+/* The control ids llama2.c's tokenizer.bin implies (the file stores none):
+ * <unk> 0, <s> 1, </s> 2. tok_init copies them into the tokenizer's bos_id and
+ * eos_id; callers read those, so a format that stores its own ids needs no
+ * change outside tokenizer.c. */
 enum { TOK_BOS = 1, TOK_EOS = 2 };
 
 typedef struct tok_tokenizer {
     int vocab_size;
     int max_token_length;
+    int bos_id, eos_id;           /* beginning / end of sequence                 */
+    int eot_id;                   /* end of turn, or -1 when the format has none */
     const unsigned char *bytes;   /* the tokenizer.bin image, read in place */
     size_t n_bytes;
     /* carved from the arena by tok_init */
@@ -77,6 +92,7 @@ size_t tok_max_tokens(size_t text_len);
 const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len);
 
 const char *tok_error(const tok_tokenizer *t);
+const char *tok_status_text(int status);
 
 /* Chat templates tok_render_chat knows. */
 enum tok_chat_template {

@@ -57,7 +57,7 @@ EMB_CONFIG = $(EMB_BOARD) | $(EMB_CKPT) | $(EMB_TOK) | ctx $(EMB_CTX) | kv $(EMB
 embedded-elf: $(EMB_DIR)/demo.elf
 
 # build/embedded/plan: the host program that sizes the arenas from the engine's own plan
-build/embedded/plan: embedded/plan.c model.h tokenizer.h tokenizer.c
+build/embedded/plan: embedded/plan.c model.h $(wildcard engine/*.h) tokenizer.h tokenizer.c
 	@mkdir -p $(@D)
 	$(EMB_HOSTCC) -std=c99 -O1 -Wall -Wextra -I. -o $@ embedded/plan.c tokenizer.c -lm
 
@@ -70,10 +70,10 @@ $(EMB_DIR)/plan.h: build/embedded/plan $(EMB_DIR)/config $(EMB_CKPT) $(EMB_TOK)
 	build/embedded/plan $(EMB_CKPT) $(EMB_TOK) $(EMB_CTX) $(EMB_KV) $(call EMB_SQ,$(EMB_PROMPT)) \
 	  $(EMB_TEMPERATURE) $(EMB_TOPP) $(EMB_TOPK) > $@.tmp && mv $@.tmp $@
 
-$(EMB_DIR)/main.o: embedded/main.c embedded/board.h model.h tokenizer.h sampler.h $(EMB_DIR)/plan.h $(EMB_DIR)/config
+$(EMB_DIR)/main.o: embedded/main.c embedded/board.h model.h $(wildcard engine/*.h) tokenizer.h sampler.h $(EMB_DIR)/plan.h $(EMB_DIR)/config
 	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) $(EMB_PARAMS) -I. -Iembedded -I$(EMB_DIR) -c -o $@ embedded/main.c
 
-$(EMB_DIR)/tokenizer.o: tokenizer.c tokenizer.h $(EMB_DIR)/config
+$(EMB_DIR)/tokenizer.o: tokenizer.c tokenizer.h engine/fmt.h $(EMB_DIR)/config
 	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) -I. -c -o $@ tokenizer.c
 
 $(EMB_DIR)/startup.o: embedded/startup.c embedded/board.h $(EMB_DIR)/config
@@ -94,15 +94,15 @@ EMB_A64_CC = aarch64-linux-gnu-gcc
 # (static without OpenMP; the OpenMP build is dynamic: qemu-aarch64 -L /usr/aarch64-linux-gnu)
 EMB_A64_FLAGS = -std=c99 -O2 -march=armv8.2-a+dotprod+fp16 -ffp-contract=off -Wall -Wextra
 embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp build/embedded/test_kernels-aarch64
-build/embedded/run-aarch64: run.c tokenizer.c model.h tokenizer.h sampler.h
+build/embedded/run-aarch64: run.c tokenizer.c model.h $(wildcard engine/*.h) tokenizer.h sampler.h
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -static -o $@ run.c tokenizer.c -lm
-build/embedded/run-aarch64-omp: run.c tokenizer.c model.h tokenizer.h sampler.h
+build/embedded/run-aarch64-omp: run.c tokenizer.c model.h $(wildcard engine/*.h) tokenizer.h sampler.h
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fopenmp -o $@ run.c tokenizer.c -lm
 # the kernel tests on NEON (GCC 12's aarch64 loop vectoriser crashes on the test
 # program's own loops: it is built without it; model.h's kernels are intrinsics)
-build/embedded/test_kernels-aarch64: tests/test_kernels.c model.h
+build/embedded/test_kernels-aarch64: tests/test_kernels.c model.h $(wildcard engine/*.h)
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
 

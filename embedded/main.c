@@ -53,6 +53,7 @@ extern const unsigned char emb_ckpt[], emb_ckpt_end[], emb_tok[], emb_tok_end[];
  * zeroed at reset (.noinit): llm_state_init and tok_init initialise it. */
 #define EMB_NOINIT(align) __attribute__((section(".noinit"), aligned(align)))
 static unsigned char state_arena[EMB_PLAN_STATE_BYTES] EMB_NOINIT(LLM_ALIGN);
+static unsigned char model_arena[EMB_PLAN_MODEL_BYTES] EMB_NOINIT(LLM_ALIGN);
 static unsigned char tok_arena[EMB_PLAN_TOK_ARENA_BYTES] EMB_NOINIT(8);
 static unsigned char encode_scratch[EMB_PLAN_SCRATCH_BYTES] EMB_NOINIT(8);
 static int prompt_ids[EMB_PLAN_PROMPT_MAX_TOKENS] EMB_NOINIT(8);
@@ -165,7 +166,7 @@ static void print_plan(const llm_state_options *so, size_t ckpt_bytes, size_t to
     llm_plan p = llm_state_plan(c, so);
     err_printf("model: dim %d, hidden %d, layers %d, heads %d (kv %d, head size %d), vocab %d, seq_len %d, %s weights%s%s\n",
                c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
-               c->seq_len, llm_dtype_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
+               c->seq_len, llm_type_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
                c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
     err_printf("memory plan (context %d, batch %d, %s KV cache):\n", so->ctx_len, so->max_batch, llm_kv_type_name(so->kv_type));
     err_printf("  weights      %12zu bytes  %M MiB  (read in place from the file)\n", ckpt_bytes, ckpt_bytes);
@@ -187,7 +188,7 @@ static void print_plan(const llm_state_options *so, size_t ckpt_bytes, size_t to
 
 int main(void) {
     size_t ckpt_bytes = (size_t)(emb_ckpt_end - emb_ckpt), tok_bytes = (size_t)(emb_tok_end - emb_tok);
-    if (llm_load(&model, emb_ckpt, ckpt_bytes) != LLM_OK) fail(1, "checkpoint", model.error);
+    if (llm_load(&model, emb_ckpt, ckpt_bytes, model_arena, sizeof model_arena) != LLM_OK) fail(1, "checkpoint", model.error);
     const llm_config *c = &model.cfg;
     size_t tok_need = tok_arena_size(emb_tok, tok_bytes, c->vocab_size);
     if (tok_need != 0 && tok_need != sizeof tok_arena)
@@ -245,7 +246,7 @@ int main(void) {
     for (;;) {
         int next = llm_sample(&smp, state.logits);
         generated++;
-        if (next == TOK_BOS) break;
+        if (next == tok.bos_id) break;
         print_token(token, next);
         token = next;
         if (++pos >= steps) break;

@@ -4,7 +4,7 @@
  * run.c's rules for the same options (context 0 = the model's seq_len; prefill
  * batch = the prompt's tokens, BOS included, at most 512 and the context) and
  * prints to stdout the sizes main.c reserves statically, all from the engine's
- * own functions: llm_state_size(), tok_arena_size(), tok_encode_scratch_size().
+ * own functions: llm_state_size(), llm_model_size(), tok_arena_size(), tok_encode_scratch_size().
  * The device checks at run time that its plan equals these numbers.
  *
  *   plan CKPT TOK CTX KV PROMPT TEMPERATURE TOPP TOPK > plan.h
@@ -61,7 +61,8 @@ int main(int argc, char **argv) {
     const void *ckpt = read_file(ckpt_path, &ckpt_size);
     const void *tokb = read_file(tok_path, &tok_size);
     llm_model m;
-    if (llm_load(&m, ckpt, ckpt_size) != LLM_OK) die(ckpt_path, m.error);
+    size_t model_bytes = llm_model_size(ckpt, ckpt_size);
+    if (llm_load(&m, ckpt, ckpt_size, malloc(model_bytes ? model_bytes : 1), model_bytes) != LLM_OK) die(ckpt_path, m.error);
     const llm_config *c = &m.cfg;
     if (ctx == 0) ctx = c->seq_len;
     if (ctx < 1 || ctx > c->seq_len) die("context out of range (1..seq_len)", argv[3]);
@@ -104,6 +105,7 @@ int main(int argc, char **argv) {
     printf("#define EMB_PLAN_PROMPT_TOKENS %d\n", n_prompt);
     printf("#define EMB_PLAN_PROMPT_MAX_TOKENS %d\n", max_tokens);
     printf("#define EMB_PLAN_STATE_BYTES %zu\n", state);
+    printf("#define EMB_PLAN_MODEL_BYTES %zu\n", model_bytes);
     printf("#define EMB_PLAN_TOK_ARENA_BYTES %zu\n", tok_arena);
     printf("#define EMB_PLAN_SCRATCH_BYTES %zu\n", scratch_size ? scratch_size : 1);
     printf("#define EMB_PLAN_CANDIDATES %zu /* sampler scratch ints: twice the vocabulary when top-p/top-k is on */\n",

@@ -70,7 +70,9 @@ int main(int argc, char **argv) {
     size_t n;
     void *bytes = read_file(ckpt, &n);
     llm_model m;
-    if (llm_load(&m, bytes, n) != LLM_OK) fail(ckpt, m.error);
+    size_t model_bytes = llm_model_size(bytes, n);
+    void *model_arena = malloc(model_bytes ? model_bytes : 1);
+    if (llm_load(&m, bytes, n, model_arena, model_bytes) != LLM_OK) fail(ckpt, m.error);
     if (norm >= 0) m.cfg.norm_type = norm;
     if (pos_ >= 0) { m.cfg.norm_pos = pos_; m.cfg.final_norm = pos_ == LLM_NORM_PRE; }
     if (fin >= 0) m.cfg.final_norm = fin;
@@ -97,6 +99,6 @@ int main(int argc, char **argv) {
     FILE *f = fopen(out, "wb");
     if (!f || fwrite(all, sizeof(float), (size_t)T * V, f) != (size_t)T * V) fail("cannot write", out);
     fclose(f);
-    free(all); free(arena); free(bytes); free(tokens);
+    free(all); free(arena); free(model_arena); free(bytes); free(tokens);
     return 0;
 }

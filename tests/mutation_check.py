@@ -33,7 +33,7 @@ VARIANT = "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=
 KERNELS = [("test_kernels.py", None)]
 MUTATIONS = [
     ("the scalar twin (llm_matvec) returns NaN",
-     "for (int r = 0; r < w->rows; r++) out[r] = llm__row_dot(w, r, x, xq, xs);",
+     "for (int r = 0; r < w->rows; r++) out[r] = tr->dot(w, r, x, xq, xs);",
      "for (int r = 0; r < w->rows; r++) out[r] = NAN;", KERNELS),
     ("the int8 KV quantizer truncates instead of rounding",
      "long q = lroundf(vh[i] * inv);",
@@ -45,8 +45,8 @@ MUTATIONS = [
      "prefill(e, ids, n, pos);",
      "prefill(e, ids, n, pos > 0 ? pos - 1 : 0);", [("test_cli.py", "chat")]),
     ("chat does not forward the EOS that ends a reply",
-     "if (next != TOK_EOS) print_token(e, token, next);",
-     "if (next == TOK_EOS) break;\n            print_token(e, token, next);", [("test_cli.py", "chat")]),
+     "if (!end) print_token(e, token, next);",
+     "if (end) break;\n            print_token(e, token, next);", [("test_cli.py", "chat")]),
     ("batched LayerNorm perturbed by 4 ulp in one value per later token (prefill != decode)",
      "llm_layernorm(out + (size_t)t * n, x + (size_t)t * n, g, b, n, c->norm_eps);",
      "{ llm_layernorm(out + (size_t)t * n, x + (size_t)t * n, g, b, n, c->norm_eps); "

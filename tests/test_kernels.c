@@ -38,6 +38,18 @@ static float frand(void) { /* uniform in [-1, 1) */
 }
 static void fill(float *x, int n, float scale) { for (int i = 0; i < n; i++) x[i] = frand() * scale; }
 
+/* llm_load with the model arena llm_model_size asks for, from a static
+ * pool that outlives every model of the run */
+static int load(llm_model *m, const void *bytes, size_t n) {
+    static unsigned char pool[1 << 20];
+    static size_t used;
+    size_t need = llm_model_size(bytes, n);
+    if (need > sizeof pool - used) need = 0;
+    int st = llm_load(m, bytes, n, need ? pool + used : NULL, need);
+    used += need;
+    return st;
+}
+
 /* A section that cannot run is a failure, never a silent skip. */
 static void fail_setup(const char *what, const char *detail) {
     n_fail++;
@@ -177,7 +189,7 @@ static void test_f16(void) {
 
 /* ---- matrices in each dtype, built from the same f32 values ---- */
 typedef struct test_matrix {
-    llm_matrix m;
+    llm_tensor m;
     float *ref;     /* (rows, cols) the values the dtype represents, as f32 */
     void *data;
     float *scale;
@@ -189,10 +201,10 @@ static test_matrix make_matrix(int type, int rows, int cols, int group) {
     t.ref = malloc(n * 4);
     fill(t.ref, (int)n, 1.0f);
     t.scale = NULL;
-    if (type == LLM_F32) {
+    if (type == LLM_TYPE_F32) {
         t.data = malloc(n * 4);
         memcpy(t.data, t.ref, n * 4);
-    } else if (type == LLM_F16) {
+    } else if (type == LLM_TYPE_F16) {
         uint16_t *h = malloc(n * 2);
         for (size_t i = 0; i < n; i++) { h[i] = llm_f32_to_f16(t.ref[i]); t.ref[i] = llm_f16_to_f32(h[i]); }
         t.data = h;
@@ -216,7 +228,7 @@ static test_matrix make_matrix(int type, int rows, int cols, int group) {
         }
         t.data = q;
     }
-    t.m = llm__matrix(t.data, t.scale, type, rows, cols, group);
+    t.m = llm__tensor(t.data, t.scale, type, rows, cols, group);
     return t;
 }
 static void free_matrix(test_matrix *t) { free(t->ref); free(t->data); free(t->scale); }
@@ -260,7 +272,7 @@ static void test_quantize_q8(void) {
 
 static void test_matvec(void) {
     int shapes[][2] = { { 1, 1 }, { 3, 5 }, { 17, 33 }, { 64, 172 }, { 172, 64 }, { 5, 1000 } };
-    int types[] = { LLM_F32, LLM_F16, LLM_Q8_0, LLM_Q8_0 };
+    int types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0 };
     int groups[] = { 0, 0, 32, 64 };
     for (int ti = 0; ti < 4; ti++) {
         for (int si = 0; si < 6; si++) {
@@ -273,7 +285,7 @@ static void test_matvec(void) {
             double worst = 0, mag = 0;
             for (int r = 0; r < rows; r++) {
                 double want = 0;
-                if (types[ti] == LLM_Q8_0) {
+                if (types[ti] == LLM_TYPE_Q8_0) {
                     /* sum over groups of (sum_j wq*xq) * ws * xs, with x quantised by the same rule */
                     int ng = (cols + G - 1) / G;
                     for (int gi = 0; gi < ng; gi++) {
@@ -295,8 +307,8 @@ static void test_matvec(void) {
                 mag = fmax(mag, fabs(want));
             }
             char name[96];
-            snprintf(name, sizeof name, "matvec_%s%s_%dx%d", llm_dtype_name(types[ti]),
-                     types[ti] == LLM_Q8_0 ? (G == 32 ? "_g32" : "_g64") : "", rows, cols);
+            snprintf(name, sizeof name, "matvec_%s%s_%dx%d", llm_type_name(types[ti]),
+                     types[ti] == LLM_TYPE_Q8_0 ? (G == 32 ? "_g32" : "_g64") : "", rows, cols);
             check(worst <= TOL_F32 * fmax(mag, 1.0) * sqrt((double)cols), name, "max abs diff %g (mag %g)", worst, mag);
             free(x); free(y); free(xs); free(xq); free_matrix(&t);
         }
@@ -308,7 +320,7 @@ static void test_matvec(void) {
  * bit: each dot product is computed the same way whatever the tile). */
 #define TOL_SIMD 1e-6       /* |fast - scalar| / sum_j |w_j x_j|: float reassociation */
 static void test_matmul_fast(void) {
-    int types[] = { LLM_F32, LLM_F16, LLM_Q8_0, LLM_Q8_0, LLM_Q8_0 };
+    int types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0 };
     int groups[] = { 32, 32, 32, 64, 48 };
     int cols_list[] = { 1, 3, 17, 64, 172, 200 };
     int Ts[] = { 1, 3, 7, 9 };
@@ -338,7 +350,7 @@ static void test_matmul_fast(void) {
                             double mag = 0;
                             for (int c = 0; c < cols; c++) mag += fabs(t.ref[(size_t)r * cols + c] * xt[c]);
                             batch_vs_one = worse(batch_vs_one, fabs(y[(size_t)tt * rows + r] - y1[r]));
-                            if (types[ti] == LLM_Q8_0) { /* every platform's q8_0 order, bit for bit */
+                            if (types[ti] == LLM_TYPE_Q8_0) { /* every platform's q8_0 order, bit for bit */
                                 float lanes = llm__dot_q8_lanes((const int8_t *)t.data + (size_t)r * cols, t.scale + (size_t)r * ng,
                                                                 xq, xs, cols, G);
                                 fast_vs_lanes = worse(fast_vs_lanes, fabs(y1[r] - lanes));
@@ -348,12 +360,12 @@ static void test_matmul_fast(void) {
                     }
                     char name[112];
                     snprintf(name, sizeof name, "matmul_%s_g%d_%dx%d_T%d_threads%d_batch_eq_single",
-                             llm_dtype_name(types[ti]), types[ti] == LLM_Q8_0 ? G : 0, rows, cols, T, threads);
+                             llm_type_name(types[ti]), types[ti] == LLM_TYPE_Q8_0 ? G : 0, rows, cols, T, threads);
                     check(batch_vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", batch_vs_one, 0.0);
                     snprintf(name, sizeof name, "matmul_%s_g%d_%dx%d_T%d_threads%d_fast_vs_scalar",
-                             llm_dtype_name(types[ti]), types[ti] == LLM_Q8_0 ? G : 0, rows, cols, T, threads);
+                             llm_type_name(types[ti]), types[ti] == LLM_TYPE_Q8_0 ? G : 0, rows, cols, T, threads);
                     check(fast_vs_scalar <= TOL_SIMD, name, "max rel diff %g (tol %g)", fast_vs_scalar, TOL_SIMD);
-                    if (types[ti] == LLM_Q8_0) {
+                    if (types[ti] == LLM_TYPE_Q8_0) {
                         snprintf(name, sizeof name, "matmul_q8_0_g%d_%dx%d_T%d_threads%d_eq_portable_lanes", G, rows, cols, T, threads);
                         check(fast_vs_lanes == 0.0, name, "max abs diff %g (want %g: bit for bit)", fast_vs_lanes, 0.0);
                     }
@@ -544,8 +556,8 @@ static void test_kv_types(const llm_model *m) {
 /* two models in one process, interleaved: each gives what it gives alone */
 static void test_two_models(const void *bytes, size_t n) {
     llm_model a, b;
-    llm_load(&a, bytes, n);
-    llm_load(&b, bytes, n);
+    load(&a, bytes, n);
+    load(&b, bytes, n);
     b.cfg.norm_type = LLM_NORM_LAYER;
     b.cfg.norm_pos = LLM_NORM_POST;
     int tokens[5] = { 1, 40, 77, 300, 12 };
@@ -593,23 +605,23 @@ static void test_bad_headers(const void *good, size_t n) {
         memcpy(b, good, n);
         memcpy(b + 4 * cases[i].field, &cases[i].value, 4);
         llm_model m;
-        int st = llm_load(&m, b, n);
+        int st = load(&m, b, n);
         check(st == cases[i].want && strlen(m.error) > 10, cases[i].name, "status %g (want %g)", st, cases[i].want);
         printf("   message: %s\n", m.error);
     }
     llm_model m;
-    int st = llm_load(&m, good, n - 4);
+    int st = load(&m, good, n - 4);
     check(st == LLM_ERR_SIZE, "truncated_by_4_bytes", "status %g (want %g)", st, LLM_ERR_SIZE);
-    st = llm_load(&m, good, 20);
+    st = load(&m, good, 20);
     check(st == LLM_ERR_SIZE, "shorter_than_header", "status %g (want %g)", st, LLM_ERR_SIZE);
     memcpy(b, good, n);
     memset(b + n, 0, 64);
-    st = llm_load(&m, b, n + 4);
+    st = load(&m, b, n + 4);
     check(st == LLM_ERR_SIZE, "trailing_bytes", "status %g (want %g)", st, LLM_ERR_SIZE);
     memcpy(b, "LLMW", 4);
     uint32_t v = 9;
     memcpy(b + 4, &v, 4);
-    st = llm_load(&m, b, n);
+    st = load(&m, b, n);
     check(st == LLM_ERR_VERSION, "llmw_newer_version_refused", "status %g (want %g)", st, LLM_ERR_VERSION);
     free(b);
 }
@@ -655,7 +667,7 @@ int main(int argc, char **argv) {
     void *bytes = read_all(path, &n);
     if (bytes) {
         llm_model m;
-        int st = llm_load(&m, bytes, n);
+        int st = load(&m, bytes, n);
         check(st == LLM_OK, "load_stories260K", "status %g (want %g)", st, LLM_OK);
         if (st == LLM_OK) {
             test_prefill_equals_decode(&m);

@@ -124,7 +124,7 @@ static void run_model(const llm_model *m, const uint8_t *data, size_t size)
     if (arena_s) {
         run_both_ways(m, &batched, &single, tokens, n);
         fuzz_note("loaded %s %s, dim %d, layers %d, vocab %d: %d tokens with the %s cache, %s %s-norm, batched == one by one",
-                  format_name(c->format), llm_dtype_name(c->weight_type), c->dim, c->n_layers, c->vocab_size, n,
+                  format_name(c->format), llm_type_name(c->weight_type), c->dim, c->n_layers, c->vocab_size, n,
                   llm_kv_type_name(kv_type), llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos));
     }
     free(arena_s);
@@ -187,11 +187,11 @@ static void put_matrix(llmw_writer *w, int rows, int cols)
     size_t n = (size_t)rows * cols;
     for (size_t i = 0; i < n; i++) {
         float v = next_value(w, 0.5f);
-        if (c->weight_type == LLM_F32) put_bytes(w, &v, 4);
-        else if (c->weight_type == LLM_F16) { uint16_t h = llm_f32_to_f16(v); put_bytes(w, &h, 2); }
+        if (c->weight_type == LLM_TYPE_F32) put_bytes(w, &v, 4);
+        else if (c->weight_type == LLM_TYPE_F16) { uint16_t h = llm_f32_to_f16(v); put_bytes(w, &h, 2); }
         else { int8_t q = (int8_t)(v * 254.0f); put_bytes(w, &q, 1); }
     }
-    if (c->weight_type == LLM_Q8_0) {
+    if (c->weight_type == LLM_TYPE_Q8_0) {
         size_t groups = (size_t)rows * ((cols + c->group_size - 1) / c->group_size);
         pad_to_alignment(w);
         for (size_t g = 0; g < groups; g++) {
@@ -264,7 +264,7 @@ static llm_config shape_config(const uint8_t *b)
     c.n_layers = 1 + b[5] % 2;
     c.seq_len = 1 + b[6] % 8;
     c.weight_type = b[7] % 3;
-    c.group_size = c.weight_type == LLM_Q8_0 ? 1 + b[8] % 64 : 0;
+    c.group_size = c.weight_type == LLM_TYPE_Q8_0 ? 1 + b[8] % 64 : 0;
     c.shared_classifier = b[9] & 1;
     c.norm_bias = (b[9] >> 1) & 1;
     c.norm_type = (b[9] >> 2) & 1;
@@ -289,11 +289,15 @@ static void run_shape(const uint8_t *data, size_t size)
     size_t file_size = w.at;
     if (posix_memalign((void **)&w.out, LLM_ALIGN, file_size)) fuzz_fail("out of memory for %zu bytes", file_size);
     write_llmw(&w, file_size);
-    if (llm_load(&m, w.out, file_size) != LLM_OK)
+    size_t model_bytes = llm_model_size(w.out, file_size);
+    void *model_arena = malloc(model_bytes ? model_bytes : 1);
+    if (!model_arena) fuzz_fail("out of memory for %zu bytes", model_bytes);
+    if (llm_load(&m, w.out, file_size, model_arena, model_bytes) != LLM_OK)
         fuzz_fail("the harness's LLMW file (dim %d, hidden %d, heads %d/%d, head size %d, vocab %d, %s, group %d) did not load: %s",
                   w.c.dim, w.c.hidden_dim, w.c.n_heads, w.c.n_kv_heads, w.c.head_size, w.c.vocab_size,
-                  llm_dtype_name(w.c.weight_type), w.c.group_size, m.error);
+                  llm_type_name(w.c.weight_type), w.c.group_size, m.error);
     run_model(&m, data, size);
+    free(model_arena);
     free(w.out);
 }
 
@@ -307,13 +311,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     bytes = aligned_copy(data, size);
     if (!bytes) fuzz_fail("out of memory for %zu bytes", size);
-    if (llm_load(&m, bytes, size) != LLM_OK) {
+    size_t model_bytes = llm_model_size(bytes, size);   /* 0: llm_load refuses the file and says why */
+    void *model_arena = model_bytes ? malloc(model_bytes) : NULL;
+    if (model_bytes && !model_arena) fuzz_fail("out of memory for %zu bytes", model_bytes);
+    if (llm_load(&m, bytes, size, model_arena, model_bytes) != LLM_OK) {
         if (!m.error[0]) fuzz_fail("llm_load refused the file without a message");
         fuzz_note("refused: %s", m.error);
     } else {
         override_norms(&m, data[size - 5]);   /* loaded: size >= 28 */
         run_model(&m, data, size);
     }
+    free(model_arena);
     free(bytes);
     return 0;
 }

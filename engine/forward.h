@@ -1,0 +1,398 @@
+/* engine/forward.h -- the transformer: batched norms and residuals, RoPE,
+ * the KV cache, attention, the SwiGLU FFN, and llm_forward, which reads
+ * like the block equations. */
+
+/* out (T,n) = norm(x (T,n)) token by token, with weight g and optional bias b */
+static void llm__norm_batch(float *out, const float *x, const float *g, const float *b, int T, int n,
+                            const llm_config *c, const llm_state *s) {
+    LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * n * 8 >= s->parallel_min_work,
+    for (int t = 0; t < T; t++) {
+        if (c->norm_type == LLM_NORM_LAYER)
+            llm_layernorm(out + (size_t)t * n, x + (size_t)t * n, g, b, n, c->norm_eps);
+        else
+            llm_rmsnorm(out + (size_t)t * n, x + (size_t)t * n, g, n, c->norm_eps);
+    });
+}
+
+/* x (T,n) += y (T,n) */
+static void llm__residual_add(float *x, const float *y, int T, int n, const llm_state *s) {
+    LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * n * 8 >= s->parallel_min_work,
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) x[(size_t)t * n + i] += y[(size_t)t * n + i];);
+}
+
+/* cos/sin of every frequency for T positions: rope (T, head_size) as (cos, sin) pairs.
+ * The angle in float as llama2.c computes it, pos * freq (the model's table,
+ * made at load); cosine and sine in double, then rounded: float libms differ
+ * between glibc and a microcontroller's newlib, double ones agree to the float bit. */
+static void llm__rope_table(float *rope, int pos, int T, const llm_model *m) {
+    int hs = m->cfg.head_size;
+    for (int i = 0; i < hs; i += 2) {
+        float freq = m->rope_freq[i / 2];
+        for (int t = 0; t < T; t++) {
+            float val = (float)(pos + t) * freq;
+            rope[(size_t)t * hs + i] = (float)cos((double)val);
+            rope[(size_t)t * hs + i + 1] = (float)sin((double)val);
+        }
+    }
+}
+
+/* GCC's vectorizer turns the rotation below into a fused complex multiply
+ * (vfmaddsub) even with contraction off, which rounds differently from the
+ * scalar code other targets run: keep it scalar so every build agrees. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LLM__NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
+#else
+#define LLM__NO_VECTORIZE
+#endif
+
+/* Rotate each head of v (n_heads*hs,) by the angles in rope (hs,). */
+LLM__NO_VECTORIZE static void llm__rope(float *v, int n_heads, const float *rope, const llm_config *c) {
+    int hs = c->head_size, half = hs / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *vh = v + (size_t)h * hs;
+        for (int i = 0; i < hs; i += 2) {
+            float fcr = rope[i], fci = rope[i + 1];
+            /* the pair (i, i+1) in llama2.c's layout, (i/2, i/2 + hs/2) in the half layout */
+            int a = c->rope_layout == LLM_ROPE_HALF ? i / 2 : i;
+            int b = c->rope_layout == LLM_ROPE_HALF ? i / 2 + half : i + 1;
+            float v0 = vh[a], v1 = vh[b];
+            vh[a] = v0 * fcr - v1 * fci;
+            vh[b] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+/* SwiGLU in place: g (n,) = silu(g) * u = g * 1/(1 + e^-g) * u */
+static void llm__swiglu(float *g, const float *u, int n) {
+    int i = 0;
+    float e[64];
+    for (; i < n; i += 64) {
+        int len = n - i < 64 ? n - i : 64;
+        for (int j = 0; j < len; j++) e[j] = -g[i + j];
+        llm__exp_shifted(e, len, 0.0f);
+        for (int j = 0; j < len; j++) g[i + j] = g[i + j] * (1.0f / (1.0f + e[j])) * u[i + j];
+    }
+}
+
+/* ---- the KV cache: rows of n_kv_heads*head_size in f32, f16, or int8 with
+ * one f16 scale per head (max |v| / 127) ---- */
+
+/* Store row v (kvd,) at position pos of one layer's cache. */
+static void llm__kv_store(void *cache, uint16_t *scales, int kv_type, size_t pos, const float *v, int n_heads, int hs) {
+    size_t kvd = (size_t)n_heads * hs;
+    if (kv_type == LLM_KV_F32) {
+        memcpy((float *)cache + pos * kvd, v, kvd * 4);
+    } else if (kv_type == LLM_KV_F16) {
+        uint16_t *dst = (uint16_t *)cache + pos * kvd;
+        for (size_t i = 0; i < kvd; i++) dst[i] = llm_f32_to_f16(v[i]);
+    } else {
+        int8_t *dst = (int8_t *)cache + pos * kvd;
+        for (int h = 0; h < n_heads; h++) {
+            const float *vh = v + (size_t)h * hs;
+            if (!llm__all_finite(vh, hs)) {   /* as llm__quantize_q8: NaN scale, zero values */
+                scales[pos * (size_t)n_heads + (size_t)h] = 0x7e00;   /* f16 NaN */
+                memset(dst + (size_t)h * hs, 0, (size_t)hs);
+                continue;
+            }
+            float amax = 0.0f;
+            for (int i = 0; i < hs; i++) amax = fmaxf(amax, fabsf(vh[i]));
+            uint16_t sc = llm_f32_to_f16(amax / 127.0f);
+            float scale = llm_f16_to_f32(sc), inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+            scales[pos * (size_t)n_heads + (size_t)h] = sc;
+            for (int i = 0; i < hs; i++) {
+                long q = lroundf(vh[i] * inv);
+                dst[(size_t)h * hs + (size_t)i] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+            }
+        }
+    }
+}
+
+/* Head kvh's row at position j as f32: a pointer into an f32 cache, or
+ * converted into tmp (hs,). */
+LLM__INLINE const float *llm__kv_row(const void *cache, const uint16_t *scales, int kv_type, size_t j, int kvh,
+                                int n_heads, int hs, float *tmp) {
+    size_t at = (j * (size_t)n_heads + (size_t)kvh) * (size_t)hs;
+    if (kv_type == LLM_KV_F32) return (const float *)cache + at;
+    if (kv_type == LLM_KV_F16) {
+        const uint16_t *src = (const uint16_t *)cache + at;
+        for (int i = 0; i < hs; i++) tmp[i] = llm_f16_to_f32(src[i]);
+    } else {
+        const int8_t *src = (const int8_t *)cache + at;
+        float scale = llm_f16_to_f32(scales[j * (size_t)n_heads + (size_t)kvh]);
+        for (int i = 0; i < hs; i++) tmp[i] = (float)src[i] * scale;
+    }
+    return tmp;
+}
+
+/* One block of an online softmax: when the block raises the running max,
+ * rescale what was summed so far (out (hs,) and the denominator) to it; then
+ * p[j] = e^(p[j] - running max). */
+LLM__INLINE void llm__softmax_block(float *p, int len, float block_max, float *run_max, float *run_sum, float *out, int hs) {
+    if (block_max > *run_max) {
+        float r = llm__expf(*run_max - block_max);
+        *run_sum *= r;
+        for (int i = 0; i < hs; i++) out[i] *= r;
+        *run_max = block_max;
+    }
+    llm__exp_shifted(p, len, *run_max);
+}
+
+/* One query head over cache positions 0..last: out (hs,) = softmax(q.K/sqrt(hs)) V.
+ * Keys in blocks with a running max (online softmax): no score row in memory. */
+static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv, int kvh, int last) {
+    float scores[LLM__KEY_BLOCK], row[LLM_MAX_HEAD_SIZE];
+    int hs = kv->hs;
+    float run_max = -INFINITY, run_sum = 0.0f, sqrt_hs = sqrtf((float)hs);
+    for (int i = 0; i < hs; i++) out[i] = 0.0f;
+    for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
+        int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
+        float block_max = -INFINITY;
+#if !defined(LLM__VL) || defined(LLM__HELIUM)   /* scalar FPU paths */
+        if (kv->type == LLM_KV_F32 && hs == 8) {
+            /* no vector unit, eight-wide heads (a microcontroller's model): the
+             * query stays in registers; llm__dot8's lanes and tree exactly */
+            const float *k = (const float *)kv->k + ((size_t)j0 * kv->n_heads + (size_t)kvh) * 8;
+            size_t stride = (size_t)kv->n_heads * 8;
+            float q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3], q4 = q[4], q5 = q[5], q6 = q[6], q7 = q[7];
+            for (int j = 0; j < len; j++, k += stride) {
+                float l0 = fmaf(q0, k[0], 0.0f), l1 = fmaf(q1, k[1], 0.0f), l2 = fmaf(q2, k[2], 0.0f), l3 = fmaf(q3, k[3], 0.0f);
+                float l4 = fmaf(q4, k[4], 0.0f), l5 = fmaf(q5, k[5], 0.0f), l6 = fmaf(q6, k[6], 0.0f), l7 = fmaf(q7, k[7], 0.0f);
+                scores[j] = (((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))) / sqrt_hs;
+                if (scores[j] > block_max) block_max = scores[j];
+            }
+        } else
+#endif
+        for (int j = 0; j < len; j++) {
+            const float *k = llm__kv_row(kv->k, kv->k_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
+            scores[j] = llm__dot8(q, k, hs) / sqrt_hs;
+            if (scores[j] > block_max) block_max = scores[j];
+        }
+        llm__softmax_block(scores, len, block_max, &run_max, &run_sum, out, hs);
+#if !defined(LLM__VL) || defined(LLM__HELIUM)   /* scalar FPU paths */
+        if (kv->type == LLM_KV_F32) {
+            /* no vector unit: one output element at a time in a register, the
+             * keys in the same order, so the same sums */
+            const float *v0 = (const float *)kv->v + ((size_t)j0 * kv->n_heads + (size_t)kvh) * (size_t)hs;
+            size_t stride = (size_t)kv->n_heads * (size_t)hs;
+            for (int j = 0; j < len; j++) run_sum += scores[j];
+            for (int i = 0; i < hs; i++) {
+                float acc = out[i];
+                const float *v = v0 + i;
+                for (int j = 0; j < len; j++, v += stride) acc = fmaf(scores[j], *v, acc);
+                out[i] = acc;
+            }
+            continue;
+        }
+#endif
+        for (int j = 0; j < len; j++) {
+            float p = scores[j];
+            const float *v = llm__kv_row(kv->v, kv->v_scale, kv->type, (size_t)(j0 + j), kvh, kv->n_heads, hs, row);
+            run_sum += p;
+            for (int i = 0; i < hs; i++) out[i] = fmaf(p, v[i], out[i]);   /* fused on every target */
+        }
+    }
+    float inv = 1.0f / run_sum;
+    for (int i = 0; i < hs; i++) out[i] *= inv;
+}
+
+#ifdef LLM__ATTEND_AVX2
+/* llm__attend_head for nq <= LLM__GROUP_MAX query heads (rows of q and out,
+ * hs apart) sharing kv head kvh, bit for bit: each key and value row is
+ * read once for all of them. */
+LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_view *kv, int type, int kvh, int nq,
+                                    int last) {
+    float p[LLM__GROUP_MAX][LLM__KEY_BLOCK], run_max[LLM__GROUP_MAX], run_sum[LLM__GROUP_MAX];
+    int hs = kv->hs;
+    float sqrt_hs = sqrtf((float)hs);
+    for (int g = 0; g < nq; g++) {
+        run_max[g] = -INFINITY;
+        run_sum[g] = 0.0f;
+        for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] = 0.0f;
+    }
+    for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
+        int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
+        for (int g = 0; g < nq; g++) {
+            float block_max = llm__scores8(p[g], q + (size_t)g * hs, kv, type, kvh, j0, len, sqrt_hs);
+            llm__softmax_block(p[g], len, block_max, &run_max[g], &run_sum[g], out + (size_t)g * hs, hs);
+        }
+        for (int g = 0; g < nq; g += 2) { /* the values (and the sums) for two heads at a time */
+            if (nq - g >= 2) llm__accumulate_head(out + (size_t)g * hs, hs, p + g, run_sum + g, 2, kv, type, kvh, j0, len);
+            else llm__accumulate_head(out + (size_t)g * hs, hs, p + g, run_sum + g, 1, kv, type, kvh, j0, len);
+        }
+    }
+    for (int g = 0; g < nq; g++) {
+        float inv = 1.0f / run_sum[g];
+        for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] *= inv;
+    }
+}
+#endif
+
+/* Query heads h..h+nq-1 (rows of q and out, hs apart), which share kv head
+ * kvh, over cache positions 0..last: llm__attend_head for each. */
+static void llm__attend_group(float *out, const float *q, const llm__kv_view *kv, int kvh, int nq, int last) {
+    int hs = kv->hs, g = 0;
+#ifdef LLM__ATTEND_AVX2
+    if (hs % 8 == 0) {
+        for (; g < nq; g += LLM__GROUP_MAX) {
+            int n = nq - g < LLM__GROUP_MAX ? nq - g : LLM__GROUP_MAX;
+            float *o = out + (size_t)g * hs;
+            const float *qg = q + (size_t)g * hs;
+            /* one instance per cache type, so the loads inside are branch-free */
+            if (kv->type == LLM_KV_F32) llm__attend_heads8(o, qg, kv, LLM_KV_F32, kvh, n, last);
+            else if (kv->type == LLM_KV_F16) llm__attend_heads8(o, qg, kv, LLM_KV_F16, kvh, n, last);
+            else llm__attend_heads8(o, qg, kv, LLM_KV_Q8, kvh, n, last);
+        }
+    }
+#endif
+    for (; g < nq; g++) llm__attend_head(out + (size_t)g * hs, q + (size_t)g * hs, kv, kvh, last);
+}
+
+/* ===================================================================== */
+/* Forward                                                                */
+/* ===================================================================== */
+
+/* norm(x) with layer l's attention or FFN norm weights */
+static void llm__layer_norm_batch(float *out, const float *x, const llm_tensor *g, const llm_tensor *b,
+                                  int T, const llm_model *m, const llm_state *s) {
+    llm__norm_batch(out, x, (const float *)g->data, (const float *)b->data, T, m->cfg.dim, &m->cfg, s);
+}
+
+/* Attention for T tokens at pos..pos+T-1, input a (T,dim) -> s->xb2 (T,dim).
+ * Writes this layer's keys and values into the cache first, so token t sees
+ * the cache up to its own position: causal within the batch and over the past. */
+static void llm__attention(const llm_model *m, llm_state *s, int l, const float *a, int T, int pos) {
+    const llm_config *c = &m->cfg;
+    int hs = c->head_size, kvd = c->n_kv_heads * hs, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads;
+    int nt = s->n_threads;
+    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * c->n_kv_heads;
+    size_t eb = llm__kv_elem_bytes(s->kv_type);
+    llm__kv_view kv;
+    kv.k = (const unsigned char *)s->key_cache + l * layer_elems * eb;
+    kv.v = (const unsigned char *)s->value_cache + l * layer_elems * eb;
+    kv.k_scale = s->key_scale ? s->key_scale + l * layer_scales : NULL;
+    kv.v_scale = s->value_scale ? s->value_scale + l * layer_scales : NULL;
+    kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = hs;
+    const llm_layer *L = &m->w.layers[l];
+
+    /* q, k, v = Wq a, Wk a, Wv a */
+    llm__matmul(s->q, &L->wq, a, T, s);
+    llm__matmul(s->k_new, &L->wk, a, T, s);
+    llm__matmul(s->v_new, &L->wv, a, T, s);
+
+    /* RoPE on q and k at each token's position; k and v into the cache rows pos..pos+T-1 */
+    LLM__PARALLEL_FOR(nt, (int64_t)T * qd * 8 >= s->parallel_min_work,
+    for (int t = 0; t < T; t++) {
+        llm__rope(s->q + (size_t)t * qd, c->n_heads, s->rope + (size_t)t * hs, c);
+        llm__rope(s->k_new + (size_t)t * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
+        llm__kv_store((unsigned char *)s->key_cache + l * layer_elems * eb, s->key_scale ? s->key_scale + l * layer_scales : NULL,
+                      s->kv_type, (size_t)(pos + t), s->k_new + (size_t)t * kvd, c->n_kv_heads, hs);
+        llm__kv_store((unsigned char *)s->value_cache + l * layer_elems * eb, s->value_scale ? s->value_scale + l * layer_scales : NULL,
+                      s->kv_type, (size_t)(pos + t), s->v_new + (size_t)t * kvd, c->n_kv_heads, hs);
+    });
+
+    /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t,
+     * the query heads of one kv head together */
+    LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
+    for (int tk = 0; tk < T * c->n_kv_heads; tk++) {
+        /* tokens in the order 0, T-1, 1, T-2, ...: each thread's share of
+         * items holds short and long rows of the causal triangle alike */
+        int k = tk / c->n_kv_heads, t = k % 2 ? T - 1 - k / 2 : k / 2, kvh = tk % c->n_kv_heads;
+        size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
+        llm__attend_group(s->xb + at, s->q + at, &kv, kvh, group, pos + t);
+    });
+
+    /* out = Wo concat(heads) */
+    llm__matmul(s->xb2, &L->wo, s->xb, T, s);
+}
+
+/* SwiGLU FFN for T tokens: a (T,dim) -> s->xb2 (T,dim) = W2 (silu(W1 a) * W3 a) */
+static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, int T) {
+    const llm_config *c = &m->cfg;
+    int H = c->hidden_dim;
+    const llm_layer *L = &m->w.layers[l];
+    llm__matmul(s->hb, &L->w1, a, T, s);
+    llm__matmul(s->hb2, &L->w3, a, T, s);
+    LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * H * 8 >= s->parallel_min_work,
+    for (int t = 0; t < T; t++) {
+        float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;
+        llm__swiglu(g, u, H);
+    });
+    llm__matmul(s->xb2, &L->w2, s->hb, T, s);
+}
+
+/* The fields that sized the state's buffers. */
+static int llm__same_shape(const llm_config *a, const llm_config *b) {
+    return a->dim == b->dim && a->hidden_dim == b->hidden_dim && a->n_layers == b->n_layers &&
+           a->n_heads == b->n_heads && a->n_kv_heads == b->n_kv_heads && a->head_size == b->head_size &&
+           a->vocab_size == b->vocab_size && a->weight_type == b->weight_type && a->group_size == b->group_size;
+}
+
+int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int pos, int which_logits) {
+    const llm_config *c = &m->cfg;
+    int D = c->dim, nt = s->n_threads > 0 ? s->n_threads : 1;
+    /* by construction, never a forward pass on a config the checks refuse
+     * or one the state was not planned for (a few compares per call) */
+    if (llm__check_config(c, s->error, sizeof s->error) != LLM_OK) return LLM_ERR_CONFIG;
+    if (!s->x || !m->w.layers || !llm__same_shape(c, &s->cfg)) {
+        llm__fmt(s->error, sizeof s->error, "the state was not initialised for this model's shape: call llm_state_init");
+        return LLM_ERR_ARG;
+    }
+    if (T < 1 || T > s->max_batch) {
+        llm__fmt(s->error, sizeof s->error, "batch of %d tokens out of range (1..%d)", T, s->max_batch);
+        return LLM_ERR_ARG;
+    }
+    if (pos < 0 || pos > s->ctx_len - T) {
+        llm__fmt(s->error, sizeof s->error, "positions %d..%d exceed the context of %d", pos, pos + T - 1, s->ctx_len);
+        return LLM_ERR_ARG;
+    }
+    for (int t = 0; t < T; t++) {
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size) {
+            llm__fmt(s->error, sizeof s->error, "token id %d out of range (0..%d)", tokens[t], c->vocab_size - 1);
+            return LLM_ERR_ARG;
+        }
+    }
+    if (which_logits == LLM_LOGITS_ALL && !s->all_logits) {
+        llm__fmt(s->error, sizeof s->error, "logits of every token asked for, but the state was planned for the last only");
+        return LLM_ERR_ARG;
+    }
+    s->n_threads = nt;
+
+    /* x = embedding[token] */
+    const llm_tensor *emb = &m->w.tok_embeddings;
+    for (int t = 0; t < T; t++) llm__traits[emb->type].dequant_row(s->x + (size_t)t * D, emb, tokens[t]);
+    llm__rope_table(s->rope, pos, T, m);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const llm_layer *L = &m->w.layers[l];
+        if (c->norm_pos == LLM_NORM_PRE) {
+            /* h = x + attn(norm_att(x)) */
+            llm__layer_norm_batch(s->xb, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
+            llm__attention(m, s, l, s->xb, T, pos);
+            llm__residual_add(s->x, s->xb2, T, D, s);
+            /* y = h + ffn(norm_ffn(h)) */
+            llm__layer_norm_batch(s->xb, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
+            llm__ffn(m, s, l, s->xb, T);
+            llm__residual_add(s->x, s->xb2, T, D, s);
+        } else {
+            /* h = norm_att(x + attn(x)) */
+            llm__attention(m, s, l, s->x, T, pos);
+            llm__residual_add(s->x, s->xb2, T, D, s);
+            llm__layer_norm_batch(s->x, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
+            /* y = norm_ffn(h + ffn(h)) */
+            llm__ffn(m, s, l, s->x, T);
+            llm__residual_add(s->x, s->xb2, T, D, s);
+            llm__layer_norm_batch(s->x, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
+        }
+    }
+
+    /* logits = classifier @ final_norm(x), for every token or just the last */
+    int first = which_logits == LLM_LOGITS_ALL ? 0 : T - 1, n_out = T - first;
+    const float *xf = s->x + (size_t)first * D;
+    if (c->final_norm) {
+        llm__norm_batch(s->xb, xf, (const float *)m->w.final_norm.data, (const float *)m->w.final_norm_bias.data, n_out, D, c, s);
+        xf = s->xb;
+    }
+    llm__matmul(s->logits, &m->w.classifier, xf, n_out, s);
+    return LLM_OK;
+}

@@ -1,0 +1,341 @@
+/* engine/load.h -- the checkpoint formats, read in place: llama2.c legacy,
+ * llama2.c ak42 versions 1 and 2, and LLMW (FORMAT.md); llm_load looks at
+ * the magic and hands the bytes to the reader. */
+
+static int llm__fail(llm_model *m, int status, const char *msg) {
+    llm__fmt(m->error, sizeof m->error, "%s", msg);
+    return status;
+}
+
+
+/* Range checks shared by every format; the message (in e, E bytes) names the
+ * field. llm_state_init and llm_forward run it too, so no forward pass ever
+ * runs on a config it would refuse: the stack rows of attention
+ * (LLM_MAX_HEAD_SIZE) and every size in the plan rest on these limits. */
+static int llm__check_config(const llm_config *c, char *e, size_t E) {
+#define LLM__CHECK(cond, ...) do { if (!(cond)) { llm__fmt(e, E, __VA_ARGS__); return LLM_ERR_CONFIG; } } while (0)
+    LLM__CHECK(c->dim > 0 && c->dim <= LLM_MAX_DIM, "dim %d out of range (1..%d)", c->dim, LLM_MAX_DIM);
+    LLM__CHECK(c->hidden_dim > 0 && c->hidden_dim <= LLM_MAX_HIDDEN, "hidden_dim %d out of range (1..%d)", c->hidden_dim, LLM_MAX_HIDDEN);
+    LLM__CHECK(c->n_layers > 0 && c->n_layers <= LLM_MAX_LAYERS, "n_layers %d out of range (1..%d)", c->n_layers, LLM_MAX_LAYERS);
+    LLM__CHECK(c->n_heads > 0 && c->n_heads <= c->dim, "n_heads %d out of range", c->n_heads);
+    LLM__CHECK(c->n_kv_heads > 0 && c->n_kv_heads <= c->n_heads, "n_kv_heads %d out of range (1..n_heads=%d)", c->n_kv_heads, c->n_heads);
+    LLM__CHECK(c->vocab_size > 0 && c->vocab_size <= LLM_MAX_VOCAB, "vocab_size %d out of range", c->vocab_size);
+    LLM__CHECK(c->seq_len > 0 && c->seq_len <= LLM_MAX_SEQ, "seq_len %d out of range", c->seq_len);
+    LLM__CHECK(c->dim % c->n_heads == 0, "dim %d is not a multiple of n_heads %d", c->dim, c->n_heads);
+    LLM__CHECK(c->n_heads % c->n_kv_heads == 0, "n_heads %d is not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
+    LLM__CHECK(c->head_size > 0 && c->head_size % 2 == 0, "head size %d must be even", c->head_size);
+    LLM__CHECK(c->head_size <= LLM_MAX_HEAD_SIZE, "head size %d above this build's LLM_MAX_HEAD_SIZE %d", c->head_size, LLM_MAX_HEAD_SIZE);
+    LLM__CHECK(c->norm_type == LLM_NORM_RMS || c->norm_type == LLM_NORM_LAYER, "norm_type %d unknown", c->norm_type);
+    LLM__CHECK(c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_POST, "norm_pos %d unknown", c->norm_pos);
+    LLM__CHECK(c->final_norm == 0 || c->final_norm == 1, "final_norm %d must be 0 or 1", c->final_norm);
+    LLM__CHECK(c->norm_eps > 0.0f && c->norm_eps < 1.0f, "norm eps %g out of range (0, 1)", (double)c->norm_eps);
+    LLM__CHECK(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX, "rope_theta %g must be positive and finite", (double)c->rope_theta);
+    LLM__CHECK(c->rope_layout == LLM_ROPE_INTERLEAVED || c->rope_layout == LLM_ROPE_HALF, "rope_layout %d unknown", c->rope_layout);
+    LLM__CHECK(c->weight_type >= 0 && c->weight_type < LLM_TYPE_COUNT, "weight type %d unknown", c->weight_type);
+    LLM__CHECK(llm__traits[c->weight_type].block || (c->group_size > 0 && c->group_size <= 4096), "q8_0 group size %d out of range (1..4096)", c->group_size);
+#undef LLM__CHECK
+    return LLM_OK;
+}
+int llm_check_config(llm_model *m) { return llm__check_config(&m->cfg, m->error, sizeof m->error); }
+
+/* Bytes of the model arena: the layer table and the RoPE frequencies, each
+ * aligned, and room to align the arena itself. */
+static uint64_t llm__model_bytes(const llm_config *c) {
+    return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) +
+           llm__align(llm__mul((uint64_t)(c->head_size / 2), sizeof(float)));
+}
+
+/* Once the file is validated: carve the layer table (zeroed: a tensor the
+ * file lacks stays NULL) and the RoPE frequencies from the arena. The
+ * frequencies in float as llama2.c computes them, 1 / theta^(i/hs), the
+ * power in double, then rounded: float libms differ between glibc and a
+ * microcontroller's newlib, double ones agree to the float bit. */
+static int llm__model_arena(llm_model *m, void *arena, size_t arena_size) {
+    const llm_config *c = &m->cfg;
+    uint64_t need = llm__model_bytes(c);
+    if (!arena || (uint64_t)arena_size < need) {
+        llm__fmt(m->error, sizeof m->error, "model arena of %zu bytes at %p is too small: llm_model_size() says %llu",
+                 arena_size, arena, (unsigned long long)need);
+        return LLM_ERR_ARENA;
+    }
+    unsigned char *a = (unsigned char *)arena;
+    a += (LLM_ALIGN - (uintptr_t)a % LLM_ALIGN) % LLM_ALIGN;
+    size_t layers = (size_t)llm__align((uint64_t)c->n_layers * sizeof(llm_layer));
+    memset(a, 0, layers);
+    m->w.layers = (llm_layer *)(void *)a;
+    m->rope_freq = (float *)(void *)(a + layers);
+    int hs = c->head_size;
+    for (int i = 0; i < hs; i += 2)
+        m->rope_freq[i / 2] = 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs));
+    return LLM_OK;
+}
+
+/* Tensor `field` (an offsetof in llm_layer) of every layer: layer l's values
+ * at base + l * stride, its scales (if any) so bytes after them. */
+static void llm__stack(llm_model *m, size_t field, const unsigned char *base, uint64_t stride, uint64_t so,
+                       int type, uint64_t rows, uint64_t cols) {
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const unsigned char *p = base + (size_t)l * (size_t)stride;
+        llm_tensor *t = (llm_tensor *)(void *)((unsigned char *)&m->w.layers[l] + field);
+        *t = llm__tensor(p, so ? (const float *)(const void *)(p + so) : NULL, type, (int)rows, (int)cols, m->cfg.group_size);
+    }
+}
+#define LLM__STACK(field, base, stride, so, type, rows, cols) \
+    llm__stack(m, offsetof(llm_layer, field), base, stride, so, type, rows, cols)
+
+/* a (rows, cols) matrix of the model's weight type at p, its scales so bytes after it */
+static llm_tensor llm__matrix_at(const llm_model *m, const unsigned char *p, uint64_t so, uint64_t rows, uint64_t cols) {
+    return llm__tensor(p, so ? (const float *)(const void *)(p + so) : NULL, m->cfg.weight_type, (int)rows, (int)cols,
+                       m->cfg.group_size);
+}
+/* an f32 vector (n,) at p */
+static llm_tensor llm__vector_at(const unsigned char *p, uint64_t n) {
+    return llm__tensor(p, NULL, LLM_TYPE_F32, 1, (int)n, 0);
+}
+
+/* The seven int32 of every llama2.c header, and the settings llama2.c implies:
+ * pre-RMSNorm with a final norm, eps 1e-5, RoPE theta 10000 on interleaved pairs. */
+static int llm__llama2c_config(llm_model *m, const unsigned char *h, int format) {
+    llm_config *c = &m->cfg;
+    c->dim = llm__i32(h); c->hidden_dim = llm__i32(h + 4); c->n_layers = llm__i32(h + 8);
+    c->n_heads = llm__i32(h + 12); c->n_kv_heads = llm__i32(h + 16);
+    int vocab = llm__i32(h + 20);
+    c->seq_len = llm__i32(h + 24);
+    c->shared_classifier = vocab > 0;   /* ak42 files overwrite this from their flag */
+    c->vocab_size = vocab == INT32_MIN ? 0 : (vocab < 0 ? -vocab : vocab);
+    c->head_size = c->n_heads > 0 ? c->dim / c->n_heads : 0;
+    c->norm_type = LLM_NORM_RMS; c->norm_pos = LLM_NORM_PRE; c->final_norm = 1;
+    c->norm_eps = 1e-5f; c->rope_theta = 10000.0f; c->rope_layout = LLM_ROPE_INTERLEAVED;
+    c->weight_type = LLM_TYPE_F32; c->group_size = 0; c->norm_bias = 0; c->format = format;
+    return llm_check_config(m);
+}
+
+/* llama2.c legacy: 7 int32, then f32 tensors each stacked over layers. */
+static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
+    llm_config *c = &m->cfg;
+    if (n < 28) return llm__fail(m, LLM_ERR_SIZE, "file too short for a llama2.c header (28 bytes)");
+    int st = llm__llama2c_config(m, b, LLM_FORMAT_LEGACY);
+    if (st != LLM_OK) return st;
+
+    /* float counts, in file order, in 64 bits: the limits llm_check_config
+     * enforces keep every product below 2^48, on every host */
+    uint64_t L = (uint64_t)c->n_layers, D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim, V = (uint64_t)c->vocab_size;
+    uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_size, kvd = (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
+    uint64_t counts[13] = { V * D, L * D, L * qd * D, L * kvd * D, L * kvd * D, L * D * qd, L * D,
+                            L * H * D, L * D * H, L * H * D, D,
+                            (uint64_t)c->seq_len * (uint64_t)c->head_size, /* freq_cis_real + imag (unused) */
+                            c->shared_classifier ? 0 : V * D };
+    uint64_t want = 28;
+    for (int i = 0; i < 13; i++) want = llm__add(want, llm__mul(counts[i], 4));
+    if (want != (uint64_t)n) {
+        llm__fmt(m->error, sizeof m->error,
+                 "checkpoint is %zu bytes but its header (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, seq_len %d) implies %llu: truncated or not a llama2.c file",
+                 n, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len,
+                 (unsigned long long)want);
+        return LLM_ERR_SIZE;
+    }
+    /* from here every size below is part of the n bytes, so it fits a size_t */
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
+    const unsigned char *f = b + 28;
+    llm_weights *w = &m->w;
+    const int F32 = LLM_TYPE_F32;
+    w->tok_embeddings = llm__tensor(f, NULL, F32, (int)V, (int)D, 0); f += counts[0] * 4;
+    LLM__STACK(attn_norm, f, D * 4, 0, F32, 1, D); f += counts[1] * 4;
+    LLM__STACK(wq, f, qd * D * 4, 0, F32, qd, D); f += counts[2] * 4;
+    LLM__STACK(wk, f, kvd * D * 4, 0, F32, kvd, D); f += counts[3] * 4;
+    LLM__STACK(wv, f, kvd * D * 4, 0, F32, kvd, D); f += counts[4] * 4;
+    LLM__STACK(wo, f, D * qd * 4, 0, F32, D, qd); f += counts[5] * 4;
+    LLM__STACK(ffn_norm, f, D * 4, 0, F32, 1, D); f += counts[6] * 4;
+    LLM__STACK(w1, f, H * D * 4, 0, F32, H, D); f += counts[7] * 4;
+    LLM__STACK(w2, f, D * H * 4, 0, F32, D, H); f += counts[8] * 4;
+    LLM__STACK(w3, f, H * D * 4, 0, F32, H, D); f += counts[9] * 4;
+    w->final_norm = llm__vector_at(f, D); f += counts[10] * 4;
+    f += counts[11] * 4;
+    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__tensor(f, NULL, F32, (int)V, (int)D, 0);
+    return LLM_OK;
+}
+
+/* Bytes a (rows, cols) matrix takes in the LLMW file, and where its scales start. */
+static uint64_t llm__matrix_bytes(const llm_config *c, uint64_t rows, uint64_t cols, uint64_t *scale_offset) {
+    const llm__type_traits *tr = &llm__traits[c->weight_type];
+    uint64_t values = llm__mul(llm__mul(rows, cols), (uint64_t)tr->value_bytes);
+    *scale_offset = 0;
+    if (!tr->scale_bytes) return values;
+    uint64_t G = (uint64_t)(tr->block ? tr->block : c->group_size), groups = (cols + G - 1) / G;
+    *scale_offset = llm__align(values);
+    return llm__add(*scale_offset, llm__mul(llm__mul(rows, groups), (uint64_t)tr->scale_bytes));
+}
+
+/* LLMW: 256-byte header, then 64-byte-aligned tensors, layer by layer. */
+static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
+    llm_config *c = &m->cfg;
+    if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than the 256-byte LLMW header: truncated");
+    uint32_t version = llm__u32(b + 4);
+    if (version > LLM_VERSION) {
+        llm__fmt(m->error, sizeof m->error,
+                 "checkpoint format version %u is newer than this engine reads (%d): update the engine",
+                 (unsigned)version, LLM_VERSION);
+        return LLM_ERR_VERSION;
+    }
+    if (version == 0) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 0 is invalid");
+    if (llm__u32(b + 8) != LLM_HEADER_SIZE || llm__u32(b + 12) != LLM_ALIGN)
+        return llm__fail(m, LLM_ERR_FORMAT, "LLMW header size or alignment field is not 256/64: corrupt header");
+    c->dim = llm__i32(b + 16); c->hidden_dim = llm__i32(b + 20); c->n_layers = llm__i32(b + 24);
+    c->n_heads = llm__i32(b + 28); c->n_kv_heads = llm__i32(b + 32); c->vocab_size = llm__i32(b + 36);
+    c->seq_len = llm__i32(b + 40); c->head_size = llm__i32(b + 44);
+    c->norm_type = (int)llm__u32(b + 48); c->norm_pos = (int)llm__u32(b + 52);
+    c->final_norm = (int)llm__u32(b + 56); c->norm_eps = llm__f32(b + 60);
+    c->rope_theta = llm__f32(b + 64); c->rope_layout = (int)llm__u32(b + 68);
+    c->shared_classifier = (int)llm__u32(b + 72); c->weight_type = (int)llm__u32(b + 76);
+    c->group_size = (int)llm__u32(b + 80); c->norm_bias = (int)llm__u32(b + 84);
+    c->format = LLM_FORMAT_LLMW;
+    uint64_t file_size = llm__u64(b + 88);
+    int st = llm_check_config(m);
+    if (st != LLM_OK) return st;
+    if (c->head_size * c->n_heads != c->dim) return llm__fail(m, LLM_ERR_CONFIG, "head_size * n_heads != dim");
+    if (c->shared_classifier > 1 || c->norm_bias > 1 || c->shared_classifier < 0 || c->norm_bias < 0)
+        return llm__fail(m, LLM_ERR_FORMAT, "shared_classifier/norm_bias flags must be 0 or 1");
+
+    /* every offset in 64 bits; once the end matches the file's n bytes, each fits a size_t */
+    uint64_t D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim, V = (uint64_t)c->vocab_size;
+    uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_size, kvd = (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
+    uint64_t vec = llm__align(D * 4), so_emb, so_q, so_k, so_o, so_1, so_2;
+    uint64_t emb = llm__align(llm__matrix_bytes(c, V, D, &so_emb));
+    uint64_t mq = llm__align(llm__matrix_bytes(c, qd, D, &so_q));
+    uint64_t mk = llm__align(llm__matrix_bytes(c, kvd, D, &so_k));
+    uint64_t mo = llm__align(llm__matrix_bytes(c, D, qd, &so_o));
+    uint64_t m1 = llm__align(llm__matrix_bytes(c, H, D, &so_1));
+    uint64_t m2 = llm__align(llm__matrix_bytes(c, D, H, &so_2));
+    uint64_t nb = c->norm_bias ? 2 : 1;
+    uint64_t layer = llm__add(llm__add(llm__mul(vec, 2 * nb), llm__add(mq, llm__mul(mk, 2))),
+                              llm__add(mo, llm__add(llm__mul(m1, 2), m2)));
+    uint64_t off = LLM_HEADER_SIZE;
+    uint64_t o_emb = off; off = llm__add(off, emb);
+    uint64_t o_layers = off; off = llm__add(off, llm__mul(layer, (uint64_t)c->n_layers));
+    uint64_t o_final = off;
+    uint64_t o_cls = llm__add(off, llm__mul(vec, nb)), cls_so = so_emb;
+    /* the file ends right after its last tensor: the last norm vector or the classifier */
+    uint64_t end = c->shared_classifier ? llm__add(o_final, (nb - 1) * vec + D * 4)
+                                        : llm__add(o_cls, llm__matrix_bytes(c, V, D, &cls_so));
+    if (end != file_size || file_size != (uint64_t)n) {
+        llm__fmt(m->error, sizeof m->error,
+                 "checkpoint is %zu bytes, its header records %llu and its shape implies %llu: truncated or corrupt; re-export with export.py",
+                 n, (unsigned long long)file_size, (unsigned long long)end);
+        return LLM_ERR_SIZE;
+    }
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
+    llm_weights *w = &m->w;
+    int T = c->weight_type, F32 = LLM_TYPE_F32;
+    w->tok_embeddings = llm__matrix_at(m, b + o_emb, so_emb, V, D);
+    /* each layer's tensors in file order; layer l + 1 starts `layer` bytes on */
+    const unsigned char *p = b + o_layers;
+#define LLM__NEXT(field, bytes, so, type, rows, cols) do { LLM__STACK(field, p, layer, so, type, rows, cols); p += (bytes); } while (0)
+    LLM__NEXT(attn_norm, vec, 0, F32, 1, D);
+    if (c->norm_bias) LLM__NEXT(attn_norm_bias, vec, 0, F32, 1, D);
+    LLM__NEXT(wq, mq, so_q, T, qd, D);
+    LLM__NEXT(wk, mk, so_k, T, kvd, D);
+    LLM__NEXT(wv, mk, so_k, T, kvd, D);
+    LLM__NEXT(wo, mo, so_o, T, D, qd);
+    LLM__NEXT(ffn_norm, vec, 0, F32, 1, D);
+    if (c->norm_bias) LLM__NEXT(ffn_norm_bias, vec, 0, F32, 1, D);
+    LLM__NEXT(w1, m1, so_1, T, H, D);
+    LLM__NEXT(w2, m2, so_2, T, D, H);
+    LLM__NEXT(w3, m1, so_1, T, H, D);
+#undef LLM__NEXT
+    w->final_norm = llm__vector_at(b + o_final, D);
+    if (c->norm_bias) w->final_norm_bias = llm__vector_at(b + o_final + vec, D);
+    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix_at(m, b + o_cls, cls_so, V, D);
+    return LLM_OK;
+}
+
+/* llama2.c's versioned files: "ak42", version, the 7 int32, a shared-classifier
+ * byte (version 2: then an int32 group size), padding to 256 bytes. Then the
+ * f32 norms (all attention norms, all FFN norms, the final norm) and the
+ * matrices, each stacked over layers: tok_embeddings, wq, wk, wv, wo, w1, w2,
+ * w3, the classifier if not shared. Version 1 stores them as f32; version 2
+ * as int8 values followed by f32 scales, one per group of the flattened
+ * tensor, tensor by tensor and layer by layer. */
+static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
+    llm_config *c = &m->cfg;
+    if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than llama2.c's 256-byte ak42 header: truncated");
+    int version = llm__i32(b + 4);
+    if (version != 1 && version != 2) {
+        llm__fmt(m->error, sizeof m->error, "llama2.c ak42 version %d is not read (versions 1 and 2 are): convert it with export.py", version);
+        return LLM_ERR_VERSION;
+    }
+    int st = llm__llama2c_config(m, b + 8, version == 1 ? LLM_FORMAT_AK42_V1 : LLM_FORMAT_AK42_V2);
+    if (st != LLM_OK) return st;
+    if (b[36] > 1) return llm__fail(m, LLM_ERR_FORMAT, "ak42 shared_classifier byte is not 0 or 1: corrupt header");
+    c->shared_classifier = b[36];
+    /* every offset in 64 bits; once the end matches the file's n bytes, each fits a size_t */
+    uint64_t L = (uint64_t)c->n_layers, D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim, V = (uint64_t)c->vocab_size;
+    uint64_t qd = (uint64_t)c->n_heads * (uint64_t)c->head_size, kvd = (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
+    uint64_t G = 0;
+    if (version == 2) {
+        c->weight_type = LLM_TYPE_Q8_0;
+        c->group_size = llm__i32(b + 37);
+        G = (uint64_t)c->group_size;
+        if (c->group_size <= 0 || c->group_size > 4096 || c->group_size % 4)
+            return llm__fail(m, LLM_ERR_CONFIG, "ak42 int8 group size must be a positive multiple of 4 (at most 4096)");
+        if (D % G || H % G || qd % G) {
+            llm__fmt(m->error, sizeof m->error,
+                     "ak42 int8 groups of %d span matrix rows (dim %d, hidden %d): convert it with export.py",
+                     c->group_size, c->dim, c->hidden_dim);
+            return LLM_ERR_FORMAT;
+        }
+    }
+    /* bytes of one (rows, cols) matrix, and where its scales start */
+#define LLM__AK_BYTES(rows, cols) (version == 1 ? llm__mul(llm__mul(rows, cols), 4) \
+                                                : llm__add(llm__mul(rows, cols), llm__mul(llm__mul(rows, cols) / G, 4)))
+#define LLM__AK_SCALES(rows, cols) (version == 1 ? 0 : llm__mul(rows, cols))
+    uint64_t off = LLM_HEADER_SIZE;
+    uint64_t o_attn = off, o_ffn = o_attn + L * D * 4, o_final = o_ffn + L * D * 4;
+    off = o_final + D * 4;
+    uint64_t sizes[9] = { LLM__AK_BYTES(V, D), LLM__AK_BYTES(qd, D), LLM__AK_BYTES(kvd, D), LLM__AK_BYTES(kvd, D),
+                        LLM__AK_BYTES(D, qd), LLM__AK_BYTES(H, D), LLM__AK_BYTES(D, H), LLM__AK_BYTES(H, D),
+                        c->shared_classifier ? 0 : LLM__AK_BYTES(V, D) };
+    uint64_t starts[9];
+    for (int i = 0; i < 9; i++) {
+        starts[i] = off;
+        off = llm__add(off, (i == 0 || i == 8) ? sizes[i] : llm__mul(sizes[i], L));
+    }
+    if (off != (uint64_t)n) {
+        llm__fmt(m->error, sizeof m->error, "checkpoint is %zu bytes but its ak42 version %d header implies %llu: truncated or corrupt",
+                 n, version, (unsigned long long)off);
+        return LLM_ERR_SIZE;
+    }
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
+    llm_weights *w = &m->w;
+    LLM__STACK(attn_norm, b + o_attn, D * 4, 0, LLM_TYPE_F32, 1, D);
+    LLM__STACK(ffn_norm, b + o_ffn, D * 4, 0, LLM_TYPE_F32, 1, D);
+    w->final_norm = llm__vector_at(b + o_final, D);
+    w->tok_embeddings = llm__matrix_at(m, b + starts[0], LLM__AK_SCALES(V, D), V, D);
+    size_t fields[7] = { offsetof(llm_layer, wq), offsetof(llm_layer, wk), offsetof(llm_layer, wv), offsetof(llm_layer, wo),
+                         offsetof(llm_layer, w1), offsetof(llm_layer, w2), offsetof(llm_layer, w3) };
+    uint64_t rows[7] = { qd, kvd, kvd, D, H, D, H }, cols[7] = { D, D, D, qd, D, H, D };
+    for (int i = 0; i < 7; i++)
+        llm__stack(m, fields[i], b + starts[i + 1], sizes[i + 1], LLM__AK_SCALES(rows[i], cols[i]), c->weight_type, rows[i], cols[i]);
+    w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix_at(m, b + starts[8], LLM__AK_SCALES(V, D), V, D);
+#undef LLM__AK_BYTES
+#undef LLM__AK_SCALES
+    return LLM_OK;
+}
+
+int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size) {
+    const unsigned char *b = (const unsigned char *)bytes;
+    memset(m, 0, sizeof *m);
+    if (!b) return llm__fail(m, LLM_ERR_ARG, "no checkpoint bytes given");
+    if ((uintptr_t)b % 4 != 0) return llm__fail(m, LLM_ERR_ARG, "checkpoint bytes must be 4-byte aligned in memory");
+    if (n_bytes >= 4 && memcmp(b, LLM_MAGIC, 4) == 0) return llm__load_llmw(m, b, n_bytes, arena, arena_size);
+    if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u) return llm__load_ak42(m, b, n_bytes, arena, arena_size);
+    return llm__load_legacy(m, b, n_bytes, arena, arena_size);
+}
+
+/* The arena is the last thing a loader checks: a file that gets as far as
+ * asking for it is one llm_load accepts. */
+size_t llm_model_size(const void *bytes, size_t n_bytes) {
+    llm_model m;
+    if (llm_load(&m, bytes, n_bytes, NULL, 0) != LLM_ERR_ARENA) return 0;
+    uint64_t need = llm__model_bytes(&m.cfg);
+    return need > (uint64_t)SIZE_MAX ? 0 : (size_t)need;
+}

@@ -1,0 +1,51 @@
+/* engine/neon.h -- the AArch64 NEON kernels behind simd.h's mapping macros:
+ * f32/f16 vectors of four, and the q8_0 lanes by sdot (or widening multiplies). */
+#if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#define LLM__SIMD "neon"
+#define LLM__VL 4
+#define LLM__NC 4
+typedef float32x4_t llm__vf;
+#define llm__vzero() vdupq_n_f32(0.0f)
+#define llm__vload(p) vld1q_f32(p)
+#define llm__vload_f16(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(p))))
+#define llm__vfma(a, b, c) vfmaq_f32(c, a, b)
+#define llm__vsum(v) vaddvq_f32(v)
+#define llm__vstore(p, v) vst1q_f32(p, v)
+#endif
+
+#if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+#define LLM__Q8_SIMD 1
+typedef int8x16x2_t llm__i8x32;
+typedef int32x4x2_t llm__i32x8;
+typedef float32x4x2_t llm__f32x8;
+LLM__INLINE llm__i32x8 llm__i32x8_zero(void) { llm__i32x8 z; z.val[0] = z.val[1] = vdupq_n_s32(0); return z; }
+LLM__INLINE llm__f32x8 llm__f32x8_zero(void) { llm__f32x8 z; z.val[0] = z.val[1] = vdupq_n_f32(0.0f); return z; }
+LLM__INLINE llm__f32x8 llm__f32x8_fma_scaled(llm__f32x8 acc, llm__i32x8 isum, float scale) {
+    acc.val[0] = vfmaq_n_f32(acc.val[0], vcvtq_f32_s32(isum.val[0]), scale);
+    acc.val[1] = vfmaq_n_f32(acc.val[1], vcvtq_f32_s32(isum.val[1]), scale);
+    return acc;
+}
+LLM__INLINE llm__i8x32 llm__i8x32_load(const int8_t *p) { llm__i8x32 v; v.val[0] = vld1q_s8(p); v.val[1] = vld1q_s8(p + 16); return v; }
+/* four products per int32 lane: sdot where the CPU has it, else widening multiplies */
+LLM__INLINE int32x4_t llm__dot16_i8(int32x4_t acc, int8x16_t w, int8x16_t x) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, w, x);
+#else
+    int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(x)));    /* p0+p1, p2+p3, ... */
+    int32x4_t hi = vpaddlq_s16(vmull_s8(vget_high_s8(w), vget_high_s8(x)));
+    return vaddq_s32(acc, vpaddq_s32(lo, hi));                                  /* words 0..3 */
+#endif
+}
+LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x) {
+    acc.val[0] = llm__dot16_i8(acc.val[0], w.val[0], x.val[0]);
+    acc.val[1] = llm__dot16_i8(acc.val[1], w.val[1], x.val[1]);
+    return acc;
+}
+LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
+    float lane[8];
+    vst1q_f32(lane, v.val[0]);
+    vst1q_f32(lane + 4, v.val[1]);
+    return llm__lanes_total(lane);
+}
+#endif

@@ -1,0 +1,199 @@
+/* engine/ref.h -- the scalar kernels: norms, e^x, softmax, dot products and
+ * the q8_0 and KV quantizers, in plain C with no intrinsics. Each fast kernel
+ * (simd.h and the ISA files) has its twin here, and the tests compare them;
+ * where an ISA file has no fast version, simd.h maps the name to the twin. */
+
+/* y = g * x / sqrt(mean(x^2) + eps)          x (n,) -> out (n,) */
+void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = g[i] * (x[i] * inv);
+}
+
+/* y = g * (x - mean) / sqrt(var + eps) + b, biased var   x (n,) -> out (n,) */
+void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n, float eps) {
+    float mean = 0.0f, var = 0.0f;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= (float)n;
+    for (int i = 0; i < n; i++) { float d = x[i] - mean; var += d * d; }
+    var /= (float)n;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (int i = 0; i < n; i++) out[i] = g[i] * ((x[i] - mean) * inv) + (b ? b[i] : 0.0f);
+}
+
+/* e^x in float, the engine's own so that every platform (and its vector
+ * twin below) computes the same bits: x = n ln2 + r with |r| <= ln2/2,
+ * e^r = 1 + r + r^2 P(r) in fused multiply-adds, times 2^n. Within 2 ulp
+ * of the true value; flushes results below 2^-126 to zero. */
+#define LLM__EXP_LOG2E 1.44269504088896341f
+#define LLM__EXP_LN2_HI 0.693145751953125f
+#define LLM__EXP_LN2_LO 1.42860682030941723212e-6f
+#define LLM__EXP_MIN -87.33654475f
+#define LLM__EXP_MAX 88.72283905f
+/* e^r = 1 + r + r^2 P(r) with Cephes' minimax coefficients for P */
+static const float llm__exp_c[6] = { 5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f, 8.3334519073e-3f,
+                                     1.3981999507e-3f, 1.9875691500e-4f };
+static inline float llm__expf(float x) {
+    if (!(x >= LLM__EXP_MIN && x <= LLM__EXP_MAX)) /* out of range, or NaN */
+        return x < LLM__EXP_MIN ? 0.0f : x > LLM__EXP_MAX ? INFINITY : x;
+    float t = x * LLM__EXP_LOG2E + 0.5f;
+    float n = (float)(int32_t)t;              /* floor(t), without a libm call */
+    if (n > t) n -= 1.0f;
+    float r = fmaf(n, -LLM__EXP_LN2_HI, x);
+    r = fmaf(n, -LLM__EXP_LN2_LO, r);
+    float p = llm__exp_c[5];
+    for (int i = 4; i >= 0; i--) p = fmaf(p, r, llm__exp_c[i]);
+    p = fmaf(p, r * r, r) + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+
+
+/* w_row (n,) . x (n,), f32 */
+static float llm__dot_f32(const float *w, const float *x, int n) {
+    float acc = 0.0f;
+    for (int j = 0; j < n; j++) acc += w[j] * x[j];
+    return acc;
+}
+
+/* w_row (n,) f16 . x (n,) */
+static float llm__dot_f16(const uint16_t *w, const float *x, int n) {
+    float acc = 0.0f;
+    for (int j = 0; j < n; j++) acc += llm_f16_to_f32(w[j]) * x[j];
+    return acc;
+}
+
+/* max of x (absolute = 0) or of |x| (absolute = 1) over n values, NaNs
+ * skipped, starting from max */
+static float llm__max_from(const float *x, int n, int absolute, float max) {
+    for (int i = 0; i < n; i++) {
+        float v = absolute ? fabsf(x[i]) : x[i];
+        if (v > max) max = v;
+    }
+    return max;
+}
+/* the same over n >= 1 values */
+static float llm__max_ref(const float *x, int n, int absolute) {
+    return llm__max_from(x, n, absolute, absolute ? 0.0f : x[0]);
+}
+
+/* 1 when no x[i] is NaN or infinite */
+static int llm__all_finite(const float *x, int n) {
+    for (int i = 0; i < n; i++) if (!(fabsf(x[i]) <= FLT_MAX)) return 0;
+    return 1;
+}
+
+/* xq[j] = round(x[j] * inv), halves away from zero (|x * inv| <= 127) */
+static void llm__round_q8_ref(int8_t *xq, const float *x, int n, float inv) {
+    for (int j = 0; j < n; j++) xq[j] = (int8_t)lroundf(x[j] * inv);
+}
+
+/* int8 row (n,) in groups of G with scales ws . int8 xq with scales xs: integer sums per group */
+static float llm__dot_q8(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
+    float acc = 0.0f;
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int len = n - g0 < G ? n - g0 : G;
+        int32_t isum = 0;
+        for (int j = 0; j < len; j++) isum += (int32_t)w[g0 + j] * (int32_t)xq[g0 + j];
+        acc += (float)isum * ws[gi] * xs[gi];
+    }
+    return acc;
+}
+
+/* The q8_0 dot product as every fast path computes it (llm__dot_q8_lanes in
+ * simd.h, built from the pieces below), so that x86, ARM and
+ * a microcontroller print the same text: in each group, chunks of 32 values,
+ * eight lanes of four consecutive products summed in integers (what VNNI's
+ * dpbusd and ARM's sdot/SMLAD pairs give); each lane accumulates
+ * fma(lane_sum, w_scale * x_scale, lane) group after group; the eight lanes
+ * are added in a fixed tree at the end. */
+#define LLM__Q8_LANES 8
+static inline int32_t llm__lane_sum_i8(const int8_t *w, const int8_t *x, int len) { /* len <= 4 */
+    int32_t s = 0;
+    for (int i = 0; i < len; i++) s += (int32_t)w[i] * (int32_t)x[i];
+    return s;
+}
+static inline int32_t llm__word_sum_i8_ref(const int8_t *w, const int8_t *x) { return llm__lane_sum_i8(w, x, 4); }
+static inline float llm__lanes_total(const float *lane) {
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+/* x[i] = e^(x[i] - shift) */
+static void llm__exp_shifted_ref(float *x, int n, float shift) {
+    for (int i = 0; i < n; i++) x[i] = llm__expf(x[i] - shift);
+}
+
+void llm_softmax(float *x, int n) {
+    float max = llm__max_ref(x, n, 0), sum = 0.0f;
+    llm__exp_shifted_ref(x, n, max);
+    for (int i = 0; i < n; i++) sum += x[i];
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+/* lane[0..n-n8) += a[j] * b[j] for the last j (fused), then the lanes' total */
+static inline float llm__dot8_tail(float *lane, const float *a, const float *b, int n8, int n) {
+    for (int j = n8; j < n; j++) lane[j - n8] = fmaf(a[j], b[j], lane[j - n8]);
+    return llm__lanes_total(lane);
+}
+
+/* a (n,) . b (n,) in f32 for attention scores, in one order on every
+ * platform: eight lanes (lane l takes j = l mod 8, by fused multiply-add; a
+ * short tail is zero-padded), added in the same tree as the q8_0 lanes. */
+static inline float llm__dot8_ref(const float *a, const float *b, int n) {
+    int n8 = n - n % 8;
+    float l0 = 0.0f, l1 = 0.0f, l2 = 0.0f, l3 = 0.0f, l4 = 0.0f, l5 = 0.0f, l6 = 0.0f, l7 = 0.0f;
+    for (int j = 0; j < n8; j += 8) {
+        l0 = fmaf(a[j], b[j], l0); l1 = fmaf(a[j + 1], b[j + 1], l1);
+        l2 = fmaf(a[j + 2], b[j + 2], l2); l3 = fmaf(a[j + 3], b[j + 3], l3);
+        l4 = fmaf(a[j + 4], b[j + 4], l4); l5 = fmaf(a[j + 5], b[j + 5], l5);
+        l6 = fmaf(a[j + 6], b[j + 6], l6); l7 = fmaf(a[j + 7], b[j + 7], l7);
+    }
+    if (n8 == n) return ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7));
+    float lane[8];
+    lane[0] = l0; lane[1] = l1; lane[2] = l2; lane[3] = l3; lane[4] = l4; lane[5] = l5; lane[6] = l6; lane[7] = l7;
+    return llm__dot8_tail(lane, a, b, n8, n);
+}
+
+/* Row r of W (rows, cols) . x (cols,), one function per type (the traits'
+ * reference dot); q8_0 takes x quantized, xq/xs. */
+static float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    (void)xq; (void)xs;
+    return llm__dot_f32((const float *)w->data + (size_t)r * (size_t)w->cols, x, w->cols);
+}
+static float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    (void)xq; (void)xs;
+    return llm__dot_f16((const uint16_t *)w->data + (size_t)r * (size_t)w->cols, x, w->cols);
+}
+static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    (void)x;
+    return llm__dot_q8((const int8_t *)w->data + (size_t)r * (size_t)w->cols, w->scale + (size_t)r * (size_t)llm__groups(w),
+                       xq, xs, w->cols, w->group);
+}
+
+/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): simd.h */
+static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G);
+
+/* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for q8_0 activations. */
+void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, float *xs) {
+    const llm__type_traits *tr = &llm__traits[w->type];
+    if (tr->act_type == LLM_TYPE_Q8_0) llm__quantize_q8(xq, xs, x, w->cols, llm__group(w));
+    for (int r = 0; r < w->rows; r++) out[r] = tr->dot(w, r, x, xq, xs);
+}
+
+/* Row r of an embedding-like matrix as f32: out (cols,), per type */
+static void llm__dequant_row_f32(float *out, const llm_tensor *w, int r) {
+    memcpy(out, (const float *)w->data + (size_t)r * (size_t)w->cols, (size_t)w->cols * 4);
+}
+static void llm__dequant_row_f16(float *out, const llm_tensor *w, int r) {
+    const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
+    for (int j = 0; j < w->cols; j++) out[j] = llm_f16_to_f32(p[j]);
+}
+static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
+    size_t n = (size_t)w->cols, G = (size_t)w->group;
+    const int8_t *p = (const int8_t *)w->data + (size_t)r * n;
+    const float *sc = w->scale + (size_t)r * (size_t)llm__groups(w);
+    for (size_t j = 0; j < n; j++) out[j] = (float)p[j] * sc[j / G];
+}

@@ -1,0 +1,409 @@
+/* engine/simd.h -- the fast kernels: one vector type per ISA behind a few
+ * mapping macros (ggml's way), which each ISA file defines:
+ *   LLM__SIMD (name), LLM__VL (floats per vector), LLM__NC (tokens per tile),
+ *   llm__vf, llm__vzero(), llm__vload(p), llm__vload_f16(p), llm__vfma(a, b, c)
+ *   (a * b + c), llm__vsum(v), llm__vstore(p, v), and optionally
+ *   llm__vload_part / llm__vload_f16_part (a zero-padded partial load) and
+ *   llm__vsum4 (four sums at once, LLM__HAVE_VSUM4).
+ * For q8_0 (LLM__Q8_SIMD): llm__i8x32, llm__i32x8, llm__f32x8 and their
+ * zero, load, dot32_i8, fma_scaled and total operations.
+ * An ISA file may also give a fast kernel its ref.h name without _ref
+ * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, llm__word_sum_i8,
+ * announced by LLM__HAVE_*); what it leaves out maps to the twin below.
+ *
+ * Every product here computes each (row, token) dot product the same way
+ * whatever the tile around it, so a batch of T tokens gives bit for bit what
+ * T single tokens give. Leftover columns (n not a multiple of the vector
+ * width) fill one last zero-padded vector; the scalar twins in ref.h are the
+ * reference. */
+#define LLM__NR 4                      /* rows per tile */
+
+#include "x86.h"
+#include "neon.h"
+#include "mcu.h"
+
+#ifndef LLM__SIMD
+#define LLM__SIMD "scalar"
+#endif
+#ifndef LLM__HAVE_MAX
+#define llm__max llm__max_ref
+#endif
+#ifndef LLM__HAVE_ROUND_Q8
+#define llm__round_q8 llm__round_q8_ref
+#endif
+#ifndef LLM__HAVE_EXP_SHIFTED
+#define llm__exp_shifted llm__exp_shifted_ref
+#endif
+#ifndef LLM__HAVE_WORD_SUM_I8
+#define llm__word_sum_i8 llm__word_sum_i8_ref
+#endif
+#ifdef LLM__VL
+/* the first len (< VL) elements through a zero-padded copy, where the ISA
+ * has no masked load */
+#define LLM__DEFINE_LOAD_PART(name, type, load)                  \
+    LLM__INLINE llm__vf name(const type *p, int len) {           \
+        type t[LLM__VL] = { 0 };                                 \
+        memcpy(t, p, (size_t)len * sizeof(type));                \
+        return load(t);                                          \
+    }
+#ifndef llm__vload_part
+LLM__DEFINE_LOAD_PART(llm__vload_part, float, llm__vload)
+#endif
+#ifndef llm__vload_f16_part
+LLM__DEFINE_LOAD_PART(llm__vload_f16_part, uint16_t, llm__vload_f16)
+#endif
+#ifndef LLM__HAVE_VSUM4
+LLM__INLINE void llm__vsum4(float *out, llm__vf a, llm__vf b, llm__vf c, llm__vf d) {
+    out[0] = llm__vsum(a); out[1] = llm__vsum(b); out[2] = llm__vsum(c); out[3] = llm__vsum(d);
+}
+#endif
+#endif
+
+#if !defined(LLM__HAVE_DOT8) && defined(LLM__VL) && LLM__VL == 4
+/* llm__dot8_ref in two vectors of four lanes */
+static float llm__dot8(const float *a, const float *b, int n) {
+    int n8 = n - n % 8;
+    llm__vf lo = llm__vzero(), hi = llm__vzero();
+    for (int j = 0; j < n8; j += 8) {
+        lo = llm__vfma(llm__vload(a + j), llm__vload(b + j), lo);
+        hi = llm__vfma(llm__vload(a + j + 4), llm__vload(b + j + 4), hi);
+    }
+    float lane[8];
+    llm__vstore(lane, lo);
+    llm__vstore(lane + 4, hi);
+    return llm__dot8_tail(lane, a, b, n8, n);
+}
+#elif !defined(LLM__HAVE_DOT8)
+#define llm__dot8 llm__dot8_ref
+#endif
+
+/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): x ~ xq * xs */
+static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G) {
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int len = n - g0 < G ? n - g0 : G;
+        if (!llm__all_finite(x + g0, len)) {
+            /* NaN or inf: a NaN scale and zero values, so every product the
+             * group enters is NaN, as in the float path (no NaN is cast) */
+            xs[gi] = NAN;
+            memset(xq + g0, 0, (size_t)len);
+            continue;
+        }
+        float amax = llm__max(x + g0, len, 1);
+        float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        xs[gi] = scale;
+        llm__round_q8(xq + g0, x + g0, len, inv);
+    }
+}
+
+/* The q8_0 dot product in the order every fast path computes it (ref.h's
+ * lanes): the tile of a build without q8_0 vectors. */
+static inline float llm__dot_q8_lanes(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
+    /* zeroed by statements: a zeroing loop becomes a memset call on a microcontroller */
+    float lane[LLM__Q8_LANES];
+    lane[0] = lane[1] = lane[2] = lane[3] = lane[4] = lane[5] = lane[6] = lane[7] = 0.0f;
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int glen = n - g0 < G ? n - g0 : G;
+        int32_t isum[LLM__Q8_LANES];
+        isum[0] = isum[1] = isum[2] = isum[3] = isum[4] = isum[5] = isum[6] = isum[7] = 0;
+        for (int c0 = 0; c0 < glen; c0 += 32) {
+            for (int l = 0; l < LLM__Q8_LANES; l++) {
+                int at = c0 + 4 * l, len = glen - at;
+                if (len >= 4) isum[l] += llm__word_sum_i8(w + g0 + at, xq + g0 + at);
+                else if (len > 0) isum[l] += llm__lane_sum_i8(w + g0 + at, xq + g0 + at, len);
+            }
+        }
+        float scale = ws[gi] * xs[gi];
+        for (int l = 0; l < LLM__Q8_LANES; l++) lane[l] = fmaf((float)isum[l], scale, lane[l]);
+    }
+    return llm__lanes_total(lane);
+}
+
+#ifdef LLM__NC
+#define LLM__NC_OR_1 LLM__NC
+#else
+#define LLM__NC_OR_1 1
+#endif
+
+#ifdef LLM__VL
+/* Out[b][a] = W[a] . X[b] for nr rows of W (n values each, f32 or, with
+ * f16 = 1, f16) and nc tokens of X. Inlined where nr, nc and f16 are
+ * constants, so the accumulators live in registers and the load is one. */
+LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc) {
+    const float *w32 = (const float *)w;
+    const uint16_t *w16 = (const uint16_t *)w;
+    llm__vf acc[LLM__NR][LLM__NC];
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < nc; b++) acc[a][b] = llm__vzero();
+    int nv = n - n % LLM__VL;
+    for (int j = 0; j < nv; j += LLM__VL) {
+        llm__vf xv[LLM__NC];
+        LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j);
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
+            LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
+        }
+    }
+    if (nv < n) { /* the last columns, zero-padded to a whole vector */
+        llm__vf xv[LLM__NC];
+        LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + nv, n - nv);
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            llm__vf wv = f16 ? llm__vload_f16_part(w16 + (size_t)a * n + nv, n - nv)
+                             : llm__vload_part(w32 + (size_t)a * n + nv, n - nv);
+            LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
+        }
+    }
+    for (int b = 0; b < nc; b++) {
+        if (nr == 4)
+            llm__vsum4(out + (size_t)b * ldo, acc[0][b], acc[1][b], acc[2][b], acc[3][b]);
+        else
+            for (int a = 0; a < nr; a++) out[(size_t)b * ldo + a] = llm__vsum(acc[a][b]);
+    }
+}
+
+/* Any nr x nc tile from the fully unrolled kernels: the full 4 x NC tile in
+ * the hot loop, 4 x 1 and 1 x 1 ones at the edges. */
+LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, const float *x, int t, int nr, int nc,
+                               int f16) {
+    int n = w->cols;
+    size_t eb = f16 ? 2 : 4;
+    const unsigned char *W = (const unsigned char *)w->data + (size_t)r * n * eb;
+    x += (size_t)t * n;
+    if (nr == LLM__NR && nc == LLM__NC) { llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, LLM__NC); return; }
+    for (int b = 0; b < nc; b++) {
+        int a = 0;
+        for (; a + 4 <= nr; a += 4) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1);
+        for (; a < nr; a++) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1);
+    }
+}
+static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    (void)xq; (void)xs;
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 0);
+}
+static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    (void)xq; (void)xs;
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 1);
+}
+#else
+/* a + b * c: one fused instruction where the FPU has it (a microcontroller's
+ * VFMA), else the plain expression (fmaf would be a slow library call) */
+#if defined(__ARM_FEATURE_FMA) || defined(__FMA__)
+#define LLM__MADD(a, b, c) fmaf(b, c, a)
+#else
+#define LLM__MADD(a, b, c) ((a) + (b) * (c))
+#endif
+/* No vector unit: W rows r..r+7 (f32) . x (n,) with one load of x per column
+ * for eight rows; each sum runs over j in order, as the scalar twin's does. */
+static void llm__rows8_f32(float *out, const float *w, const float *x, int n) {
+    const float *w0 = w, *w1 = w0 + n, *w2 = w1 + n, *w3 = w2 + n, *w4 = w3 + n, *w5 = w4 + n, *w6 = w5 + n, *w7 = w6 + n;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float xj = x[j];
+        a0 = LLM__MADD(a0, w0[j], xj); a1 = LLM__MADD(a1, w1[j], xj);
+        a2 = LLM__MADD(a2, w2[j], xj); a3 = LLM__MADD(a3, w3[j], xj);
+        a4 = LLM__MADD(a4, w4[j], xj); a5 = LLM__MADD(a5, w5[j], xj);
+        a6 = LLM__MADD(a6, w6[j], xj); a7 = LLM__MADD(a7, w7[j], xj);
+    }
+    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3; out[4] = a4; out[5] = a5; out[6] = a6; out[7] = a7;
+}
+/* one row the same way */
+static float llm__row1_f32(const float *w, const float *x, int n) {
+    float a = 0.0f;
+    for (int j = 0; j < n; j++) a = LLM__MADD(a, w[j], x[j]);
+    return a;
+}
+
+/* the traits' tiles: f32 eight rows at a time, f16 by its scalar twin */
+static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    int n = w->cols;
+    const float *W = (const float *)w->data + (size_t)r * n;
+    (void)xq; (void)xs;
+    for (int b = 0; b < nc; b++) {
+        float *o = out + (size_t)b * ldo;
+        const float *xb = x + (size_t)(t + b) * n;
+        int a = 0;
+        for (; a + 8 <= nr; a += 8) llm__rows8_f32(o + a, W + (size_t)a * n, xb, n);
+        for (; a < nr; a++) o[a] = llm__row1_f32(W + (size_t)a * n, xb, n);
+    }
+}
+static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc) {
+    for (int b = 0; b < nc; b++)
+        for (int a = 0; a < nr; a++)
+            out[(size_t)b * ldo + a] = llm__row_dot_f16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
+}
+#endif /* LLM__VL */
+
+
+
+#ifdef LLM__Q8_SIMD
+/* 32 int8 from p, zero-padded past len */
+LLM__INLINE llm__i8x32 llm__load32_i8(const int8_t *p, int len) {
+    if (len == 32) return llm__i8x32_load(p);
+    int8_t buf[32] = { 0 };
+    memcpy(buf, p, (size_t)len);
+    return llm__i8x32_load(buf);
+}
+
+/* q8_0 tile: nr weight rows (int8 in groups of G, scales ws) times nc
+ * quantized tokens (xq, xs). Any G and any n (short last groups) work. */
+LLM__INLINE void llm__tile_q8_i8x32(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                    const float *xs, int n, int G, int nr, int nc) {
+    int groups = (n + G - 1) / G;
+    llm__f32x8 acc[LLM__NR][LLM__NC];
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < nc; b++) acc[a][b] = llm__f32x8_zero();
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
+        llm__i32x8 isum[LLM__NR][LLM__NC];
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) isum[a][b] = llm__i32x8_zero();
+        for (int c0 = 0; c0 < glen; c0 += 32) {
+            int len = glen - c0 < 32 ? glen - c0 : 32;
+            llm__i8x32 xv[LLM__NC];
+            for (int b = 0; b < nc; b++) xv[b] = llm__load32_i8(xq + (size_t)b * n + g0 + c0, len);
+            for (int a = 0; a < nr; a++) {
+                llm__i8x32 wv = llm__load32_i8(w + (size_t)a * n + g0 + c0, len);
+                for (int b = 0; b < nc; b++) isum[a][b] = llm__dot32_i8(isum[a][b], wv, xv[b]);
+            }
+        }
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++)
+                acc[a][b] = llm__f32x8_fma_scaled(acc[a][b], isum[a][b], ws[(size_t)a * groups + g] * xs[(size_t)b * groups + g]);
+    }
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__f32x8_total(acc[a][b]);
+}
+
+/* Any nr x nc tile of a q8_0 product from the fully unrolled full tile and
+ * 4 x 1 and 1 x 1 edge tiles of kernel `tile` */
+#define LLM__Q8_TILES(tile, G)                                                                           \
+    do {                                                                                                 \
+        if (nr == LLM__NR && nc == LLM__NC) { tile(out, ldo, w, ws, xq, xs, n, G, LLM__NR, LLM__NC); break; } \
+        for (int b = 0; b < nc; b++) {                                                                   \
+            int a = 0;                                                                                   \
+            for (; a + 4 <= nr; a += 4)                                                                  \
+                tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,         \
+                     xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 4, 1);                           \
+            for (; a < nr; a++)                                                                          \
+                tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,         \
+                     xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 1, 1);                           \
+        }                                                                                                \
+    } while (0)
+
+/* The q8_0 tile: the VNNI kernels where their shapes allow, else the generic one. */
+static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
+                         const float *xs, int t, int nr, int nc) {
+    int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
+    const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
+    const float *ws = wt->scale + (size_t)r * groups;
+    (void)x;
+    xq += (size_t)t * n;
+    xs += (size_t)t * groups;
+#ifdef LLM__Q8_VNNI
+#if LLM__VL == 16
+    if (G == 32 && n % 32 == 0 && nr == 4 && nc == 4) { llm__tile_q8_vnni_4x4(out, ldo, w, ws, xq, xs, n); return; }
+    if (G == 32 && n % 64 == 0 && nc == 1) { LLM__Q8_TILES(llm__tile_q8_vnni_1tok, 32); return; }
+#endif
+    if (G == 32 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, 32); return; }   /* G a constant inside */
+    if (G % 32 == 0 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, G); return; }
+#endif
+    LLM__Q8_TILES(llm__tile_q8_i8x32, G);
+}
+#else
+/* The q8_0 tile without q8_0 vectors: each dot product in the lanes' order. */
+static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                         const float *xs, int t, int nr, int nc) {
+    int n = w->cols, groups = llm__groups(w);
+    (void)x;
+    for (int b = 0; b < nc; b++)
+        for (int a = 0; a < nr; a++)
+            out[(size_t)b * ldo + a] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)(r + a) * n,
+                                                         w->scale + (size_t)(r + a) * groups,
+                                                         xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, w->group);
+}
+#endif /* LLM__Q8_SIMD */
+
+const char *llm_simd_name(void) {
+#if defined(__AVX512VNNI__) && defined(LLM__Q8_SIMD)
+    return LLM__SIMD "+vnni";
+#elif defined(__ARM_FEATURE_DOTPROD) && defined(LLM__Q8_SIMD)
+    return LLM__SIMD "+dotprod";
+#elif defined(__ARM_FEATURE_DSP) && !defined(LLM__VL) && !defined(MODEL_NO_SIMD)
+    return "scalar+dsp";
+#else
+    return LLM__SIMD;
+#endif
+}
+
+/* Rows r0..r1 of W times tokens t0..t1 of X into Out (T,d), tile by tile,
+ * each tile by the type's traits. */
+#ifndef LLM__L2_BLOCK_BYTES
+#define LLM__L2_BLOCK_BYTES (256 * 1024)
+#endif
+static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, const int8_t *xq,
+                            const float *xs, int r0, int r1, int t0, int t1) {
+    const llm__type_traits *tr = &llm__traits[w->type];
+    int d = w->rows;
+#ifdef LLM__VL
+    /* a block of rows of W (a few hundred KB) stays in L2 while every token
+     * tile passes over it; inside, a 4-row panel meets a tile of tokens */
+    size_t row_bytes = (size_t)w->cols * (size_t)tr->value_bytes;
+    int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / LLM__NR * LLM__NR;
+    if (block < LLM__NR) block = LLM__NR;
+    int step = t1 - t0 == 1 ? block : LLM__NR;   /* one token: a whole block of rows per call */
+    for (int rb = r0; rb < r1; rb += block) {
+      int rb1 = r1 - rb < block ? r1 : rb + block;
+      for (int t = t0; t < t1; t += LLM__NC) {
+        int nc = t1 - t < LLM__NC ? t1 - t : LLM__NC;
+        for (int r = rb; r < rb1; r += step) {
+            int nr = rb1 - r < step ? rb1 - r : step;
+            tr->tile(out + (size_t)t * d + r, d, w, r, x, xq, xs, t, nr, nc);
+        }
+      }
+    }
+#else
+    /* no vector unit: each token over all the rows */
+    for (int t = t0; t < t1; t++) tr->tile(out + (size_t)t * d + r0, d, w, r0, x, xq, xs, t, r1 - r0, 1);
+#endif
+}
+
+/* W (d,n) @ X (T,n) -> Out (T,d). A prefill batch is split across threads by
+ * tokens (each thread runs its tokens through all of W); a single token by
+ * row blocks. q8_0 first quantizes X per group, as W is. */
+static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
+    int d = w->rows, n = w->cols, nt = s->n_threads;
+    int8_t *xq = s->act_q;
+    float *xs = s->act_scale;
+    int64_t work = (int64_t)d * n * T;
+    int parallel = nt > 1 && work >= s->parallel_min_work;
+    if (llm__traits[w->type].act_type == LLM_TYPE_Q8_0) {
+        int G = llm__group(w), groups = (n + G - 1) / G;
+        LLM__PARALLEL_FOR(nt, parallel && T > 1,
+        for (int t = 0; t < T; t++)
+            llm__quantize_q8(xq + (size_t)t * n, xs + (size_t)t * groups, x + (size_t)t * n, n, G););
+    }
+    if (!parallel) {
+        llm__gemm_block(out, w, x, xq, xs, 0, d, 0, T);
+        return;
+    }
+    if (T >= 2 * nt) { /* across tokens, in whole tiles */
+        int tiles = (T + LLM__NC_OR_1 - 1) / LLM__NC_OR_1;
+        LLM__PARALLEL_FOR(nt, 1,
+        for (int i = 0; i < nt; i++) {
+            int t0 = (int)((int64_t)tiles * i / nt) * LLM__NC_OR_1, t1 = (int)((int64_t)tiles * (i + 1) / nt) * LLM__NC_OR_1;
+            if (t1 > T) t1 = T;
+            if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
+        });
+    } else { /* across rows, in whole tiles */
+        int tiles = (d + LLM__NR - 1) / LLM__NR;
+        LLM__PARALLEL_FOR(nt, 1,
+        for (int i = 0; i < nt; i++) {
+            int r0 = (int)((int64_t)tiles * i / nt) * LLM__NR, r1 = (int)((int64_t)tiles * (i + 1) / nt) * LLM__NR;
+            if (r1 > d) r1 = d;
+            if (r0 < r1) llm__gemm_block(out, w, x, xq, xs, r0, r1, 0, T);
+        });
+    }
+}

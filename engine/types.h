@@ -1,0 +1,74 @@
+/* engine/types.h -- the weight types described by data, as ggml's type
+ * traits do: one const row per llm_type, which the loaders, the plan and
+ * the products read instead of switching on the type. A new type (4-bit,
+ * K-quants) is a row here, its scalar twins in ref.h and its tiles in
+ * simd.h. Also the KV cache's layouts. */
+
+/* Values (per element) and scales (per block, stored after all the
+ * values: LLMW's q8_0 layout) of a tensor of each type. */
+typedef struct llm__type_traits {
+    const char *name;
+    int block;              /* elements per block (scale group); 0: the tensor's group */
+    int value_bytes;        /* bytes per element of the values            */
+    int scale_bytes;        /* bytes per block's scale (0: no scales)     */
+    int act_type;           /* what a product converts the activations to:
+                               f32 as they are, or q8_0 in the tensor's groups */
+    /* row r as f32: out (cols,) */
+    void (*dequant_row)(float *out, const llm_tensor *w, int r);
+    /* the scalar twin: row r . x (f32), or . xq/xs (q8_0 activations) */
+    float (*dot)(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+    /* the fast tile: Out[b][a] = W[r + a] . X[t + b] for a < nr, b < nc,
+     * out (nc, ldo); x (T, cols) f32, or xq/xs the q8_0 activations */
+    void (*tile)(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                 const float *xs, int t, int nr, int nc);
+} llm__type_traits;
+
+/* the functions of each row: the twins in ref.h, the tiles in simd.h */
+static void llm__dequant_row_f32(float *out, const llm_tensor *w, int r);
+static void llm__dequant_row_f16(float *out, const llm_tensor *w, int r);
+static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r);
+static float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+static float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc);
+static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                          const float *xs, int t, int nr, int nc);
+static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                         const float *xs, int t, int nr, int nc);
+
+static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
+    /* name    block value scale activations    row to f32            scalar dot        fast tile */
+    { "f32",   1,    4,    0,    LLM_TYPE_F32,  llm__dequant_row_f32, llm__row_dot_f32, llm__tile_f32 },
+    { "f16",   1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_f16, llm__row_dot_f16, llm__tile_f16 },
+    { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8 },
+};
+LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
+LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);
+
+const char *llm_type_name(int t) { return t >= 0 && t < LLM_TYPE_COUNT ? llm__traits[t].name : "unknown"; }
+
+/* elements per scale of tensor w, and scales per row (0 for unscaled types) */
+static int llm__group(const llm_tensor *w) { return llm__traits[w->type].block ? llm__traits[w->type].block : w->group; }
+static int llm__groups(const llm_tensor *w) {
+    return llm__traits[w->type].scale_bytes ? (w->cols + llm__group(w) - 1) / llm__group(w) : 0;
+}
+
+/* A tensor view: (rows, cols) of `type` at data, scales at scale (or NULL). */
+static llm_tensor llm__tensor(const void *data, const float *scale, int type, int rows, int cols, int group) {
+    llm_tensor w;
+    w.data = data; w.scale = scale; w.type = type; w.rows = rows; w.cols = cols; w.group = group;
+    return w;
+}
+
+/* ---- the KV cache ---- */
+static size_t llm__kv_elem_bytes(int kv_type) { return kv_type == LLM_KV_F32 ? 4 : kv_type == LLM_KV_F16 ? 2 : 1; }
+
+/* One layer's cache for the attention of one head. */
+typedef struct llm__kv_view {
+    const void *k, *v;
+    const uint16_t *k_scale, *v_scale;
+    int type, n_heads, hs;
+} llm__kv_view;
+
+#define LLM__KEY_BLOCK 32

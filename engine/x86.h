@@ -1,0 +1,454 @@
+/* engine/x86.h -- the x86 kernels: AVX-512 and AVX2 behind simd.h's mapping
+ * macros, and the kernels that have no portable shape (activation max and
+ * rounding, e^x, the attention dot product, the q8_0 VNNI tiles, grouped
+ * attention over the cache). Each has its scalar twin in ref.h. */
+#if !defined(MODEL_NO_SIMD) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#if !defined(MODEL_NO_SIMD) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define LLM__SIMD "avx512"
+#define LLM__VL 16
+#define LLM__NC 4                      /* tokens per tile; rows per tile is 4 */
+typedef __m512 llm__vf;
+#define llm__vzero() _mm512_setzero_ps()
+#define llm__vload(p) _mm512_loadu_ps(p)
+#define llm__vload_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define llm__vfma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define llm__vsum(v) _mm512_reduce_add_ps(v)
+/* the first len (< 16) elements, the rest zero */
+#define llm__vload_part(p, len) _mm512_maskz_loadu_ps((__mmask16)((1u << (len)) - 1), p)
+#define llm__vload_f16_part(p, len) \
+    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << (len)) - 1), (const void *)(p)))
+#define LLM__HAVE_VSUM4 1
+/* out[0..3] = llm__vsum of a, b, c, d, in _mm512_reduce_add_ps's tree (high
+ * half + low half, then quarters, then pairs), four rows at once */
+LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) {
+    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0xEE), _mm512_shuffle_f32x4(a, b, 0x44));
+    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0xEE), _mm512_shuffle_f32x4(c, d, 0x44));
+    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0xDD), _mm512_shuffle_f32x4(ab, cd, 0x88));
+    q = _mm512_add_ps(q, _mm512_shuffle_ps(q, q, 0x4E));    /* lanes 0,1 of each quarter: + two along */
+    q = _mm512_add_ps(q, _mm512_shuffle_ps(q, q, 0xB1));    /* lane 0 of each quarter: + neighbour */
+    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), q)));
+}
+#define llm__vstore(p, v) _mm512_storeu_ps(p, v)
+#elif !defined(MODEL_NO_SIMD) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define LLM__SIMD "avx2"
+#define LLM__VL 8
+#define LLM__NC 2
+typedef __m256 llm__vf;
+#define llm__vzero() _mm256_setzero_ps()
+#define llm__vload(p) _mm256_loadu_ps(p)
+#define llm__vload_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define llm__vfma(a, b, c) _mm256_fmadd_ps(a, b, c)
+LLM__INLINE float llm__vsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#define llm__vload_part(p, len) \
+    _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(len), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)))
+#define LLM__HAVE_VSUM4 1
+/* out[0..3] = llm__vsum of a, b, c, d in its tree, four rows at once */
+LLM__INLINE void llm__vsum4(float *out, __m256 a, __m256 b, __m256 c, __m256 d) {
+    __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+    __m256 u = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, 0x44), _mm256_shuffle_ps(ab, cd, 0xEE));
+    u = _mm256_add_ps(u, _mm256_shuffle_ps(u, u, 0xB1));    /* a a c c | b b d d */
+    __m128 lo = _mm256_castps256_ps128(u), hi = _mm256_extractf128_ps(u, 1);
+    _mm_storeu_ps(out, _mm_unpacklo_ps(_mm_shuffle_ps(lo, lo, 0x08), _mm_shuffle_ps(hi, hi, 0x08)));
+}
+#define llm__vstore(p, v) _mm256_storeu_ps(p, v)
+#endif
+
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+#define LLM__HAVE_MAX 1
+/* llm__max_ref eight at a time */
+static float llm__max(const float *x, int n, int absolute) {
+    float max = absolute ? 0.0f : x[0];
+    int i = 0;
+    if (n >= 8) {
+        const __m256 sign = _mm256_set1_ps(absolute ? -0.0f : 0.0f);   /* the bit andnot clears */
+        __m256 m = _mm256_set1_ps(max);
+        for (; i + 8 <= n; i += 8) /* max_ps(v, m) keeps m when v is NaN */
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+        float lane[8];
+        _mm256_storeu_ps(lane, m);
+        for (int l = 0; l < 8; l++) if (lane[l] > max) max = lane[l];
+    }
+    return llm__max_from(x + i, n - i, absolute, max);
+}
+
+#define LLM__HAVE_ROUND_Q8 1
+/* llm__round_q8_ref eight at a time */
+static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
+    int j = 0;
+    /* lroundf eight at a time: truncate, then step away from zero when
+     * the dropped fraction (exact) is at least one half */
+    const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f), vinv = _mm256_set1_ps(inv);
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), vinv);
+        __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
+        __m256 step = _mm256_and_ps(away, _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)));
+        __m256i q = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+        __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        _mm_storel_epi64((__m128i *)(void *)(xq + j), _mm_packs_epi16(q16, q16));
+    }
+    llm__round_q8_ref(xq + j, x + j, n - j, inv);
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(MODEL_NO_SIMD)
+#define LLM__HAVE_EXP_SHIFTED 1
+/* llm__exp_shifted_ref eight at a time: the same operations as llm__expf,
+ * so the same bits */
+static void llm__exp_shifted(float *x, int n, float shift) {
+    int i = 0;
+    const __m256 lo = _mm256_set1_ps(LLM__EXP_MIN), hi = _mm256_set1_ps(LLM__EXP_MAX), sh = _mm256_set1_ps(shift);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), sh);
+        __m256 nn = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(LLM__EXP_LOG2E)), _mm256_set1_ps(0.5f)));
+        __m256 under = _mm256_cmp_ps(v, lo, _CMP_LT_OQ), over = _mm256_cmp_ps(v, hi, _CMP_GT_OQ);
+        __m256 inrange = _mm256_andnot_ps(_mm256_or_ps(under, over), _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+        nn = _mm256_and_ps(nn, inrange);                      /* keep the exponent sane outside */
+        __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LLM__EXP_LN2_HI), v);
+        r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LLM__EXP_LN2_LO), r);
+        __m256 p = _mm256_set1_ps(llm__exp_c[5]);
+        for (int k = 4; k >= 0; k--) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(llm__exp_c[k]));
+        p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+        __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+        y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
+        y = _mm256_blendv_ps(y, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        _mm256_storeu_ps(x + i, y);
+    }
+    llm__exp_shifted_ref(x + i, n - i, shift);
+}
+
+#define LLM__HAVE_DOT8 1
+/* llm__dot8_ref with the eight lanes in one register */
+static float llm__dot8(const float *a, const float *b, int n) {
+    int n8 = n - n % 8;
+    __m256 acc = _mm256_setzero_ps();
+    for (int j = 0; j < n8; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+    if (n8 == n) { /* the lanes_total tree in registers */
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+    float lane[8];
+    _mm256_storeu_ps(lane, acc);
+    return llm__dot8_tail(lane, a, b, n8, n);
+}
+#endif
+
+#if defined(__AVX2__) && !defined(MODEL_NO_SIMD)
+/* The totals of eight lane vectors, each added in llm__lanes_total's tree
+ * (llm__dot8's), reduced together: the total of slot s comes out at element
+ * (s >> 1) + 4 (s & 1). */
+LLM__INLINE __m256 llm__lane_totals8(const __m256 *v) {
+    __m256 t[4], u0, u1;
+    for (int i = 0; i < 4; i++) /* low + high half: slots 2i and 2i+1 side by side */
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], 0x44), _mm256_shuffle_ps(t[0], t[1], 0xEE)); /* + two along */
+    u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], 0x44), _mm256_shuffle_ps(t[2], t[3], 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x88), _mm256_shuffle_ps(u0, u1, 0xDD));        /* + neighbour */
+}
+#endif
+
+/* q8_0 tiles on a vector unit, in the lane order llm__dot_q8_lanes defines:
+ * a 32-byte chunk of int8 gives eight int32 lanes (four products each), and
+ * each lane accumulates fma(lane sum, w_scale * x_scale) per group. */
+#if defined(LLM__VL) && defined(__AVX2__)
+#define LLM__Q8_SIMD 1
+typedef __m256i llm__i8x32;     /* 32 int8                   */
+typedef __m256i llm__i32x8;     /* eight int32 lane sums     */
+typedef __m256 llm__f32x8;      /* eight float lanes         */
+#define llm__i32x8_zero() _mm256_setzero_si256()
+#define llm__f32x8_zero() _mm256_setzero_ps()
+/* fma(lane sums, scale, acc) */
+#define llm__f32x8_fma_scaled(acc, isum, scale) _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(scale), acc)
+LLM__INLINE llm__i8x32 llm__i8x32_load(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+/* acc + the eight lane sums of w*x: |w| as unsigned times x with w's sign (the
+ * maddubs/VNNI trick; |-128| reads as 128) */
+LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x) {
+    __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, aw, sx);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, aw, sx);
+#else
+    __m256i p16 = _mm256_maddubs_epi16(aw, sx);   /* |w|*x pairs fit in int16: 2*128*127 */
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+#endif
+}
+/* the eight lanes added in llm__lanes_total's tree */
+LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+#ifdef LLM__Q8_SIMD
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define LLM__Q8_VNNI 1
+/* The q8_0 tile for groups of whole 32-byte chunks (G and n multiples of 32)
+ * with VNNI: (w + 128) unsigned times x, less 128 x, gives llm__dot32_i8's
+ * integer lane sums exactly, for one XOR per weight chunk (shared by the
+ * tile's tokens) instead of two sign ops per row and token. */
+LLM__INLINE void llm__tile_q8_vnni(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                   const float *xs, int n, int G, int nr, int nc) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    int groups = (n + G - 1) / G;
+    __m256 acc[LLM__NR][LLM__NC];
+    LLM__UNROLL for (int a = 0; a < nr; a++)
+        LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = _mm256_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
+        __m256i neg[LLM__NC];     /* -128 x, in lanes */
+        __m256 xsv[LLM__NC];
+        LLM__UNROLL for (int b = 0; b < nc; b++) {
+            __m256i cx = _mm256_setzero_si256();
+            for (int c0 = 0; c0 < glen; c0 += 32) cx = _mm256_dpbusd_epi32(cx, bias, llm__i8x32_load(xq + (size_t)b * n + g0 + c0));
+            neg[b] = _mm256_sub_epi32(_mm256_setzero_si256(), cx);
+            xsv[b] = _mm256_set1_ps(xs[(size_t)b * groups + g]);
+        }
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            __m256 wsv = _mm256_set1_ps(ws[(size_t)a * groups + g]);
+            if (nc == 1) LLM__PREFETCH(w + (size_t)(a + LLM__NR) * n + g0);   /* decode: the next rows */
+            if (G == 32) { /* one chunk: each sum goes straight into its accumulator */
+                __m256i wu = _mm256_xor_si256(llm__i8x32_load(w + (size_t)a * n + g0), bias);
+                LLM__UNROLL for (int b = 0; b < nc; b++) {
+                    __m256i isum = _mm256_dpbusd_epi32(neg[b], wu, llm__i8x32_load(xq + (size_t)b * n + g0));
+                    acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wsv, xsv[b]), acc[a][b]);
+                }
+                continue;
+            }
+            __m256i isum[LLM__NC];
+            LLM__UNROLL for (int b = 0; b < nc; b++) isum[b] = neg[b];
+            for (int c0 = 0; c0 < glen; c0 += 32) {
+                __m256i wu = _mm256_xor_si256(llm__i8x32_load(w + (size_t)a * n + g0 + c0), bias);
+                LLM__UNROLL for (int b = 0; b < nc; b++)
+                    isum[b] = _mm256_dpbusd_epi32(isum[b], wu, llm__i8x32_load(xq + (size_t)b * n + g0 + c0));
+            }
+            LLM__UNROLL for (int b = 0; b < nc; b++) /* wsv * xsv is the broadcast of ws * xs */
+                acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[b]), _mm256_mul_ps(wsv, xsv[b]), acc[a][b]);
+        }
+    }
+    if (nr == LLM__NR) { /* eight sums at a time: rows 0..3 of tokens b and b + 1 */
+        for (int b = 0; b < nc; b += 2) {
+            __m256 slot[8];
+            LLM__UNROLL for (int s = 0; s < 8; s++)
+                slot[s] = b + (s & 1) < nc ? acc[s >> 1][b + (s & 1)] : _mm256_setzero_ps();
+            __m256 t = llm__lane_totals8(slot);
+            _mm_storeu_ps(out + (size_t)b * ldo, _mm256_castps256_ps128(t));
+            if (b + 1 < nc) _mm_storeu_ps(out + (size_t)(b + 1) * ldo, _mm256_extractf128_ps(t, 1));
+        }
+    } else {
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__f32x8_total(acc[a][b]);
+    }
+}
+#endif
+
+#if defined(LLM__Q8_VNNI) && LLM__VL == 16
+/* The full 4 x 4 tile of llm__tile_q8_vnni for G == 32 on 512-bit vectors:
+ * each zmm holds two tokens' eight lanes side by side, so one instruction
+ * does each step for two (row, token) pairs, the same lanes in the same
+ * order, and the tile's values fit in registers. */
+static void llm__tile_q8_vnni_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                  const float *xs, int n) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    int groups = n / 32;
+    __m512 acc[4][2];   /* [row][token pair] */
+    for (int a = 0; a < 4; a++) acc[a][0] = acc[a][1] = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * 32;
+        __m512i x[2], neg[2];
+        __m512 xsv[2];
+        for (int p = 0; p < 2; p++) {
+            int b = 2 * p;
+            x[p] = _mm512_inserti64x4(_mm512_castsi256_si512(llm__i8x32_load(xq + (size_t)b * n + g0)),
+                                      llm__i8x32_load(xq + (size_t)(b + 1) * n + g0), 1);
+            neg[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x[p]));
+            xsv[p] = _mm512_insertf32x8(_mm512_set1_ps(xs[(size_t)b * groups + g]),
+                                        _mm256_set1_ps(xs[(size_t)(b + 1) * groups + g]), 1);
+        }
+        for (int a = 0; a < 4; a++) {
+            __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(llm__i8x32_load(w + (size_t)a * n + g0)), bias);
+            __m512 wsv = _mm512_set1_ps(ws[(size_t)a * groups + g]);
+            for (int p = 0; p < 2; p++) {
+                __m512i isum = _mm512_dpbusd_epi32(neg[p], wu, x[p]);
+                acc[a][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wsv, xsv[p]), acc[a][p]);
+            }
+        }
+    }
+    for (int p = 0; p < 2; p++) { /* rows 0..3 of tokens 2p and 2p + 1 */
+        __m256 slot[8];
+        for (int s = 0; s < 8; s++) {
+            __m512 v = acc[s >> 1][p];
+            slot[s] = s & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v);
+        }
+        __m256 t = llm__lane_totals8(slot);
+        _mm_storeu_ps(out + (size_t)(2 * p) * ldo, _mm256_castps256_ps128(t));
+        _mm_storeu_ps(out + (size_t)(2 * p + 1) * ldo, _mm256_extractf128_ps(t, 1));
+    }
+}
+#endif
+
+#if defined(LLM__Q8_VNNI) && LLM__VL == 16
+/* One token (decode), G == 32, n a multiple of 64: two groups per 512-bit
+ * step (the low half group g, the high half g + 1), then each half's scale
+ * step in turn, group g first, as llm__tile_q8_vnni does them. */
+LLM__INLINE void llm__tile_q8_vnni_1tok(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                        const float *xs, int n, int G, int nr, int nc) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    int groups = n / 32;
+    __m256 acc[LLM__NR];
+    (void)ldo; (void)G; (void)nc;
+    LLM__UNROLL for (int a = 0; a < nr; a++) acc[a] = _mm256_setzero_ps();
+    for (int g = 0; g < groups; g += 2) {
+        __m512i x = _mm512_loadu_si512((const void *)(xq + (size_t)g * 32));
+        __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, x));
+        __m512 xsv = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_castsi128_ps(
+                         _mm_loadl_epi64((const __m128i *)(const void *)(xs + g)))));
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            const int8_t *wa = w + (size_t)a * n + (size_t)g * 32;
+            LLM__PREFETCH(wa + (size_t)LLM__NR * n);   /* the next tile's rows */
+            __m512i wu = _mm512_xor_si512(_mm512_loadu_si512((const void *)wa), bias);
+            __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu, x));
+            __m512 wsv = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_castsi128_ps(
+                             _mm_loadl_epi64((const __m128i *)(const void *)(ws + (size_t)a * groups + g)))));
+            __m512 s = _mm512_mul_ps(wsv, xsv);
+            acc[a] = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc[a]);
+            acc[a] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(f, 1), _mm512_extractf32x8_ps(s, 1), acc[a]);
+        }
+    }
+    if (nr == LLM__NR) {
+        __m256 slot[8];
+        LLM__UNROLL for (int s = 0; s < 8; s++) slot[s] = s & 1 ? _mm256_setzero_ps() : acc[s >> 1];
+        _mm_storeu_ps(out, _mm256_castps256_ps128(llm__lane_totals8(slot)));
+    } else {
+        for (int a = 0; a < nr; a++) out[a] = llm__f32x8_total(acc[a]);
+    }
+}
+#endif
+#endif /* LLM__Q8_SIMD */
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(MODEL_NO_SIMD)
+#define LLM__ATTEND_AVX2 1
+#define LLM__GROUP_MAX 4   /* query heads sharing one pass over the keys */
+
+/* Cache row (position j, head kvh) of a view: its first element's index,
+ * and its int8 scale as f32 (1 for f32 and f16 caches), converted once per row */
+typedef struct llm__kv_at { size_t at; float scale; } llm__kv_at;
+LLM__INLINE llm__kv_at llm__kv_locate(const llm__kv_view *kv, const uint16_t *scales, int type, size_t j, int kvh) {
+    size_t row = j * (size_t)kv->n_heads + (size_t)kvh;
+    llm__kv_at r;
+    r.at = row * (size_t)kv->hs;
+    r.scale = type == LLM_KV_Q8 ? llm_f16_to_f32(scales[row]) : 1.0f;
+    return r;
+}
+
+/* Elements c..c+7 of a located cache row as f32, converted as llm__kv_row
+ * converts them (f16 exactly, int8 times the row's scale). */
+LLM__INLINE __m256 llm__kv_load8(const void *cache, int type, llm__kv_at r, int c) {
+    size_t at = r.at + (size_t)c;
+    if (type == LLM_KV_F32) return _mm256_loadu_ps((const float *)cache + at);
+    if (type == LLM_KV_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)cache + at)));
+    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)((const int8_t *)cache + at));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(r.scale));
+}
+
+/* scores[j] = q . k(j0 + j) / sqrt_hs for j < len: eight keys at a time,
+ * eight lane accumulators each, as llm__dot8 computes one (hs % 8 == 0).
+ * Returns the largest score. */
+LLM__INLINE float llm__scores8(float *scores, const float *q, const llm__kv_view *kv, int type, int kvh, int j0,
+                               int len, float sqrt_hs) {
+    int hs = kv->hs;
+    __m256 max = _mm256_set1_ps(-INFINITY);
+    for (int b = 0; b < len; b += 8) {
+        __m256 lane[8];
+        llm__kv_at key[8];
+        LLM__UNROLL for (int s = 0; s < 8; s++) {
+            int j = b + (s >> 1) + 4 * (s & 1);   /* keys in order out of llm__lane_totals8 */
+            if (j >= len) j = len - 1;            /* a short block repeats its last key */
+            key[s] = llm__kv_locate(kv, kv->k_scale, type, (size_t)(j0 + j), kvh);
+            lane[s] = _mm256_setzero_ps();
+        }
+        for (int c = 0; c < hs; c += 8) {
+            __m256 qc = _mm256_loadu_ps(q + c);
+            LLM__UNROLL for (int s = 0; s < 8; s++) lane[s] = _mm256_fmadd_ps(qc, llm__kv_load8(kv->k, type, key[s], c), lane[s]);
+        }
+        __m256 sc = _mm256_div_ps(llm__lane_totals8(lane), _mm256_set1_ps(sqrt_hs));
+        max = _mm256_max_ps(max, sc);   /* a short block's repeated key changes no maximum */
+        if (b + 8 <= len) {
+            _mm256_storeu_ps(scores + b, sc);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, sc);
+            memcpy(scores + b, tmp, (size_t)(len - b) * sizeof(float));
+        }
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+/* For nq (1 or 2) heads: out[g][c0 .. c0 + 8 nch) += sum_j p[g][j] v(j0 + j),
+ * keys in order, fused, every accumulator in a register and one load of each
+ * value chunk for both heads; with sum, also sum[g] += p[g][j] in order (a
+ * chain beside the others, not after them). */
+LLM__INLINE void llm__accumulate8(float *out, int ldo, float (*p)[LLM__KEY_BLOCK], float *sum, int nq, int nch,
+                                  const llm__kv_view *kv, int type, int kvh, int j0, int len, int c0) {
+    __m256 a[2][8];
+    float s0 = sum ? sum[0] : 0.0f, s1 = sum && nq > 1 ? sum[1] : 0.0f;
+    LLM__UNROLL for (int g = 0; g < nq; g++)
+        LLM__UNROLL for (int ch = 0; ch < nch; ch++) a[g][ch] = _mm256_loadu_ps(out + (size_t)g * ldo + c0 + 8 * ch);
+    for (int j = 0; j < len; j++) {
+        __m256 p0 = _mm256_set1_ps(p[0][j]), p1 = _mm256_set1_ps(p[nq - 1][j]);
+        llm__kv_at row = llm__kv_locate(kv, kv->v_scale, type, (size_t)(j0 + j), kvh);
+        LLM__UNROLL for (int ch = 0; ch < nch; ch++) {
+            __m256 v = llm__kv_load8(kv->v, type, row, c0 + 8 * ch);
+            a[0][ch] = _mm256_fmadd_ps(p0, v, a[0][ch]);
+            if (nq > 1) a[1][ch] = _mm256_fmadd_ps(p1, v, a[1][ch]);
+        }
+        if (sum) {
+            s0 += p[0][j];
+            if (nq > 1) s1 += p[1][j];
+        }
+    }
+    LLM__UNROLL for (int g = 0; g < nq; g++)
+        LLM__UNROLL for (int ch = 0; ch < nch; ch++) _mm256_storeu_ps(out + (size_t)g * ldo + c0 + 8 * ch, a[g][ch]);
+    if (sum) {
+        sum[0] = s0;
+        if (nq > 1) sum[1] = s1;
+    }
+}
+
+/* llm__accumulate8 over a whole head (hs % 8 == 0) in passes of at most
+ * eight accumulators, each pass's chunk count a constant inside */
+LLM__INLINE void llm__accumulate_head(float *out, int ldo, float (*p)[LLM__KEY_BLOCK], float *sum, int nq,
+                                      const llm__kv_view *kv, int type, int kvh, int j0, int len) {
+    int per_pass = 8 / nq;
+    for (int c0 = 0; c0 < kv->hs; c0 += 8 * per_pass) {
+        int nch = (kv->hs - c0) / 8 < per_pass ? (kv->hs - c0) / 8 : per_pass;
+        float *s = c0 == 0 ? sum : NULL;
+        switch (nch) {
+#define LLM__ACC(k) case k: llm__accumulate8(out, ldo, p, s, nq, k, kv, type, kvh, j0, len, c0); break;
+        LLM__ACC(1) LLM__ACC(2) LLM__ACC(3) LLM__ACC(4) LLM__ACC(5) LLM__ACC(6) LLM__ACC(7) default: LLM__ACC(8)
+#undef LLM__ACC
+        }
+    }
+}
+
+#endif
