@@ -145,13 +145,12 @@ typedef struct llm_state_options {
     int kv_type;            /* llm_kv_type: f32, f16, or int8 with per-head scales */
 } llm_state_options;
 
-/* Byte sizes of everything the state carves from the arena. They are
- * computed in 64 bits on every host; a part that exceeds this host's
- * address space reads SIZE_MAX, and total_bytes keeps the exact need. */
+/* Byte sizes of everything the state carves from the arena, in 64 bits on
+ * every host: a plan is stated exactly (and refused by llm_state_init) even
+ * where it exceeds a 32-bit address space. */
 typedef struct llm_plan {
-    size_t x, xb, xb2, q, kv_new, hb, hb2, rope, logits, act_q, key_cache, value_cache, kv_scales;
-    size_t total;           /* sum, each part rounded up to LLM_ALIGN     */
-    uint64_t total_bytes;   /* the same sum in 64 bits                    */
+    uint64_t x, xb, xb2, q, kv_new, hb, hb2, rope, logits, act_q, key_cache, value_cache, kv_scales;
+    uint64_t total;         /* sum, each part rounded up to LLM_ALIGN     */
 } llm_plan;
 
 /* Activations and KV cache for one sequence. */

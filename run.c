@@ -348,6 +348,7 @@ typedef struct engine {
     void *arena;
     size_t arena_size;
     void *model_arena;        /* the model's layer table and RoPE frequencies */
+    size_t model_arena_size;
     tok_tokenizer tok;
     void *tok_arena;
     size_t tok_arena_size;
@@ -409,26 +410,27 @@ static void print_config(const engine *e, const options *o, FILE *out) {
 }
 
 static void print_plan(const engine *e, const options *o) {
+    typedef unsigned long long ull;   /* the plan is 64-bit on every host */
     const llm_config *c = &e->model.cfg;
     llm_state_options so = e->plan;
     llm_plan p = llm_state_plan(c, &so);
     double MB = 1024.0 * 1024.0;
     printf("memory plan (context %d, batch %d, %s KV cache):\n", so.ctx_len, so.max_batch, llm_kv_type_name(so.kv_type));
     printf("  weights      %12zu bytes  %8.2f MiB  (read in place from the file)\n", e->ckpt_file.size, e->ckpt_file.size / MB);
-    size_t kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
-    printf("  kv cache     %12zu bytes  %8.2f MiB  (keys %zu, values %zu, scales 2 x %zu)\n", kv, kv / MB,
-           p.key_cache, p.value_cache, p.kv_scales);
-    size_t act = p.total - kv;
-    printf("  activations  %12zu bytes  %8.2f MiB  (x %zu, xb %zu, xb2 %zu, q %zu, k/v 2 x %zu, hb %zu, hb2 %zu, rope %zu, logits %zu, q8 %zu; each part 64-aligned)\n",
-           act, act / MB, p.x, p.xb, p.xb2, p.q, p.kv_new, p.hb, p.hb2, p.rope, p.logits, p.act_q);
+    ull kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
+    printf("  kv cache     %12llu bytes  %8.2f MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv / MB,
+           (ull)p.key_cache, (ull)p.value_cache, (ull)p.kv_scales);
+    ull act = p.total - kv;
+    printf("  activations  %12llu bytes  %8.2f MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, q8 %llu; each part 64-aligned)\n",
+           act, act / MB, (ull)p.x, (ull)p.xb, (ull)p.xb2, (ull)p.q, (ull)p.kv_new, (ull)p.hb, (ull)p.hb2, (ull)p.rope,
+           (ull)p.logits, (ull)p.act_q);
     if (e->tok_file.data)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
                e->tok_arena_size / MB, e->tok_file.size);
     else
         printf("  tokenizer    (none given: add -z FILE to include it)\n");
-    printf("  total RAM    %12zu bytes  %8.2f MiB  (state arena %zu + tokenizer)\n", p.total + e->tok_arena_size,
-           (p.total + e->tok_arena_size) / MB, p.total);
-    unsigned long long need = p.total_bytes + e->tok_arena_size;
+    ull total = p.total + e->tok_arena_size, need = total + e->model_arena_size;
+    printf("  total RAM    %12llu bytes  %8.2f MiB  (state arena %llu + tokenizer)\n", total, total / MB, (ull)p.total);
     printf("  limit        %12llu bytes  %8.2f MiB  (--max-memory)%s\n", o->max_memory, o->max_memory / MB,
            need > o->max_memory ? ": this plan is above it, and a run would refuse it" : "");
 }
@@ -440,6 +442,7 @@ static void load_checkpoint(engine *e, const options *o) {
     e->ckpt_file = map_file(o->checkpoint, "checkpoint", 0);
     size_t model_need = llm_model_size(e->ckpt_file.data, e->ckpt_file.size);
     if (model_need) e->model_arena = xmalloc(model_need, "the model's tensor table");
+    e->model_arena_size = model_need;
     if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size, e->model_arena, model_need) != LLM_OK)
         die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     if (!o->info) {
@@ -470,7 +473,7 @@ static int ctx_that_fits(const llm_config *c, llm_state_options so, unsigned lon
     while (lo < hi) {   /* the plan grows with the context */
         so.ctx_len = lo + (hi - lo + 1) / 2;
         if (so.max_batch > so.ctx_len) so.max_batch = so.ctx_len;
-        if (llm_state_plan(c, &so).total_bytes + other <= limit) lo = so.ctx_len;
+        if (llm_state_plan(c, &so).total + other <= limit) lo = so.ctx_len;
         else hi = so.ctx_len - 1;
     }
     return lo;
@@ -480,7 +483,7 @@ static int ctx_that_fits(const llm_config *c, llm_state_options so, unsigned lon
 static void open_state(engine *e, const options *o) {
     const llm_config *c = &e->model.cfg;
     llm_state_options so = e->plan;
-    unsigned long long need = llm_state_plan(c, &so).total_bytes, other = e->tok_arena_size;
+    unsigned long long need = llm_state_plan(c, &so).total, other = e->tok_arena_size + e->model_arena_size;
     if (need + other > o->max_memory) {
         int fits = ctx_that_fits(c, so, o->max_memory, other);
         if (fits > 0)

@@ -163,7 +163,12 @@ static void print_token(int prev, int token) {
 /* run.c's print_config (first line) and print_plan, on stderr. */
 static void print_plan(const llm_state_options *so, size_t ckpt_bytes, size_t tok_bytes) {
     const llm_config *c = &model.cfg;
-    llm_plan p = llm_state_plan(c, so);
+    llm_plan p64 = llm_state_plan(c, so);
+    /* the device's plan fits its address space (llm_state_init took it) */
+    struct { size_t x, xb, xb2, q, kv_new, hb, hb2, rope, logits, act_q, key_cache, value_cache, kv_scales, total; } p = {
+        (size_t)p64.x, (size_t)p64.xb, (size_t)p64.xb2, (size_t)p64.q, (size_t)p64.kv_new, (size_t)p64.hb, (size_t)p64.hb2,
+        (size_t)p64.rope, (size_t)p64.logits, (size_t)p64.act_q, (size_t)p64.key_cache, (size_t)p64.value_cache,
+        (size_t)p64.kv_scales, (size_t)p64.total };
     err_printf("model: dim %d, hidden %d, layers %d, heads %d (kv %d, head size %d), vocab %d, seq_len %d, %s weights%s%s\n",
                c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
                c->seq_len, llm_type_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",

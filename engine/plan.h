@@ -12,8 +12,6 @@ static llm_state_options llm__options(const llm_config *c, const llm_state_optio
 }
 
 
-static size_t llm__size(uint64_t n) { return n > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)n; }
-
 llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     llm_state_options o = llm__options(c, opt);
     /* every field clamped to its limit first, so even the plan of an
@@ -36,21 +34,20 @@ llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     /* in carving order: x, xb, xb2, q, k_new, v_new, hb, hb2, rope, logits, act_q, caches, scales */
     uint64_t parts[15] = { x, xb, x, q, kv_new, kv_new, hb, hb, rope, logits, act_q, cache, cache, kv_scales, kv_scales };
     llm_plan p;
-    p.total_bytes = 0;
-    for (int i = 0; i < 15; i++) p.total_bytes += llm__align(parts[i]);
-    p.x = llm__size(x); p.xb = llm__size(xb); p.xb2 = p.x; p.q = llm__size(q); p.kv_new = llm__size(kv_new);
-    p.hb = llm__size(hb); p.hb2 = p.hb; p.rope = llm__size(rope); p.logits = llm__size(logits);
-    p.act_q = llm__size(act_q); p.key_cache = llm__size(cache); p.value_cache = p.key_cache;
-    p.kv_scales = llm__size(kv_scales); p.total = llm__size(p.total_bytes);
+    p.total = 0;
+    for (int i = 0; i < 15; i++) p.total += llm__align(parts[i]);
+    p.x = x; p.xb = xb; p.xb2 = x; p.q = q; p.kv_new = kv_new; p.hb = hb; p.hb2 = hb; p.rope = rope;
+    p.logits = logits; p.act_q = act_q; p.key_cache = cache; p.value_cache = cache; p.kv_scales = kv_scales;
     return p;
 }
 
 size_t llm_state_size(const llm_config *c, const llm_state_options *o) {
-    return llm_state_plan(c, o).total;
+    uint64_t total = llm_state_plan(c, o).total;
+    return total > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)total;
 }
 
 /* Carve `bytes` from the arena at *at, aligned (the plan's total fits the arena). */
-static void *llm__carve(unsigned char *arena, size_t *at, size_t bytes) {
+static void *llm__carve(unsigned char *arena, size_t *at, uint64_t bytes) {
     void *p = arena + *at;
     *at += (size_t)llm__align(bytes);
     return p;
@@ -78,14 +75,14 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
         return LLM_ERR_ARG;
     }
     llm_plan p = llm_state_plan(c, &o);
-    if (p.total_bytes > (uint64_t)SIZE_MAX - LLM_ALIGN) {
+    if (p.total > (uint64_t)SIZE_MAX - LLM_ALIGN) {
         llm__fmt(s->error, sizeof s->error, "the state needs %llu bytes, more than this host can address: lower the context",
-                 (unsigned long long)p.total_bytes);
+                 (unsigned long long)p.total);
         return LLM_ERR_ARENA;
     }
-    if (arena_size < p.total || !arena || (uintptr_t)arena % LLM_ALIGN) {
-        llm__fmt(s->error, sizeof s->error, "arena of %zu bytes at %p is too small or not %d-aligned: need %zu",
-                 arena_size, arena, LLM_ALIGN, p.total);
+    if ((uint64_t)arena_size < p.total || !arena || (uintptr_t)arena % LLM_ALIGN) {
+        llm__fmt(s->error, sizeof s->error, "arena of %zu bytes at %p is too small or not %d-aligned: need %llu",
+                 arena_size, arena, LLM_ALIGN, (unsigned long long)p.total);
         return LLM_ERR_ARENA;
     }
     unsigned char *a = (unsigned char *)arena;
