@@ -1,4 +1,4 @@
-/* model.h -- a small Llama-style transformer engine in one header.
+/* model.h -- a small Llama-style transformer engine behind one #include.
  *
  * Contract: loads a checkpoint from bytes the caller owns (a mapped file, a
  * buffer, or const data in flash) and reads the weights in place; all working
