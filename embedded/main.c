@@ -124,6 +124,7 @@ static void err_printf(const char *fmt, ...) {
         f++;
         if (*f == 'd') { int v = va_arg(ap, int); line_putu(&l, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, width, v < 0); }
         else if (*f == 'z') { f++; line_putu(&l, va_arg(ap, size_t), width, 0); }
+        else if (*f == 'l' && f[1] == 'l') { f += 2; line_putu(&l, va_arg(ap, unsigned long long), width, 0); }
         else if (*f == 'M') line_mib(&l, va_arg(ap, size_t));
         else if (*f == 's') { for (const char *s = va_arg(ap, const char *); *s; s++) line_putc(&l, *s); }
         else line_putc(&l, *f);
@@ -163,28 +164,24 @@ static void print_token(int prev, int token) {
 /* run.c's print_config (first line) and print_plan, on stderr. */
 static void print_plan(const llm_state_options *so, size_t ckpt_bytes, size_t tok_bytes) {
     const llm_config *c = &model.cfg;
-    llm_plan p64 = llm_state_plan(c, so);
-    /* the device's plan fits its address space (llm_state_init took it) */
-    struct { size_t x, xb, xb2, q, kv_new, hb, hb2, rope, logits, act_q, key_cache, value_cache, kv_scales, total; } p = {
-        (size_t)p64.x, (size_t)p64.xb, (size_t)p64.xb2, (size_t)p64.q, (size_t)p64.kv_new, (size_t)p64.hb, (size_t)p64.hb2,
-        (size_t)p64.rope, (size_t)p64.logits, (size_t)p64.act_q, (size_t)p64.key_cache, (size_t)p64.value_cache,
-        (size_t)p64.kv_scales, (size_t)p64.total };
+    llm_plan p = llm_state_plan(c, so);   /* uint64_t fields: unsigned long long on these targets */
     err_printf("model: dim %d, hidden %d, layers %d, heads %d (kv %d, head size %d), vocab %d, seq_len %d, %s weights%s%s\n",
                c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
                c->seq_len, llm_type_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
                c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
     err_printf("memory plan (context %d, batch %d, %s KV cache):\n", so->ctx_len, so->max_batch, llm_kv_type_name(so->kv_type));
     err_printf("  weights      %12zu bytes  %M MiB  (read in place from the file)\n", ckpt_bytes, ckpt_bytes);
-    size_t kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
-    err_printf("  kv cache     %12zu bytes  %M MiB  (keys %zu, values %zu, scales 2 x %zu)\n", kv, kv,
+    /* the device's plan fits its address space (llm_state_init took it) */
+    size_t kv = (size_t)(p.key_cache + p.value_cache + 2 * p.kv_scales), total = (size_t)p.total;
+    err_printf("  kv cache     %12zu bytes  %M MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv,
                p.key_cache, p.value_cache, p.kv_scales);
-    size_t act = p.total - kv;
-    err_printf("  activations  %12zu bytes  %M MiB  (x %zu, xb %zu, xb2 %zu, q %zu, k/v 2 x %zu, hb %zu, hb2 %zu, rope %zu, logits %zu, q8 %zu; each part 64-aligned)\n",
+    size_t act = total - kv;
+    err_printf("  activations  %12zu bytes  %M MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, q8 %llu; each part 64-aligned)\n",
                act, act, p.x, p.xb, p.xb2, p.q, p.kv_new, p.hb, p.hb2, p.rope, p.logits, p.act_q);
     err_printf("  tokenizer    %12zu bytes  %M MiB  (+ %zu bytes of file read in place)\n", sizeof tok_arena,
                sizeof tok_arena, tok_bytes);
-    err_printf("  total RAM    %12zu bytes  %M MiB  (state arena %zu + tokenizer)\n", p.total + sizeof tok_arena,
-               p.total + sizeof tok_arena, p.total);
+    err_printf("  total RAM    %12zu bytes  %M MiB  (state arena %zu + tokenizer)\n", total + sizeof tok_arena,
+               total + sizeof tok_arena, total);
 }
 
 /* --------------------------------------------------------------------- */
