@@ -486,11 +486,11 @@ static void open_state(engine *e, const options *o) {
     unsigned long long need = llm_state_plan(c, &so).total, other = e->tok_arena_size + e->model_arena_size;
     if (need + other > o->max_memory) {
         int fits = ctx_that_fits(c, so, o->max_memory, other);
-        if (fits > 0)
-            die(1, "the state needs %llu bytes (%.1f MiB) for a context of %d, above the memory limit of %llu bytes: use --ctx %d or less, or raise --max-memory",
-                need, need / 1048576.0, so.ctx_len, o->max_memory, fits);
-        die(1, "the state needs %llu bytes (%.1f MiB) for a context of %d, above the memory limit of %llu bytes, which no context fits: raise --max-memory",
-            need, need / 1048576.0, so.ctx_len, o->max_memory);
+        char what_fits[64];
+        if (fits > 0) snprintf(what_fits, sizeof what_fits, ": use --ctx %d or less, or", fits);
+        else snprintf(what_fits, sizeof what_fits, ", which no context fits:");
+        die(1, "the state needs %llu bytes (%.1f MiB) for a context of %d, above the memory limit of %llu bytes%s raise --max-memory",
+            need, need / 1048576.0, so.ctx_len, o->max_memory, what_fits);
     }
     e->arena_size = llm_state_size(c, &so);
     if (e->arena_size == SIZE_MAX) die(1, "the state needs %llu bytes, more than this machine can address: lower --ctx", need);
