@@ -60,6 +60,8 @@ enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1 };
 /* The weight types: each is one row of the engine's traits table (engine/types.h). */
 typedef enum llm_type { LLM_TYPE_F32 = 0, LLM_TYPE_F16 = 1, LLM_TYPE_Q8_0 = 2, LLM_TYPE_COUNT } llm_type;
 enum llm_rope_layout { LLM_ROPE_INTERLEAVED = 0, LLM_ROPE_HALF = 1 };
+/* How the RoPE frequencies are rescaled for long contexts (applied at load). */
+enum llm_rope_scaling { LLM_ROPE_SCALING_NONE = 0, LLM_ROPE_SCALING_LINEAR = 1, LLM_ROPE_SCALING_LLAMA3 = 2 };
 enum llm_format { LLM_FORMAT_LEGACY = 0, LLM_FORMAT_LLMW = 1, LLM_FORMAT_AK42_V1 = 2, LLM_FORMAT_AK42_V2 = 3 };
 enum llm_logits { LLM_LOGITS_LAST = 0, LLM_LOGITS_ALL = 1 };
 /* The KV cache's element types (int8 here: one f16 scale per head and position). */
@@ -100,6 +102,13 @@ typedef struct llm_config {
     int group_size;     /* q8_0 group length                           */
     int norm_bias;      /* 1: LayerNorm biases are stored              */
     int format;         /* llm_format the file came in                 */
+    int rope_scaling;   /* llm_rope_scaling                            */
+    float rope_factor;  /* linear and llama3: the scaling factor       */
+    float rope_low_freq_factor, rope_high_freq_factor;  /* llama3      */
+    int rope_orig_ctx;  /* llama3: original_max_position_embeddings    */
+    int qkv_bias;       /* 1: q, k and v biases are stored (Qwen2)     */
+    int qk_norm;        /* 1: RMSNorm over each head's q and k before
+                           RoPE (Qwen3); the weights are stored        */
 } llm_config;
 
 /* One tensor, read in place: (rows, cols) values of its type, row-major.
@@ -120,6 +129,9 @@ typedef struct llm_layer {
     llm_tensor ffn_norm, ffn_norm_bias;     /* (dim,)                     */
     llm_tensor w1, w3;              /* (hidden_dim, dim) gate, up         */
     llm_tensor w2;                  /* (dim, hidden_dim) down             */
+    llm_tensor q_bias;              /* (n_heads*head_size,) f32, with qkv_bias */
+    llm_tensor k_bias, v_bias;      /* (n_kv_heads*head_size,)            */
+    llm_tensor q_norm, k_norm;      /* (head_size,) f32, with qk_norm     */
 } llm_layer;
 
 typedef struct llm_weights {

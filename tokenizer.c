@@ -268,6 +268,7 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     t->bos_id = TOK_BOS;
     t->eos_id = TOK_EOS;
     t->eot_id = -1;
+    t->chat_template = TOK_CHAT_LLAMA2;
     t->bytes = b;
     t->n_bytes = n_bytes;
     t->piece_offset = NULL;
@@ -369,6 +370,20 @@ static int lookup(const tok_tokenizer *t, const unsigned char *s, int len)
     if (lo < t->first_byte[s[0] + 1] && cmp_piece(t, t->sorted[lo], s, len) == 0 &&
         is_normal(t, t->sorted[lo]))
         return t->sorted[lo];
+    return -1;
+}
+
+int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)piece;
+    if (!t || !t->sorted || !piece || len == 0 || len > (size_t)t->max_token_length) return -1;
+    int lo = t->first_byte[s[0]], hi = t->first_byte[s[0] + 1];
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cmp_piece(t, t->sorted[mid], s, (int)len) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < t->first_byte[s[0] + 1] && cmp_piece(t, t->sorted[lo], s, (int)len) == 0) return t->sorted[lo];
     return -1;
 }
 

@@ -43,6 +43,7 @@ typedef struct tok_tokenizer {
     int max_token_length;
     int bos_id, eos_id;           /* beginning / end of sequence                 */
     int eot_id;                   /* end of turn, or -1 when the format has none */
+    int chat_template;            /* tok_chat_template the file names (llama2 for tokenizer.bin) */
     const unsigned char *bytes;   /* the tokenizer.bin image, read in place */
     size_t n_bytes;
     /* carved from the arena by tok_init */
@@ -96,9 +97,15 @@ const char *tok_status_text(int status);
 
 /* Chat templates tok_render_chat knows. */
 enum tok_chat_template {
-    TOK_CHAT_LLAMA2 = 0   /* "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]", or
+    TOK_CHAT_LLAMA2 = 0,  /* "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]", or
                              "[INST] {user} [/INST]" without a system prompt (llama2.c's text) */
+    TOK_CHAT_LLAMA3 = 1,  /* <|start_header_id|>role<|end_header_id|>\n\n{text}<|eot_id|> */
+    TOK_CHAT_CHATML = 2   /* <|im_start|>role\n{text}<|im_end|>\n (SmolLM2, Qwen) */
 };
+
+/* The id of the piece with exactly these bytes (a special token such as
+ * "<|im_start|>" included), or -1 when the vocabulary has none. */
+int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len);
 
 /* Render one user turn (and the system prompt; NULL or "" for none) in
  * `template`, like snprintf: writes at most cap bytes including the
