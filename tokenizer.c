@@ -269,6 +269,9 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     t->eos_id = TOK_EOS;
     t->eot_id = -1;
     t->chat_template = TOK_CHAT_LLAMA2;
+    t->add_bos = 1;
+    t->default_system = NULL;
+    t->default_system_len = 0;
     t->bytes = b;
     t->n_bytes = n_bytes;
     t->piece_offset = NULL;

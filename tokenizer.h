@@ -44,6 +44,10 @@ typedef struct tok_tokenizer {
     int bos_id, eos_id;           /* beginning / end of sequence                 */
     int eot_id;                   /* end of turn, or -1 when the format has none */
     int chat_template;            /* tok_chat_template the file names (llama2 for tokenizer.bin) */
+    int add_bos;                  /* 1: a prompt starts with bos_id (tokenizer.bin: 1) */
+    const char *default_system;   /* the template's system prompt when the user gives
+                                     none (in the file's bytes, not NUL-terminated), or NULL */
+    size_t default_system_len;
     const unsigned char *bytes;   /* the tokenizer.bin image, read in place */
     size_t n_bytes;
     /* carved from the arena by tok_init */
