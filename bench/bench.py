@@ -2,7 +2,7 @@
 """bench/bench.py -- the benchmark behind `make bench`: prefill and decode speed of
 ./run against limits this machine reaches, measured in the same run.
 
-Usage (from anywhere; stdlib Python only; needs ./run, i.e. `make` first):
+Usage (from anywhere; stdlib Python only (numpy and torch with anchors); needs ./run, i.e. `make` first):
 
     /usr/bin/python3 bench/bench.py                   # everything (~10 min on 2 quiet cores)
     BENCH_MODELS=260K,15M BENCH_RUNS=3 /usr/bin/python3 bench/bench.py
@@ -17,6 +17,10 @@ Environment:
                    runs take ~30 ms, so its rows get 4 x BENCH_RUNS)
     BENCH_QUIET    background load, in cores, above which the machine counts as busy
                    (default 0.25)
+    LLAMA_BENCH    path of llama.cpp's llama-bench: run it on the same checkpoints,
+                   interleaved with ./run, and add its columns and the ratios
+                   (bench/anchors.py says how each engine converts and runs)
+    LLAMA2C        path of llama2.c's run (runq beside it for q8_0): the same
     BENCH_QUIET_WAIT, BENCH_BUSY_RETRIES, BENCH_QUIET_BUDGET
                    seconds to wait for a quiet machine before each run (3), repeats
                    of a run that was disturbed (2), and seconds in all that waits and
@@ -80,6 +84,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+anchor_engines = None  # bench/anchors.py (needs numpy and torch), imported when LLAMA_BENCH or LLAMA2C is set
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_SRC = os.path.join(ROOT, "bench")
@@ -372,14 +378,26 @@ def wait_quiet(max_wait):
     BUDGET["left"] -= max(0.0, time.monotonic() - t_start - 0.2)
 
 
-def bench_rows(ckpt, tok, prompt, threads, runs):
+def run_anchors(engines, t, tok, prompt, res):
+    """One run of each anchor engine at t threads, right after ./run's (interleaved)."""
+    for a, path in engines:
+        wait_quiet(QUIET_WAIT)
+        try:
+            pp, tg = a.measure(path, t, PROMPT_TOKENS, DECODED, tok=tok, prompt=prompt)
+        except anchor_engines.AnchorError as e:
+            die(str(e))
+        res[t]["anchors"].setdefault(a.name, []).append((pp, tg))
+
+
+def bench_rows(ckpt, tok, prompt, threads, runs, engines=()):
     """Per thread count, the lists of figures of the kept runs. Run r uses seed 1 + r for
     every thread count (the same tokens: the engine's output does not depend on threads);
     a seed that samples BOS before DECODED tokens is replaced by seed + 1000 (up to 5 times).
     A run during which other processes kept more than QUIET cores busy is repeated up to
     BUSY_RETRIES times while the budget lasts, and the quietest attempt kept."""
     keys = ("prefill", "decode", "rss", "bg")
-    res = {t: dict({k: [] for k in keys}, short=0, bos_retries=0, busy_retries=0, slept=0) for t in threads}
+    res = {t: dict({k: [] for k in keys}, short=0, bos_retries=0, busy_retries=0, slept=0, anchors={})
+           for t in threads}
     run_once(ckpt, tok, prompt, threads[-1], 1)  # warm the page cache, untimed
     for r in range(runs):
         seed = 1 + r
@@ -408,7 +426,27 @@ def bench_rows(ckpt, tok, prompt, threads, runs):
                 res[t][k].append(v)
             if gen != DECODED + 1:
                 res[t]["short"] += 1
+            run_anchors(engines, t, tok, prompt, res)
     return res
+
+
+def anchor_files(engines, model, dtype, tok):
+    """[(engine, its file for this row)], converted by each engine's own tools from the
+    row's f32 checkpoint; an engine with no kernel for the type is left out."""
+    if not engines:
+        return []
+    key = "stories260K" if SHAPES[model] is None else "random" + model
+    log("  anchors: converting %s %s" % (key, dtype))
+    try:
+        legacy = anchor_engines.legacy_f32(checkpoint(model, "f32"), key, engines)
+        out = []
+        for a in engines:
+            path = a.prepare(key, dtype, legacy, tok)
+            if path:
+                out.append((a, path))
+        return out
+    except anchor_engines.AnchorError as e:
+        die(str(e))
 
 
 def spread(xs):
@@ -418,6 +456,22 @@ def spread(xs):
 
 def fmt_rate(x):
     return "%.0f" % x if x >= 100 else "%.1f" % x
+
+
+def anchor_cells(names, r):
+    """The anchor columns of a row: each engine's medians, then ./run over the best."""
+    if not names:
+        return ""
+    cells, best_p, best_d = "", 0.0, 0.0
+    for n in names:
+        if n not in r["anchors"]:
+            cells += " - |"
+            continue
+        p, d, sp, sd = r["anchors"][n]
+        best_p, best_d = max(best_p, p), max(best_d, d)
+        cells += " %s (%.0f%%) / %s (%.0f%%) |" % (fmt_rate(p), sp, fmt_rate(d), sd)
+    ratio = lambda ours, best: "%.2f" % (ours / best) if best > 0 else "-"
+    return cells + " %s / %s |" % (ratio(r["prefill"], best_p), ratio(r["decode"], best_d))
 
 
 def main():
@@ -432,6 +486,14 @@ def main():
     for f in ("stories260K.bin", "tok512.bin", "tokenizer.bin"):
         if not os.path.exists(os.path.join(MODELS, f)):
             die("%s not found (set LLM_MODELS)" % os.path.join(MODELS, f))
+    engines = []
+    if os.environ.get("LLAMA_BENCH") or os.environ.get("LLAMA2C"):
+        global anchor_engines
+        import anchors as anchor_engines
+        try:
+            engines = anchor_engines.from_env()
+        except anchor_engines.AnchorError as e:
+            die(str(e))
     t_start = time.time()
     load0 = os.getloadavg()
     commit0, run0 = git_describe(), run_identity()
@@ -449,9 +511,11 @@ def main():
         for dtype in dtypes:
             ckpt = checkpoint(model, dtype)
             size = os.path.getsize(ckpt)
+            row_engines = anchor_files(engines, model, dtype, tok)
             t0 = time.time()
             RUN_SEEN.clear()
-            res = bench_rows(ckpt, tok, text, threads, runs * (TINY_RUNS if SHAPES[model] is None else 1))
+            res = bench_rows(ckpt, tok, text, threads, runs * (TINY_RUNS if SHAPES[model] is None else 1),
+                             row_engines)
             log("%s %s: %.0f s" % (model, dtype, time.time() - t0))
             for t in threads:
                 r = res[t]
@@ -462,6 +526,9 @@ def main():
                     "pf_spread": spread(r["prefill"]), "dc_spread": spread(r["decode"]),
                     "short": r["short"], "bos_retries": r["bos_retries"], "n": len(r["decode"]),
                     "busy_retries": r["busy_retries"], "slept": r["slept"], "binaries": set(RUN_SEEN),
+                    "anchors": {name: (statistics.median(p for p, _ in v), statistics.median(d for _, d in v),
+                                       spread([p for p, _ in v]), spread([d for _, d in v]))
+                                for name, v in r["anchors"].items()},
                 })
                 log("  %d thread(s): prefill %s tok/s, decode %s tok/s, background %.2f cores"
                     % (t, fmt_rate(rows[-1]["prefill"]), fmt_rate(rows[-1]["decode"]), rows[-1]["bg"]))
@@ -546,9 +613,11 @@ def main():
           "BENCH_QUIET_BUDGET; %.0f s left)." % (os.cpu_count() or 0, QUIET_WAIT, QUIET, BUSY_RETRIES,
                                                  QUIET_BUDGET, max(0.0, BUDGET["left"])))
     print()
+    names = [a.name for a in engines]
+    extra_head = "".join(" %s prefill / decode |" % n for n in names) + (" ratio prefill / decode |" if names else "")
     print("| model | weights | file MiB | threads | prefill tok/s | % FMA peak | decode tok/s | % read BW "
-          "| peak RSS MiB | spread p / d | background |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| peak RSS MiB | spread p / d | background |" + extra_head)
+    print("| --- " * (11 + len(names) + (1 if names else 0)) + "|")
     for r in rows:
         name = "stories260K" if r["model"] == "260K" else "random " + r["model"]
         wt = r["dtype"] + (" (legacy)" if r["ckpt"].endswith("stories260K.bin") else "")
@@ -560,8 +629,14 @@ def main():
         print("| %s | %s | %.1f | %d | %s | %.1f%% | %s | %.1f%% | %.0f | %.0f%% / %.0f%% | %.2f%s |"
               % (name, wt, r["size"] / 2**20, r["threads"], fmt_rate(r["prefill"]), r["pf_share"],
                  fmt_rate(r["decode"]), r["dc_share"], r["rss"] / 2**20, r["pf_spread"], r["dc_spread"],
-                 r["bg"], note))
+                 r["bg"], note) + anchor_cells(names, r))
     print()
+    if names:
+        print("Anchor cells: median tok/s (spread in brackets, as above); ratio: ./run over the best anchor "
+              "of the cell, above 1.00 = ./run faster. bench/anchors.py gives each engine's command.")
+        for engine, key, dtype, why in anchor_engines.SKIPPED:
+            print("- %s, %s %s: not run (%s)." % (engine, key, dtype, why))
+        print()
     bos = sum(r["bos_retries"] for r in rows)
     busy = sum(r["busy_retries"] for r in rows)
     print("%d run(s) sampled BOS before %d tokens and were repeated with another seed; %d run(s) were "
