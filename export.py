@@ -1523,6 +1523,306 @@ def convert_tokenizer(inp, outp):
 
 
 # ----------------------------------------------------------------------------
+# GGUF output: llama.cpp's format (`--format gguf`)
+#
+# Written from the GGUF specification (ggml's docs/gguf.md): a little-endian
+# header (magic "GGUF", version 3, tensor count, metadata count), the metadata
+# as typed key/value pairs, one info record per tensor (name, dimensions
+# innermost first, type, offset into the data section), then the data section
+# at the next multiple of general.alignment, each tensor at such a multiple.
+# Blocks of 32 values: Q8_0 = f16 scale d + 32 int8 (value = q * d); Q4_0 =
+# f16 scale d + 16 bytes whose low nibbles hold values 0..15 and high nibbles
+# values 16..31 (value = (nibble - 8) * d). The rounding follows the
+# reference quantizers the specification points to, so a file written here
+# holds the bytes llama.cpp's own quantizer would write.
+
+GGUF_VERSION = 3
+GGUF_ALIGN = 32
+GGUF_BLOCK = 32
+# tensor types (ggml_type) and metadata value types (gguf_type)
+GG_F32, GG_F16, GG_Q4_0, GG_Q8_0 = 0, 1, 2, 8
+GGUF_TYPE_NAMES = {GG_F32: "f32", GG_F16: "f16", GG_Q4_0: "q4_0", GG_Q8_0: "q8_0"}
+GV_UINT32, GV_INT32, GV_FLOAT32, GV_BOOL, GV_STRING, GV_ARRAY = 4, 5, 6, 7, 8, 9
+# general.file_type: llama_ftype of the file's dominant type
+GGUF_FILE_TYPE = {GG_F32: 0, GG_F16: 1, GG_Q4_0: 2, GG_Q8_0: 7}
+GGUF_DTYPES = {"f32": GG_F32, "f16": GG_F16, "q8_0": GG_Q8_0, "q4_0": GG_Q4_0}
+# token types of tokenizer.ggml.token_type
+TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_BYTE = 1, 2, 3, 6
+
+
+def _f16_bits(x):
+    return np.asarray(x, dtype=np.float32).astype("<f2")
+
+
+def quantize_gguf_q8_0(blk):
+    """(rows, cols) float32, cols a multiple of 32 -> the Q8_0 blocks' bytes, row-major."""
+    rows, cols = blk.shape
+    x = blk.reshape(rows, cols // GGUF_BLOCK, GGUF_BLOCK)
+    amax = np.abs(x).max(axis=2)
+    d = (amax / np.float32(127.0)).astype(np.float32)
+    inv = np.divide(np.float32(1.0), d, out=np.zeros_like(d), where=d != 0).astype(np.float32)
+    v = (x * inv[..., None]).astype(np.float32)
+    q = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.int8)   # roundf: half away from zero
+    out = np.empty((rows, cols // GGUF_BLOCK, 34), dtype=np.uint8)
+    out[..., :2] = _f16_bits(d).view(np.uint8).reshape(rows, cols // GGUF_BLOCK, 2)
+    out[..., 2:] = q.view(np.uint8)
+    return out.tobytes()
+
+
+def quantize_gguf_q4_0(blk):
+    """(rows, cols) float32, cols a multiple of 32 -> the Q4_0 blocks' bytes: d = the value
+    of largest magnitude (the first, on a tie) / -8, nibble = min(15, trunc(x / d + 8.5))."""
+    rows, cols = blk.shape
+    nb = cols // GGUF_BLOCK
+    x = blk.reshape(rows, nb, GGUF_BLOCK)
+    pick = np.abs(x).argmax(axis=2)                      # argmax: the first of equal magnitudes
+    mx = np.take_along_axis(x, pick[..., None], axis=2)[..., 0]
+    mx = np.where(mx == 0, np.float32(0.0), mx)          # an all-zero block: d = 0 / -8 = -0
+    d = (mx / np.float32(-8.0)).astype(np.float32)
+    inv = np.divide(np.float32(1.0), d, out=np.zeros_like(d), where=d != 0).astype(np.float32)
+    v = (x * inv[..., None]).astype(np.float32) + np.float32(8.5)
+    n = np.minimum(np.trunc(v), 15).astype(np.uint8)     # (int8_t) cast: toward zero; v >= 0.5 here
+    packed = n[..., :16] | (n[..., 16:] << 4)
+    out = np.empty((rows, nb, 18), dtype=np.uint8)
+    out[..., :2] = _f16_bits(d).view(np.uint8).reshape(rows, nb, 2)
+    out[..., 2:] = packed
+    return out.tobytes()
+
+
+def dequantize_gguf(raw, gtype, rows, cols):
+    """The float32 values of a tensor's GGUF bytes (the round-trip check, and tests)."""
+    if gtype == GG_F32:
+        return np.frombuffer(raw, "<f4", rows * cols).reshape(rows, cols)
+    if gtype == GG_F16:
+        return np.frombuffer(raw, "<f2", rows * cols).astype(np.float32).reshape(rows, cols)
+    nb = cols // GGUF_BLOCK
+    size = 34 if gtype == GG_Q8_0 else 18
+    b = np.frombuffer(raw, np.uint8, rows * nb * size).reshape(rows, nb, size)
+    d = b[..., :2].copy().view("<f2").astype(np.float32)       # (rows, nb, 1)
+    if gtype == GG_Q8_0:
+        q = b[..., 2:].view(np.int8).astype(np.float32)
+    else:
+        lo, hi = (b[..., 2:] & 15).astype(np.float32), (b[..., 2:] >> 4).astype(np.float32)
+        q = np.concatenate([lo, hi], axis=2) - np.float32(8.0)
+    return (q * d).astype(np.float32).reshape(rows, cols)
+
+
+def gguf_tensor_type(name, shape, kind, want):
+    """The type a tensor is written in: norms f32; a matrix in `want`, unless its rows are
+    not whole blocks of 32 (stories260K's hidden_dim 172): then f16 (write_gguf says so)."""
+    if kind == "vec" or want in (GG_F32, GG_F16):
+        return GG_F32 if kind == "vec" else want
+    return GG_F16 if shape[-1] % GGUF_BLOCK else want
+
+
+def gguf_tensor_bytes(name, arr, gtype):
+    a = np.asarray(arr, dtype=np.float32)
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
+    if gtype == GG_F32:
+        return a.astype("<f4").tobytes()
+    if gtype == GG_F16:
+        big = float(np.abs(a).max(initial=0))
+        if not big <= F16_MAX:
+            raise ExportError(f"tensor {name} has a value of magnitude {big:g}, beyond the f16 "
+                              f"range (65504): use --dtype f32")
+        return a.astype("<f2").tobytes()
+    step = max(1, ROW_CHUNK_ELEMS // a.shape[1])
+    q = quantize_gguf_q8_0 if gtype == GG_Q8_0 else quantize_gguf_q4_0
+    return b"".join(q(a[r:r + step]) for r in range(0, a.shape[0], step))
+
+
+def _gguf_str(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def _gguf_kv(key, vtype, value):
+    out = _gguf_str(key) + struct.pack("<I", vtype)
+    if vtype == GV_STRING:
+        return out + _gguf_str(value)
+    if vtype == GV_ARRAY:
+        etype, items = value
+        out += struct.pack("<IQ", etype, len(items))
+        if etype == GV_STRING:
+            return out + b"".join(_gguf_str(s) for s in items)
+        fmt = {GV_UINT32: "<u4", GV_INT32: "<i4", GV_FLOAT32: "<f4"}[etype]
+        return out + np.asarray(items, dtype=fmt).tobytes()
+    fmt = {GV_UINT32: "<I", GV_INT32: "<i", GV_FLOAT32: "<f", GV_BOOL: "<?"}[vtype]
+    return out + struct.pack(fmt, value)
+
+
+def gguf_tensor_name(name):
+    """The engine's canonical tensor name -> llama.cpp's."""
+    fixed = {"tok_embeddings": "token_embd.weight", "final_norm": "output_norm.weight",
+             "classifier": "output.weight"}
+    if name in fixed:
+        return fixed[name]
+    _, l, part = name.split(".", 2)
+    per_layer = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "attn_k.weight",
+                 "wv": "attn_v.weight", "wo": "attn_output.weight", "ffn_norm": "ffn_norm.weight",
+                 "w1": "ffn_gate.weight", "w2": "ffn_down.weight", "w3": "ffn_up.weight"}
+    if part not in per_layer:
+        raise ExportError(f"tensor {name} has no place in a GGUF llama model")
+    return f"blk.{l}.{per_layer[part]}"
+
+
+def tokenizer_bin_vocab(path):
+    """llama2.c's tokenizer.bin -> (pieces in sentencepiece spelling, scores, bos, eos):
+    ' ' back to U+2581, and ids 0/1/2 as <unk>/<s>/</s>, as the file implies them."""
+    data = open(path, "rb").read()
+    if len(data) < 4:
+        raise ExportError(f"{path}: too short for a tokenizer.bin")
+    pos, pieces, scores = 4, [], []
+    while pos < len(data):
+        if pos + 8 > len(data):
+            raise ExportError(f"{path}: truncated at byte {pos} (token {len(pieces)})")
+        score, n = struct.unpack_from("<fi", data, pos)
+        if n < 0 or pos + 8 + n > len(data):
+            raise ExportError(f"{path}: token {len(pieces)} has length {n}, past the end of the file")
+        try:
+            text = data[pos + 8:pos + 8 + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ExportError(f"{path}: token {len(pieces)} is not valid UTF-8")
+        pieces.append(text.replace(" ", "\u2581"))
+        scores.append(score)
+        pos += 8 + n
+    if len(pieces) < 3:
+        raise ExportError(f"{path}: {len(pieces)} tokens; a llama2.c vocabulary has <unk>, <s>, </s> first")
+    pieces[:3] = ["<unk>", "<s>", "</s>"]
+    return pieces, scores, 1, 2
+
+
+def gguf_vocab(path):
+    """(pieces, scores, token types, bos, eos) for tokenizer.ggml.model "llama" from any
+    sentencepiece-style tokenizer input: tokenizer.model, a Llama-2-style tokenizer.json,
+    llama2.c's tokenizer.bin, or a folder holding one."""
+    if os.path.isdir(path):
+        for name in ("tokenizer.model", "tokenizer.json", "tokenizer.bin"):
+            if os.path.exists(os.path.join(path, name)):
+                path = os.path.join(path, name)
+                break
+        else:
+            raise ExportError(f"{path}: no tokenizer.model, tokenizer.json or tokenizer.bin in it: "
+                              f"give --tokenizer")
+    if not os.path.isfile(path):
+        raise ExportError(f"tokenizer {path} does not exist")
+    with open(path, "rb") as fh:
+        first = fh.read(64).lstrip()
+    if first[:1] == b"{":
+        pieces, scores, bos, eos = hf_tokenizer_vocab(path)
+    elif path.endswith(".model"):
+        pieces, scores, bos, eos = sentencepiece_vocab(path)
+    else:
+        pieces, scores, bos, eos = tokenizer_bin_vocab(path)
+    check_vocab(path, pieces, scores, bos, eos)
+    types = []
+    for i, p in enumerate(pieces):
+        if p == "<unk>":
+            types.append(TT_UNKNOWN)
+        elif i in (bos, eos) or p == "":
+            types.append(TT_CONTROL)
+        elif len(p) == 6 and p.startswith("<0x") and p.endswith(">"):
+            types.append(TT_BYTE)
+        else:
+            types.append(TT_NORMAL)
+    return path, pieces, scores, types, bos, eos
+
+
+def gguf_metadata(cfg, vocab, want):
+    _, pieces, scores, types, bos, eos = vocab
+    if cfg["vocab_size"] != len(pieces):
+        raise ExportError(f"the tokenizer has {len(pieces)} tokens, the model's vocab_size is "
+                          f"{cfg['vocab_size']}")
+    why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), ("--norm-pos post", cfg["norm_pos"] == 0),
+                          ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
+           if not ok]
+    if why:
+        raise ExportError(f"GGUF's llama architecture is pre-RMSNorm with a final norm: it cannot hold "
+                          f"{', '.join(why)}")
+    kv = [("general.architecture", GV_STRING, "llama"),
+          ("general.name", GV_STRING, "export.py"),
+          ("general.alignment", GV_UINT32, GGUF_ALIGN),
+          ("general.file_type", GV_UINT32, GGUF_FILE_TYPE[want]),
+          ("llama.vocab_size", GV_UINT32, cfg["vocab_size"]),
+          ("llama.context_length", GV_UINT32, cfg["seq_len"]),
+          ("llama.embedding_length", GV_UINT32, cfg["dim"]),
+          ("llama.block_count", GV_UINT32, cfg["n_layers"]),
+          ("llama.feed_forward_length", GV_UINT32, cfg["hidden_dim"]),
+          ("llama.attention.head_count", GV_UINT32, cfg["n_heads"]),
+          ("llama.attention.head_count_kv", GV_UINT32, cfg["n_kv_heads"]),
+          ("llama.attention.key_length", GV_UINT32, cfg["head_size"]),
+          ("llama.attention.value_length", GV_UINT32, cfg["head_size"]),
+          ("llama.rope.dimension_count", GV_UINT32, cfg["head_size"]),
+          ("llama.rope.freq_base", GV_FLOAT32, cfg["rope_theta"]),
+          ("llama.attention.layer_norm_rms_epsilon", GV_FLOAT32, cfg["norm_eps"]),
+          ("tokenizer.ggml.model", GV_STRING, "llama"),
+          ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, pieces)),
+          ("tokenizer.ggml.scores", GV_ARRAY, (GV_FLOAT32, scores)),
+          ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
+          ("tokenizer.ggml.bos_token_id", GV_UINT32, bos),
+          ("tokenizer.ggml.eos_token_id", GV_UINT32, eos),
+          ("tokenizer.ggml.add_bos_token", GV_BOOL, True),
+          ("tokenizer.ggml.add_eos_token", GV_BOOL, False)]
+    if TT_UNKNOWN in types:
+        kv.append(("tokenizer.ggml.unknown_token_id", GV_UINT32, types.index(TT_UNKNOWN)))
+    return kv
+
+
+def write_gguf(path, cfg, src, want, tok_path):
+    """Write `src` as a GGUF llama model with its tokenizer; returns (bytes, max abs error)."""
+    validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
+    vocab = gguf_vocab(tok_path)
+    kv = gguf_metadata(cfg, vocab, want)
+    plan = tensor_plan(dict(cfg, norm_bias=0))
+    src.check([(n, s) for n, s, _ in plan])
+    infos, offset = [], 0
+    for name, shape, kind in plan:
+        gtype = gguf_tensor_type(gguf_tensor_name(name), shape, kind, want)
+        rows, cols = (1, shape[0]) if kind == "vec" else shape
+        nbytes = {GG_F32: 4 * rows * cols, GG_F16: 2 * rows * cols,
+                  GG_Q8_0: rows * cols // GGUF_BLOCK * 34, GG_Q4_0: rows * cols // GGUF_BLOCK * 18}[gtype]
+        infos.append((name, shape, kind, gtype, offset, nbytes))
+        offset = -(-(offset + nbytes) // GGUF_ALIGN) * GGUF_ALIGN
+    fell = [(gguf_tensor_name(n), s[-1]) for n, s, k, t, _, _ in infos if k == "mat" and t != want]
+    if fell:
+        log(f"note: {len(fell)} tensor(s) have rows of {sorted(set(c for _, c in fell))} values, not whole "
+            f"{GGUF_TYPE_NAMES[want]} blocks of {GGUF_BLOCK}: written as f16 ({', '.join(n for n, _ in fell[:3])}"
+            f"{', ...' if len(fell) > 3 else ''})")
+    head = [b"GGUF", struct.pack("<IQQ", GGUF_VERSION, len(infos), len(kv))]
+    head += [_gguf_kv(*x) for x in kv]
+    for name, shape, kind, gtype, off, _ in infos:
+        dims = list(reversed(shape))                      # innermost (columns) first
+        head.append(_gguf_str(gguf_tensor_name(name)) + struct.pack("<I", len(dims)) +
+                    struct.pack("<%dQ" % len(dims), *dims) + struct.pack("<IQ", gtype, off))
+    head = b"".join(head)
+    data_start = -(-len(head) // GGUF_ALIGN) * GGUF_ALIGN
+    max_err = 0.0
+    with atomic_output(path) as f:
+        f.write(head + b"\0" * (data_start - len(head)))
+        for name, shape, kind, gtype, off, nbytes in infos:
+            f.write(b"\0" * (data_start + off - f.tell()))
+            arr = src.load(name)
+            if tuple(arr.shape) != tuple(shape):
+                raise ExportError(f"tensor {src.src_name(name)} has shape {list(arr.shape)}, "
+                                  f"expected {list(shape)}")
+            if not np.isfinite(arr).all():
+                raise ExportError(f"tensor {src.src_name(name)} contains NaN or Inf")
+            raw = gguf_tensor_bytes(name, arr, gtype)
+            if len(raw) != nbytes:   # a bug, not bad input
+                raise ExportError(f"internal error: {name} is {len(raw)} bytes, planned {nbytes}")
+            if gtype != GG_F32:
+                rows, cols = (1, shape[0]) if kind == "vec" else shape
+                back = dequantize_gguf(raw, gtype, rows, cols)
+                max_err = max(max_err, float(np.abs(back - np.asarray(arr, np.float32).reshape(rows, cols)).max(initial=0)))
+            f.write(raw)
+            del arr, raw
+        size = f.tell()
+    log(f"tokenizer for the GGUF: {vocab[0]} ({len(vocab[1])} tokens, BOS {vocab[4]}, EOS {vocab[5]})")
+    return size, max_err
+
+
+# ----------------------------------------------------------------------------
 # command line
 
 INPUTS_HELP = """\
@@ -1564,8 +1864,9 @@ class Parser(argparse.ArgumentParser):
 
 def add_model_options(p, converting=True):
     g = p.add_argument_group("output options")
-    g.add_argument("--dtype", choices=list(DTYPES), default="f32",
-                   help="matrix storage: f32, f16 or q8_0 (default f32); norms stay f32")
+    g.add_argument("--dtype", choices=list(GGUF_DTYPES), default="f32",
+                   help="matrix storage: f32, f16 or q8_0 (default f32); norms stay f32. "
+                        "With --format gguf also q4_0")
     g.add_argument("--group-size", type=int, default=DEFAULT_GROUP, metavar="N",
                    help="q8_0 group length along each row (default 32)")
     g.add_argument("--norm", choices=list(NORM_TYPES), default=None,
@@ -1622,6 +1923,19 @@ def do_export(src, out, a):
         f"theta {cfg['rope_theta']:g}{extra}")
 
 
+def do_export_gguf(src, out, a):
+    if a.group_size != DEFAULT_GROUP:
+        raise ExportError("--group-size is for LLMW's q8_0; GGUF's blocks hold 32 values")
+    want = GGUF_DTYPES[a.dtype]
+    cfg = header_cfg(src.cfg, argparse.Namespace(**dict(vars(a), dtype="f32")))
+    tok = a.tokenizer or (a.input if os.path.isdir(a.input) else None)
+    if tok is None:
+        raise ExportError(f"{a.input} holds no tokenizer and a GGUF needs one: give --tokenizer")
+    size, err = write_gguf(out, cfg, src, want, tok)
+    extra = f", max abs rounding error {err:.3g}" if want != GG_F32 else ""
+    log(f"wrote {out}: {size} bytes, GGUF v{GGUF_VERSION} llama, {a.dtype}{extra}")
+
+
 def cmd_convert(argv):
     p = Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
                usage="%(prog)s [options] INPUT OUTPUT\n"
@@ -1631,12 +1945,26 @@ def cmd_convert(argv):
                            "(version 1).",
                epilog=INPUTS_HELP)
     p.add_argument("input", metavar="INPUT", help="checkpoint file or folder (see input kinds)")
-    p.add_argument("output", metavar="OUTPUT", help="the LLMW file to write")
+    p.add_argument("output", metavar="OUTPUT", help="the LLMW (or GGUF) file to write")
+    p.add_argument("--format", choices=("llmw", "gguf"), default="llmw",
+                   help="llmw (default): the engine's own format; gguf: llama.cpp's, with the "
+                        "tokenizer inside (architecture llama, tensors in f32/f16/q8_0/q4_0)")
+    p.add_argument("--tokenizer", metavar="TOK", default=None,
+                   help="with --format gguf: the tokenizer to embed (tokenizer.model, a "
+                        "Llama-2-style tokenizer.json, llama2.c's tokenizer.bin, or a folder); "
+                        "default: the one in the input folder")
     add_model_options(p)
     a = p.parse_args(argv)
+    if a.format != "gguf" and a.tokenizer:
+        raise ExportError("--tokenizer is for --format gguf (an LLMW file holds no tokenizer)")
+    if a.format != "gguf" and a.dtype not in DTYPES:
+        raise ExportError(f"--dtype {a.dtype} is for --format gguf; LLMW holds f32, f16 and q8_0")
     src = detect(a.input)
     log(f"detected {src.desc}: {describe(src.cfg)}")
-    do_export(src, a.output, a)
+    if a.format == "gguf":
+        do_export_gguf(src, a.output, a)
+    else:
+        do_export(src, a.output, a)
 
 
 def cmd_random(argv):
