@@ -647,9 +647,12 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
         given = NULL;
         int n;
         int *ids = encode_turn(e, &turn, &n);
-        if (pos + n >= steps)
+        if (pos + n >= steps) {
+            free(ids);
+            free(line);
             die(1, "the context is full: this turn needs %d positions and %d of the %d are left (see -n, --ctx); the chat ends",
                 n + 1, steps - pos, steps);
+        }
         prefill(e, ids, n, pos);
         pos += n;
         int token = ids[n - 1];

@@ -66,6 +66,8 @@ static void encode(tok_tokenizer *t, const tok_chat_turn *turn, int k)
     n = tok_chat_encode(t, turn, ids, (int)most, scratch, ss);
     if (n < 0) {
         printf("error: %s\n", tok_error(t));
+        free(ids);
+        free(scratch);
         exit(1);
     }
     if ((size_t)n > most || n == 0) fail("more ids than tok_chat_max_ids, or none", k);
@@ -106,6 +108,8 @@ int main(int argc, char **argv)
     arena = malloc(need);
     if (!need || tok_init(&t, bytes, n, 0, arena, need) != TOK_OK) {
         printf("error: %s\n", tok_error(&t));
+        free(arena);
+        free(bytes);
         return 2;
     }
     for (i = 3; i < argc; i++) {
@@ -121,6 +125,8 @@ int main(int argc, char **argv)
     }
     if (!as_text && tok_chat_check(&t, tmpl) != TOK_OK) {
         printf("error: %s\n", tok_error(&t));
+        free(arena);
+        free(bytes);
         return 1;
     }
     printf("end %d\n", tok_chat_end_id(&t, tmpl));
