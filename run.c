@@ -639,11 +639,12 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
     }
     char *line = NULL;
     size_t line_cap = 0;
-    int pos = 0, first = 1, cut = 0;
+    int pos = 0, first = 1, cut = 0, stop = end_id;
     const char *given = o->prompt && o->prompt[0] ? o->prompt : NULL;
     while (pos < steps) {
         if (!given && !read_line("User: ", &line, &line_cap)) break;
-        tok_chat_turn turn = { tmpl, first, first ? o->system_prompt : NULL, given ? given : line, date };
+        /* a reply that ended at another stop token (eos_id) is closed as the template closes it */
+        tok_chat_turn turn = { tmpl, first, first ? o->system_prompt : NULL, given ? given : line, date, stop != end_id };
         given = NULL;
         int n;
         int *ids = encode_turn(e, &turn, &n);
@@ -670,7 +671,7 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
             if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)
                 die(1, "%s", e->state.error);
             pos++;
-            if (end) { cut = 0; break; }
+            if (end) { cut = 0; stop = next; break; }
         }
         printf("\n");
     }

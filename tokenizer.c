@@ -766,12 +766,14 @@ static void trim(const char **s, size_t *n)
 
 /* One turn being walked part by part. */
 typedef struct {
+    const tok_chat_format *f;
+    int close;                  /* the turn starts with the end-of-turn token */
     const char *fmt;            /* the rest of the format */
     const char *system, *user, *date;
     size_t system_len, user_len, date_len;
 } tok_chat_walk;
 
-enum { PART_END, PART_TEXT, PART_SPECIAL, PART_BOS };
+enum { PART_END, PART_TEXT, PART_SPECIAL, PART_BOS, PART_CLOSE };
 
 typedef struct {
     int kind;
@@ -785,6 +787,8 @@ static int chat_setup(tok_chat_walk *w, const tok_tokenizer *t, const tok_chat_t
     const tok_chat_format *f;
     if (!turn || turn->chat_template < 0 || turn->chat_template >= TOK_CHAT_COUNT) return 0;
     f = &chat_formats[turn->chat_template];
+    w->f = f;
+    w->close = !turn->first && turn->close_reply;
     w->system = turn->system;
     w->system_len = w->system ? strlen(w->system) : 0;
     if (!w->system && t && t->default_system) {
@@ -807,6 +811,13 @@ static tok_chat_part chat_next(tok_chat_walk *w)
 {
     tok_chat_part p = { PART_END, NULL, 0 };
     const char *f = w->fmt, *close;
+    if (w->close) {   /* the end-of-turn token: its text, or (llama2) eos_id */
+        w->close = 0;
+        p.kind = PART_CLOSE;
+        p.s = w->f->end ? w->f->end : "";
+        p.len = strlen(p.s);
+        return p;
+    }
     if (!*f) return p;
     if (f[0] == '{' && (close = strchr(f, '}')) != NULL) {
         size_t n = (size_t)(close - f) + 1;
@@ -843,7 +854,7 @@ size_t tok_chat_render(char *out, size_t cap, const tok_tokenizer *t, const tok_
     s.len = 0;
     if (chat_setup(&w, t, turn))
         while ((p = chat_next(&w)).kind != PART_END)
-            if (p.kind != PART_BOS) sink_put(&s, p.s, p.len);
+            if (p.kind != PART_BOS) sink_put(&s, p.s, p.len);   /* llama2's closing eos has no text either */
     if (cap) out[s.len < cap ? s.len : cap - 1] = '\0';
     return s.len;
 }
@@ -856,6 +867,7 @@ size_t tok_render_chat(char *out, size_t cap, int chat_template, const char *sys
     turn.system = system && system[0] ? system : NULL;
     turn.user = user;
     turn.date = NULL;
+    turn.close_reply = 0;
     return tok_chat_render(out, cap, NULL, &turn);
 }
 
@@ -952,7 +964,8 @@ int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int m
             text_len = 0;
         }
         if (p.kind == PART_END) return n;
-        id = p.kind == PART_BOS ? t->bos_id : tok_piece_id(t, p.s, p.len);
+        id = p.kind == PART_BOS ? t->bos_id : p.kind == PART_CLOSE ? tok_chat_end_id(t, turn->chat_template)
+                                                                  : tok_piece_id(t, p.s, p.len);
         if (id < 0) return chat_missing(t, &chat_formats[turn->chat_template], p.s, p.len);
         if (n >= max_ids) {
             llm__fmt(t->error, sizeof t->error, "the chat turn has more than %d ids", max_ids);

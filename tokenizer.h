@@ -153,6 +153,10 @@ typedef struct tok_chat_turn {
                              prompt (none for llama2, as in llama2.c) */
     const char *user;     /* the user's text; NULL counts as "" */
     const char *date;     /* llama3.1's Today Date; NULL: TOK_CHAT_DEFAULT_DATE */
+    int close_reply;      /* later turn: 1 when the previous reply ended at another
+                             token than tok_chat_end_id (eos_id, say): the turn then
+                             starts with the template's end-of-turn token, which
+                             closes every assistant message in the template */
 } tok_chat_turn;
 
 /* The turn as text, special tokens written as their text, like snprintf:

@@ -1,9 +1,11 @@
 /* chat_turns.c -- a chat's turns through tokenizer.c's chat API, for tests/test_chat.py.
  *
- *   build/chat_turns TOKENIZER TEMPLATE [-y SYSTEM] [-D DEFAULT_SYSTEM] [-d DATE] [-r] USER...
+ *   build/chat_turns TOKENIZER TEMPLATE [-y SYSTEM] [-D DEFAULT_SYSTEM] [-d DATE] [-c] [-r] USER...
  *
  * The first USER is the first turn (with -y's system prompt; without -y the
- * system prompt is NULL, so -D's default applies), the others later turns.
+ * system prompt is NULL, so -D's default applies), the others later turns
+ * (with -c, each after a reply that ended at another token than the
+ * template's end of turn).
  * Prints one line per turn: its ids, space-separated, or with -r its
  * rendered text as hex. Every buffer is malloc'd at its exact size (an ASan
  * build catches any access outside it) and the sizes are checked on the way:
@@ -91,7 +93,7 @@ static void encode(tok_tokenizer *t, const tok_chat_turn *turn, int k)
 int main(int argc, char **argv)
 {
     const char *system = NULL, *date = NULL, *dflt = NULL;
-    int i, as_text = 0, tmpl, k = 0;
+    int i, as_text = 0, tmpl, k = 0, close = 0;
     size_t n, need;
     unsigned char *bytes;
     void *arena;
@@ -117,6 +119,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-D") && i + 1 < argc) dflt = argv[++i];
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) date = argv[++i];
         else if (!strcmp(argv[i], "-r")) as_text = 1;
+        else if (!strcmp(argv[i], "-c")) close = 1;
         else break;
     }
     if (dflt) {   /* as a tokenizer file that carries a default system prompt sets it */
@@ -137,6 +140,7 @@ int main(int argc, char **argv)
         turn.system = system;
         turn.user = argv[i];
         turn.date = date;
+        turn.close_reply = close;
         if (as_text) render(&t, &turn, k);
         else encode(&t, &turn, k);
     }

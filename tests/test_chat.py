@@ -81,7 +81,7 @@ def expected_ids(text, bos=False):
     return out
 
 
-def driver(template, users, system=None, default=None, date=None, text=False, tok=VOCAB):
+def driver(template, users, system=None, default=None, date=None, text=False, tok=VOCAB, close=False):
     """(exit status, end-of-turn id, one entry per turn: its ids, or its text with text=True)."""
     args = [DRIVER, tok, template]
     if system is not None:
@@ -92,6 +92,8 @@ def driver(template, users, system=None, default=None, date=None, text=False, to
         args += ["-d", date]
     if text:
         args.append("-r")
+    if close:
+        args.append("-c")
     assert os.path.exists(DRIVER), f"{DRIVER} missing: make build/chat_turns (or set CHATTURNS)"
     p = subprocess.run(args + list(users), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     out = p.stdout.decode("utf-8", "replace")
@@ -276,12 +278,12 @@ def test_missing_special_token():
 
 # ---------------------------------------------------------------- ./run -m chat
 
-def chat_checkpoint():
+def chat_checkpoint(ends, name):
     """A random llama2.c checkpoint (512 tokens, unshared classifier) whose
     replies end: every token embedding gets +5 in dimension 0, and the
-    classifier rows of <|eot_id|> and <|im_end|> read that dimension alone,
-    so each is drawn with a probability of roughly 0.1 at every step."""
-    path = scratch("chat_template_eot.bin")
+    classifier rows of the ids `ends` read that dimension alone, so each is
+    drawn with a probability of roughly 0.1 at every step."""
+    path = scratch(name)
     code = (f"import sys; sys.path.insert(0, {common.TESTS!r}); import reference; "
             f"reference.write_random_legacy({path!r}, 48, 100, 2, 6, 2, 512, 256, 23, False)")
     subprocess.run([os.environ.get("REF_PYTHON", "/usr/bin/python3"), "-c", code], check=True, timeout=300)
@@ -291,7 +293,7 @@ def chat_checkpoint():
     w.frombytes(raw[28:])
     for t in range(vocab):
         w[t * dim] += 5.0
-    for end in (ID["<|eot_id|>"], ID["<|im_end|>"]):
+    for end in ends:
         row = len(w) - vocab * dim + end * dim
         w[row:row + dim] = array.array("f", [1.0] + [0.0] * (dim - 1))
     with open(path, "wb") as f:
@@ -299,14 +301,14 @@ def chat_checkpoint():
     return path
 
 
-CHAT_CKPT = None
+CHAT_CKPTS = {}
 
 
-def chat_ckpt():
-    global CHAT_CKPT
-    if CHAT_CKPT is None:
-        CHAT_CKPT = chat_checkpoint()
-    return CHAT_CKPT
+def chat_ckpt(ends=("<|eot_id|>", "<|im_end|>")):
+    """The checkpoint whose replies end at these tokens (made once per run)."""
+    if ends not in CHAT_CKPTS:
+        CHAT_CKPTS[ends] = chat_checkpoint([ID[e] for e in ends], f"chat_ends_{len(CHAT_CKPTS)}.bin")
+    return CHAT_CKPTS[ends]
 
 
 def test_chat_appends_turns_to_the_cache():
@@ -323,7 +325,7 @@ def test_chat_appends_turns_to_the_cache():
             steps = 240
             sampler = twin.Sampler(512, 1.0, 0.9, 0, seed)
             stop = (twin.EOS, ID[END[template]])
-            want, seq, ended = twin.chat(ckpt, PIECES, sampler, turns, steps, stop=stop)
+            want, seq, ended = twin.chat(ckpt, PIECES, sampler, turns, steps, stop=stop, close=stop[1])
             assert ended == 3 and sampler.min_margin > 1e-6, (ended, sampler.min_margin, want)
             replies = want.split(b"Assistant: ")[1:]
             assert len(replies) == 3 and all(len(r) >= 20 for r in replies), f"replies too short to test: {want!r}"
@@ -333,6 +335,31 @@ def test_chat_appends_turns_to_the_cache():
             assert got == want, f"chat differs from the twin's conversation:\n  run:  {got!r}\n  twin: {want!r}"
             assert "context is full" not in err, err
         yield template, check
+
+
+def test_reply_ended_by_eos_is_closed():
+    """A ChatML reply that ends at EOS instead of <|im_end|>: the next turn
+    starts with <|im_end|>, as the template closes every reply with it (the
+    twin does the same, with a checkpoint whose replies end at EOS)."""
+    rc, _, text = driver("chatml", ["Hi", "Bye"], text=True)
+    rc, _, closed = driver("chatml", ["Hi", "Bye"], text=True, close=True)
+    assert closed == [text[0], "<|im_end|>" + text[1]] and text[1].startswith("\n<|im_start|>user\n"), (text, closed)
+    rc, _, ids = driver("llama2", ["Hi", "Bye"], close=True)
+    assert ids[1] == [2] + expected_ids("[INST] Bye [/INST]", bos=True), ids   # llama2: </s> closes a reply
+    ckpt = chat_ckpt(("\n</s>\n",))         # replies end at EOS alone
+    turns = [expected_ids(t) for t in hand_turns("chatml", SYSTEM)]
+    seed, steps = 2, 240
+    sampler = twin.Sampler(512, 1.0, 0.9, 0, seed)
+    want, seq, ended = twin.chat(ckpt, PIECES, sampler, turns, steps, stop=(twin.EOS, ID["<|im_end|>"]),
+                                 close=ID["<|im_end|>"])
+    assert ended == 3 and sampler.min_margin > 1e-6, (ended, sampler.min_margin)
+    replies = want.split(b"Assistant: ")[1:]
+    assert len(replies) == 3 and all(len(r) >= 15 for r in replies), f"replies too short to test: {want!r}"
+    closed = [i for i in range(1, len(seq)) if seq[i - 1] == twin.EOS and seq[i] == ID["<|im_end|>"]]
+    assert len(closed) == 2, seq
+    rc, got, err = run([ckpt, "-z", VOCAB, "-m", "chat", "--template", "chatml", "-t", "1", "-p", "0.9",
+                        "-s", seed, "-n", steps, "-y", SYSTEM], input=("\n".join(USERS) + "\n").encode())
+    assert rc == 0 and got == want, f"chat differs from the twin's:\n  run:  {got!r}\n  twin: {want!r}\n{err}"
 
 
 def test_context_full_during_a_reply():

@@ -62,8 +62,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tok_render_chat(out, sizeof out, TOK_CHAT_LLAMA2 + 1000, system, user) != 0 || out[0] != '\0')
         fuzz_fail("an unknown template rendered something");
     for (int tmpl = 0; tmpl < TOK_CHAT_COUNT; tmpl++)
-        for (int first = 0; first < 2; first++) {
-            tok_chat_turn turn = { tmpl, first, system, user, NULL };
+        for (int kind = 0; kind < 3; kind++) {   /* a first turn, a later one, a later one that closes the reply */
+            int first = kind == 0;
+            tok_chat_turn turn = { tmpl, first, system, user, NULL, kind == 2 };
             size_t len = tok_chat_render(NULL, 0, NULL, &turn);
             char *full = (char *)malloc(len + 1);
             if (!len || !full || tok_chat_render(full, len + 1, NULL, &turn) != len || full[len])
