@@ -629,6 +629,8 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
     int tmpl = o->chat_template >= 0 ? o->chat_template : e->tok.chat_template;
     if (tok_chat_check(&e->tok, tmpl) != TOK_OK) die(1, "tokenizer %s: %s (see --template)", o->tokenizer, tok_error(&e->tok));
     int end_id = tok_chat_end_id(&e->tok, tmpl);
+    fprintf(stderr, "chat: %s template (%s)\n", tok_chat_template_name(tmpl),
+            o->chat_template >= 0 ? "--template" : "the tokenizer's");
     char today[64];
     const char *date = o->chat_date;
     if (date && !strcmp(date, "today")) {
