@@ -88,7 +88,7 @@ build/qemu/run-i386: run-i386
 build/qemu/%-i386: build/%-i386
 	$(qemu_wrapper)
 
-TEST_PROGS = test_kernels logits test_tokenizer_unit test_sampler
+TEST_PROGS = test_kernels logits test_tokenizer_unit test_sampler chat_turns
 I386_BINS = run-i386 $(foreach p,$(TEST_PROGS),build/$(p)-i386)
 I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
 # Under qemu the whole suite takes ~9 minutes (the tokenizer corpus alone 3, one

@@ -111,6 +111,8 @@ typedef struct options {
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
     float norm_eps;                        /* 0: the checkpoint's  */
     unsigned long long max_memory;         /* bytes the state and tokenizer may take */
+    int chat_template;                     /* --template: a tok_chat_template, -1: the tokenizer's */
+    const char *chat_date;                 /* --date: llama3.1's Today Date, NULL: its default */
 } options;
 
 static void usage(FILE *out) {
@@ -126,7 +128,7 @@ static void usage(FILE *out) {
         "  -i <string>  input prompt\n"
         "  -z <string>  tokenizer file, default tokenizer.bin\n"
         "  -m <string>  mode: generate|chat|eval|tokenize, default generate\n"
-        "  -y <string>  system prompt in chat mode\n"
+        "  -y <string>  system prompt in chat mode (default: the tokenizer's, if any)\n"
         "  -f <file>    text file to score in eval mode\n"
         "  --threads N  threads (OpenMP), default: all cores\n"
         "  --wait auto|spin|sleep  how idle threads wait between steps, default auto:\n"
@@ -139,12 +141,19 @@ static void usage(FILE *out) {
         "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
         "  --max-memory SIZE       most RAM the state and tokenizer may take, as bytes or\n"
         "               with K, M, G or T (powers of 1024), default half the machine's RAM\n"
+        "  --template NAME  chat template: llama2, llama3, llama3.1 or chatml (default: the\n"
+        "               tokenizer's; llama2 for llama2.c's tokenizer.bin)\n"
+        "  --date D     llama3.1 template's \"Today Date\", default " TOK_CHAT_DEFAULT_DATE " (its own);\n"
+        "               today: the current date\n"
         "  --info       print the model's configuration and memory plan, then exit\n"
         "               (the tokenizer's share only when -z is given; nothing is allocated)\n"
         "  --help       this text\n"
         "Modes:\n"
         "  generate  continue the prompt; text to stdout, statistics to stderr\n"
-        "  chat      Llama 2 chat template, user turns read from stdin\n"
+        "  chat      a conversation in the chat template: -i (or the first line of stdin) is\n"
+        "            the first user turn, then one turn per stdin line; a reply ends at the\n"
+        "            model's end-of-turn token; each turn is appended to the KV cache, and the\n"
+        "            chat ends when the context (-n, --ctx) is full\n"
         "  eval      mean negative log-likelihood and perplexity of the text in -f FILE\n"
         "  tokenize  print the prompt's token ids (BOS first); needs only -z and -i\n");
 }
@@ -284,6 +293,7 @@ static options parse_options(int argc, char **argv) {
     o.steps = 256;
     o.threads = -1;
     o.norm_type = o.norm_pos = o.final_norm = -1;
+    o.chat_template = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
@@ -321,12 +331,20 @@ static options parse_options(int argc, char **argv) {
         } else if (!strcmp(a, "--final-norm")) {
             if ((o.final_norm = llm_parse_on_off(v)) < 0) die(2, "--final-norm expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--norm-eps")) o.norm_eps = parse_float(a, v, 1e-12, 0.5);
+        else if (!strcmp(a, "--template")) {
+            if ((o.chat_template = tok_chat_template_id(v)) < 0)
+                die(2, "unknown chat template '%s': use %s", v, tok_chat_template_names());
+        } else if (!strcmp(a, "--date")) o.chat_date = v;
         else die(2, "unknown option %s (see --help)", a);
     }
     if (strcmp(o.mode, "generate") && strcmp(o.mode, "chat") && strcmp(o.mode, "eval") && strcmp(o.mode, "tokenize"))
         die(2, "unknown mode '%s': use generate, chat, eval or tokenize", o.mode);
     if (strcmp(o.mode, "tokenize") && !o.checkpoint) die(2, "no checkpoint given (see --help)");
     if (!strcmp(o.mode, "eval") && !o.eval_file) die(2, "eval mode needs -f FILE");
+    if (strcmp(o.mode, "chat") && (o.chat_template >= 0 || o.chat_date))
+        die(2, "%s applies to chat mode only (-m chat)", o.chat_template >= 0 ? "--template" : "--date");
+    if (o.chat_date && (!o.chat_date[0] || strlen(o.chat_date) > 64))
+        die(2, "--date expects a date such as '26 Jul 2024' (1 to 64 bytes) or 'today'");
     if (o.threads < 0) o.threads = default_threads();
 #ifndef _OPENMP
     o.threads = 1;
@@ -577,55 +595,93 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
             t_decode > 0 && decoded ? decoded / t_decode : 0.0, t_first * 1e3);
 }
 
-/* Read one line from stdin into buf (without the newline); 0 at EOF. */
-static int read_line(const char *prompt, char *buf, size_t size) {
+/* Read one line from stdin (without its newline) into *buf, grown as needed; 0 at EOF. */
+static int read_line(const char *prompt, char **buf, size_t *cap) {
     fputs(prompt, stdout);
     fflush(stdout);
-    if (!fgets(buf, (int)size, stdin)) return 0;
-    size_t len = strlen(buf);
-    if (len && buf[len - 1] == '\n') buf[len - 1] = '\0';
+    ssize_t len = getline(buf, cap, stdin);
+    if (len < 0) return 0;
+    if (len && (*buf)[len - 1] == '\n') (*buf)[len - 1] = '\0';
     return 1;
 }
 
-/* Llama 2 chat: [INST] <<SYS>>...<</SYS>> user [/INST], answers until EOS. */
+/* One chat turn's ids (malloc'd) in the template. */
+static int *encode_turn(engine *e, const tok_chat_turn *turn, int *n_out) {
+    size_t scratch_size = tok_chat_scratch_size(&e->tok, turn), most = tok_chat_max_ids(&e->tok, turn);
+    if (!scratch_size || !most || most > (size_t)INT32_MAX) die(1, "the chat turn is too long to encode");
+    void *scratch = xmalloc(scratch_size, "the tokenizer's scratch");
+    int *ids = (int *)xmalloc(most * sizeof(int), "token ids");
+    int n = tok_chat_encode(&e->tok, turn, ids, (int)most, scratch, scratch_size);
+    free(scratch);
+    if (n < 1) die(1, "cannot encode the chat turn: %s", tok_error(&e->tok));
+    *n_out = n;
+    return ids;
+}
+
+/* A conversation in the chat template (the tokenizer's, or --template). The
+ * positions 0, 1, 2, ... hold the first turn, the reply, the end-of-turn
+ * token that ended it, the next turn, ...: each turn is appended to the KV
+ * cache as one batch and nothing is prefilled again. When the context
+ * (-n, --ctx) is full the chat ends: a reply that reaches it is cut short (a
+ * note on stderr), a turn that does not fit is an error. */
 static void chat(engine *e, const options *o, llm_sampler *smp) {
     int ctx = e->state.ctx_len, steps = o->steps == 0 || o->steps > ctx ? ctx : o->steps;
-    char line[4096];
-    int pos = 0, first_turn = 1;
+    int tmpl = o->chat_template >= 0 ? o->chat_template : e->tok.chat_template;
+    if (tok_chat_check(&e->tok, tmpl) != TOK_OK) die(1, "tokenizer %s: %s (see --template)", o->tokenizer, tok_error(&e->tok));
+    int end_id = tok_chat_end_id(&e->tok, tmpl);
+    fprintf(stderr, "chat: %s template (%s)\n", tok_chat_template_name(tmpl),
+            o->chat_template >= 0 ? "--template" : "the tokenizer's");
+    char today[64];
+    const char *date = o->chat_date;
+    if (date && !strcmp(date, "today")) {
+        time_t now = time(NULL);
+        struct tm tm;
+        if (!localtime_r(&now, &tm) || !strftime(today, sizeof today, "%d %b %Y", &tm)) die(1, "cannot tell today's date");
+        date = today;
+    }
+    char *line = NULL;
+    size_t line_cap = 0;
+    int pos = 0, first = 1, cut = 0, stop = end_id;
     const char *given = o->prompt && o->prompt[0] ? o->prompt : NULL;
     while (pos < steps) {
-        const char *user = given ? given : line;
-        if (!given && !read_line("User: ", line, sizeof line)) break;
+        if (!given && !read_line("User: ", &line, &line_cap)) break;
+        /* a reply that ended at another stop token (eos_id) is closed as the template closes it */
+        tok_chat_turn turn = { tmpl, first, first ? o->system_prompt : NULL, given ? given : line, date, stop != end_id };
         given = NULL;
-        const char *system = first_turn ? o->system_prompt : NULL;
-        first_turn = 0;
-        size_t len = tok_render_chat(NULL, 0, TOK_CHAT_LLAMA2, system, user);
-        if (len == SIZE_MAX) die(1, "the chat turn is too long to render");
-        char *text = (char *)xmalloc(len + 1, "the chat turn");
-        tok_render_chat(text, len + 1, TOK_CHAT_LLAMA2, system, user);
         int n;
-        int *ids = encode_text(e, text, 1, 0, &n);
-        free(text);
-        if (pos + n >= steps) { free(ids); die(1, "the conversation (%d tokens) no longer fits the %d steps", pos + n, steps); }
+        int *ids = encode_turn(e, &turn, &n);
+        if (pos + n >= steps) {
+            free(ids);
+            free(line);
+            die(1, "the context is full: this turn needs %d positions and %d of the %d are left (see -n, --ctx); the chat ends",
+                n + 1, steps - pos, steps);
+        }
         prefill(e, ids, n, pos);
         pos += n;
         int token = ids[n - 1];
         free(ids);
+        first = 0;
         fputs("Assistant: ", stdout);
-        /* each sampled token is forwarded at pos, the EOS that ends the reply
-         * too (as llama2.c does): the next turn then sees it in the cache */
+        /* each sampled token is forwarded at pos, the end-of-turn token that
+         * ends the reply too: the next turn follows it in the cache */
+        cut = 1;
         while (pos < steps) {
             int next = llm_sample(smp, e->state.logits);
-            int end = next == e->tok.eos_id || next == e->tok.eot_id;
+            int end = next == e->tok.eos_id || next == e->tok.eot_id || next == end_id;
             if (!end) print_token(e, token, next);
             token = next;
             if (llm_forward(&e->model, &e->state, &token, 1, pos, LLM_LOGITS_LAST) != LLM_OK)
                 die(1, "%s", e->state.error);
             pos++;
-            if (end) break;
+            if (end) { cut = 0; stop = next; break; }
         }
         printf("\n");
     }
+    fflush(stdout);
+    if (pos >= steps)
+        fprintf(stderr, "note: the context is full (%d positions)%s: the chat ends\n", steps,
+                cut ? " and the last reply is cut short" : "");
+    free(line);
 }
 
 /* The eval file's text as token ids (BOS first); errors before any output. */

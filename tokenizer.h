@@ -99,25 +99,98 @@ const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
 const char *tok_error(const tok_tokenizer *t);
 const char *tok_status_text(int status);
 
-/* Chat templates tok_render_chat knows. */
-enum tok_chat_template {
-    TOK_CHAT_LLAMA2 = 0,  /* "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]", or
-                             "[INST] {user} [/INST]" without a system prompt (llama2.c's text) */
-    TOK_CHAT_LLAMA3 = 1,  /* <|start_header_id|>role<|end_header_id|>\n\n{text}<|eot_id|> */
-    TOK_CHAT_CHATML = 2   /* <|im_start|>role\n{text}<|im_end|>\n (SmolLM2, Qwen) */
-};
-
 /* The id of the piece with exactly these bytes (a special token such as
  * "<|im_start|>" included), or -1 when the vocabulary has none. */
 int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len);
 
-/* Render one user turn (and the system prompt; NULL or "" for none) in
- * `template`, like snprintf: writes at most cap bytes including the
- * terminating NUL (nothing when cap is 0, so out may then be NULL) and
- * returns the length of the whole rendered text. The text was cut short
- * iff the result >= cap. Returns 0 for an unknown template (every known
- * one renders at least one byte). NULL user counts as "". */
+/* ---- chat templates ----
+ *
+ * A chat is one token sequence in the KV cache: the first user turn (with
+ * the BOS and the system block), the model's reply and the end-of-turn token
+ * it generated, the next user turn, and so on. Each user turn is rendered up
+ * to and including the assistant's header, so the model's reply follows.
+ * Special tokens of a template ("<|im_start|>", ...) are emitted by id
+ * (tok_piece_id), never by encoding their text; the system and user texts
+ * and the template's plain text between special tokens are encoded with
+ * tok_encode (no BOS), so a user typing "<|im_end|>" gets ordinary text.
+ * The texts follow the models' published Jinja templates (README, "Chat"). */
+enum tok_chat_template {
+    /* llama2.c's Llama 2 text, a BOS before every turn:
+     *   "[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]" or "[INST] {user} [/INST]";
+     *   an empty system prompt counts as none */
+    TOK_CHAT_LLAMA2 = 0,
+    /* Llama 3: "<|begin_of_text|>" once, then
+     *   "<|start_header_id|>system<|end_header_id|>\n\n{system}<|eot_id|>" (when there is one),
+     *   "<|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>"
+     *   "<|start_header_id|>assistant<|end_header_id|>\n\n"; texts trimmed */
+    TOK_CHAT_LLAMA3 = 1,
+    /* ChatML (SmolLM2, Qwen2.5, Qwen3): "<|im_start|>system\n{system}<|im_end|>\n" (when
+     *   there is one), "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n";
+     *   a later turn starts with the "\n" that follows the model's <|im_end|> */
+    TOK_CHAT_CHATML = 2,
+    /* Llama 3.1 / 3.2: as llama3, with a system block always, opening with
+     *   "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n" */
+    TOK_CHAT_LLAMA31 = 3,
+    TOK_CHAT_COUNT = 4
+};
+
+/* Llama 3.1's "Today Date" when the caller names none: its template's own default. */
+#define TOK_CHAT_DEFAULT_DATE "26 Jul 2024"
+
+/* The template's name ("llama2", "llama3", "chatml", "llama3.1") and back
+ * (-1: unknown); tok_chat_template_names() lists them all, for messages. */
+const char *tok_chat_template_name(int chat_template);
+int tok_chat_template_id(const char *name);
+const char *tok_chat_template_names(void);
+
+/* One user turn of a chat in a template. */
+typedef struct tok_chat_turn {
+    int chat_template;    /* tok_chat_template */
+    int first;            /* 1: the first turn (BOS, system block); 0: a later turn,
+                             which follows the end-of-turn token the model generated */
+    const char *system;   /* first turn: the system prompt; NULL: the tokenizer's
+                             default_system, else none; "" is an empty system
+                             prompt (none for llama2, as in llama2.c) */
+    const char *user;     /* the user's text; NULL counts as "" */
+    const char *date;     /* llama3.1's Today Date; NULL: TOK_CHAT_DEFAULT_DATE */
+    int close_reply;      /* later turn: 1 when the previous reply ended at another
+                             token than tok_chat_end_id (eos_id, say): the turn then
+                             starts with the template's end-of-turn token, which
+                             closes every assistant message in the template */
+} tok_chat_turn;
+
+/* The turn as text, special tokens written as their text, like snprintf:
+ * writes at most cap bytes including the NUL (nothing when cap is 0, so out
+ * may then be NULL) and returns the full length (cut short iff >= cap). t
+ * (may be NULL) gives the default system prompt. Returns 0 for an unknown
+ * template (every known one renders at least one byte). A BOS is not text:
+ * a llama2 turn renders as the text llama2.c encodes after its BOS. */
+size_t tok_chat_render(char *out, size_t cap, const tok_tokenizer *t, const tok_chat_turn *turn);
+
+/* The same for the first turn without a tokenizer: tok_chat_render with
+ * first = 1, NULL or "" for no system prompt, the default date. */
 size_t tok_render_chat(char *out, size_t cap, int chat_template, const char *system, const char *user);
+
+/* 0 when the vocabulary has every special token the template uses, else
+ * TOK_ERR_FORMAT with tok_error naming the missing token (TOK_ERR_ARG for an
+ * unknown template). */
+int tok_chat_check(tok_tokenizer *t, int chat_template);
+
+/* Scratch bytes and the most ids tok_chat_encode needs for the turn
+ * (0: the turn is too long to encode, or the template unknown). */
+size_t tok_chat_scratch_size(const tok_tokenizer *t, const tok_chat_turn *turn);
+size_t tok_chat_max_ids(const tok_tokenizer *t, const tok_chat_turn *turn);
+
+/* The turn's ids: writes at most max_ids, returns the count or a negative
+ * tok_status (a special token missing, output or scratch too small) with
+ * tok_error set. */
+int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int max_ids,
+                    void *scratch, size_t scratch_size);
+
+/* The end-of-turn token the template closes a reply with: eos_id for llama2,
+ * <|eot_id|> for the Llama 3 templates, <|im_end|> for ChatML; -1 when the
+ * vocabulary lacks it. A chat stops a reply at it, and at eos_id and eot_id. */
+int tok_chat_end_id(const tok_tokenizer *t, int chat_template);
 
 #ifdef __cplusplus
 }

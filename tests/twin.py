@@ -168,22 +168,32 @@ def generate(ckpt, pieces, sampler, steps, prompt=(BOS,)):
     return out + b"\n"
 
 
-def chat(ckpt, pieces, sampler, turns, steps):
-    """./run -m chat's stdout with the user turns (token ids, BOS first) typed on
-    stdin, and the whole conversation's tokens. The conversation is one sequence
-    at positions 0, 1, 2, ...: each turn's tokens, then the reply, then the EOS
-    that ended it (llama2.c forwards it, so the next turn sees it)."""
+def chat(ckpt, pieces, sampler, turns, steps, stop=(EOS,), close=None):
+    """./run -m chat's stdout with the user turns (token ids, as the template
+    renders them) typed on stdin, the whole conversation's tokens, and how
+    many replies ended at a stop token (the template's end of turn, EOS). The
+    conversation is one sequence at positions 0, 1, 2, ...: each turn's tokens,
+    then the reply, then the stop token that ended it (forwarded, so the next
+    turn follows it). close: the template's end-of-turn id; a reply that
+    ended at another stop token gets it at the start of the next turn, as the
+    template closes every reply with it. A turn that does not leave a position for its reply
+    ends the chat (./run then says on stderr that the context is full), as
+    does a reply that reaches the last position (steps)."""
     seq, out, ended = [], b"", 0
-    for ids in turns:
+    for k, ids in enumerate(turns):
         if len(seq) >= steps:
             break
-        out += b"User: Assistant: "
-        assert len(seq) + len(ids) < steps, "the test's conversation must fit its steps"
+        if k and close is not None and seq[-1] != close:
+            ids = [close] + ids
+        out += b"User: "
+        if len(seq) + len(ids) >= steps:
+            return out, seq, ended
+        out += b"Assistant: "
         seq += ids
         while len(seq) < steps:
             nxt = sampler.sample(last_logits(ckpt, seq, len(pieces)))
-            if nxt == EOS:
-                seq.append(EOS)
+            if nxt in stop:
+                seq.append(nxt)
                 ended += 1
                 break
             out += decode(pieces, seq[-1], nxt)
