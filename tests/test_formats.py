@@ -270,7 +270,7 @@ def test_malformed_llmw_refused():
         "truncated": (good[:-100], "truncated"),
         "truncated_header": (good[:100], "truncated"),
         "trailing": (good + b"\0" * 64, "bytes"),
-        "newer_version": (patched(4, "<I", 2), "newer"),
+        "newer_version": (patched(4, "<I", 3), "newer"),
         "misaligned": (patched(12, "<I", 32), "alignment"),
         "header_size": (patched(8, "<I", 128), "header"),
         "file_size_field": (patched(88, "<Q", len(good) + 64), "records"),
