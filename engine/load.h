@@ -331,7 +331,7 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
         if (i > 0 && at <= key) LLM__BAD("out of order or repeated");
         key = at;
         if (rows != llm__size_of(c, k->rows) || cols != llm__size_of(c, k->cols))
-            LLM__BAD("shape (%u, %u), the header implies (%u, %u)", (unsigned)rows, (unsigned)cols,
+            LLM__BAD("shape (%u, %u), but the header's dims (dim, hidden_dim, heads, head_size, vocab_size) imply (%u, %u)", (unsigned)rows, (unsigned)cols,
                      (unsigned)llm__size_of(c, k->rows), (unsigned)llm__size_of(c, k->cols));
         int want_type = k->matrix ? c->weight_type : LLM_TYPE_F32;
         uint32_t want_group = llm__traits[want_type].block ? 0u : (uint32_t)c->group_size;
@@ -344,9 +344,14 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
         uint64_t bytes = llm__matrix_bytes(&tc, rows, cols, &scale_at);
         uint64_t values = scale_at ? scale_at : bytes;          /* the values' bytes, padded when scales follow */
         uint64_t scales = scale_at ? bytes - scale_at : 0;
-        if (off % LLM_ALIGN || off < end || (scales ? (so % LLM_ALIGN || so < llm__add(off, values)) : so != 0))
-            LLM__BAD("offsets %llu / %llu are not 64-aligned, overlap what comes before, or name scales the type lacks",
-                     (unsigned long long)off, (unsigned long long)so);
+        typedef unsigned long long ull;
+        if (off % LLM_ALIGN) LLM__BAD("offset %llu is not a multiple of 64", (ull)off);
+        if (off < end) LLM__BAD("its bytes at %llu overlap what comes before (up to %llu)", (ull)off, (ull)end);
+        if (!scales && so) LLM__BAD("scales offset %llu given, but type %s has no scales", (ull)so, llm_type_name(want_type));
+        if (scales && !so) LLM__BAD("type %s needs scales, but the scales offset is 0", llm_type_name(want_type));
+        if (scales && so % LLM_ALIGN) LLM__BAD("scales offset %llu is not a multiple of 64", (ull)so);
+        if (scales && so < llm__add(off, values))
+            LLM__BAD("scales at %llu overlap its values (%llu..%llu)", (ull)so, (ull)off, (ull)llm__add(off, values));
         end = scales ? llm__add(so, scales) : llm__add(off, values);
         if (end > (uint64_t)n) {
             llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u) ends at byte %llu, past the file's %zu: truncated",
