@@ -119,19 +119,23 @@ def test_compact_config_same_text_every_build():
 
 
 def test_llmw_with_norm_biases_matches_reference():
-    """export.py random with LayerNorm biases, GQA, unshared classifier, awkward sizes;
-    the engine against the reference for all 8 variants, prefill and decode."""
+    """export.py random with LayerNorm biases, q/k/v biases and q/k norms (a version 2
+    file), GQA, a head size apart from dim / heads (6 x 12 = 72 against dim 48),
+    unshared classifier, awkward sizes; the engine against the reference for every
+    norm variant: 8 block norms x q/k norm on and off, prefill and decode."""
     for dtype in ("f32", "f16"):
         path = scratch(f"fmt_random_bias_{dtype}.llmw")
         export("random", "--dim", 48, "--hidden-dim", 100, "--layers", 3, "--heads", 6, "--kv-heads", 2,
-               "--vocab", 97, "--seq-len", 64, "--unshared", "--norm-bias", "--seed", 5, "--dtype", dtype, path)
+               "--head-size", 12, "--vocab", 97, "--seq-len", 64, "--unshared", "--norm-bias", "--qkv-bias",
+               "--qk-norm", "--seed", 5, "--dtype", dtype, path)
         toks = [1] + [(i * 13 + 5) % 97 for i in range(40)]
-        combos = [(n, p, f) for n in ("rms", "layer") for p in ("pre", "post") for f in ("on", "off")]
+        combos = [(n, p, f, q) for n in ("rms", "layer") for p in ("pre", "post") for f in ("on", "off")
+                  for q in ("on", "off")]
         outs = {c: scratch(f"fmt_ref_{dtype}_{'_'.join(c)}.f32") for c in combos}
         py("import reference\n"
            f"w = reference.load_checkpoint({path!r})\n"
-           f"for (n, p, f), o in {list(outs.items())!r}:\n"
-           f"    reference.forward(w, {toks!r}, n, p, f, None).numpy().astype('<f4').tofile(o)\n")
+           f"for (n, p, f, q), o in {list(outs.items())!r}:\n"
+           f"    reference.forward(w, {toks!r}, n, p, f, None, q).numpy().astype('<f4').tofile(o)\n")
         for combo in combos:
             for mode in ("prefill", "decode"):
                 def one(path=path, combo=combo, mode=mode, toks=toks, out=outs[combo]):
@@ -139,11 +143,12 @@ def test_llmw_with_norm_biases_matches_reference():
                     ref = array.array("f")
                     with open(out, "rb") as f:
                         ref.frombytes(f.read())
-                    got = logits(path, toks, mode, ["--norm", combo[0], "--norm-pos", combo[1], "--final-norm", combo[2]])
+                    got = logits(path, toks, mode, ["--norm", combo[0], "--norm-pos", combo[1], "--final-norm", combo[2],
+                                                    "--qk-norm", combo[3]])
                     d = rel(got, ref)
                     print(f"   {'/'.join(combo)} {mode}: max rel diff {d:.3g}")
                     assert d <= TOL_REF, (combo, mode, d)
-                yield f"{dtype}-{'-'.join(combo)}-{mode}", one
+                yield f"{dtype}-{'-'.join(combo[:3])}-qk{combo[3]}-{mode}", one
 
 
 def test_llmw_header_defaults_used():
