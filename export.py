@@ -393,7 +393,8 @@ def write_matrix(f, name, w, weight_type, group_size):
 
 class Progress:
     """'tensor n of N, bytes, rate' on one stderr line, redrawn, once a conversion has
-    run for a second, and only when stderr is a terminal (a log keeps the summaries)."""
+    run for a second, and only when stderr is a terminal (a log keeps the summaries).
+    EXPORT_PROGRESS=SECONDS shows it on any stderr after that many seconds."""
 
     def __init__(self, n_tensors, total_bytes, delay=1.0):
         import time
@@ -401,7 +402,11 @@ class Progress:
         self.n, self.total, self.delay = n_tensors, total_bytes, delay
         self.t0 = self.last = self.time()
         self.shown = False
-        self.on = sys.stderr.isatty() or os.environ.get("EXPORT_PROGRESS") == "1"
+        self.on = sys.stderr.isatty()
+        forced = os.environ.get("EXPORT_PROGRESS")
+        if forced:
+            with contextlib.suppress(ValueError):
+                self.delay, self.on = float(forced), True
 
     def update(self, i, done):
         now = self.time()
@@ -427,7 +432,7 @@ def write_llmw(path, cfg, src):
     src.check([(n, s) for n, s, _, _, _ in entries])
     max_err = 0.0
     progress = Progress(len(entries), file_size)
-    with atomic_output(path) as f:
+    with atomic_output(path) as f, contextlib.closing(progress):
         f.write(pack_header(cfg, file_size))
         if cfg.get("version", VERSION) == 2:
             f.write(directory(cfg, entries))
@@ -447,7 +452,6 @@ def write_llmw(path, cfg, src):
                                                     cfg["group_size"]))
             del arr
         progress.update(len(entries), f.tell())
-        progress.close()
         if f.tell() != file_size:   # a bug, not bad input
             raise ExportError(f"internal error: wrote {f.tell()} bytes, header says {file_size}")
     return file_size, max_err
@@ -740,7 +744,8 @@ def load_llmw(path):
             if off % ALIGN or off < end or (rel is None and s_off) or \
                     (rel is not None and (s_off % ALIGN or s_off < off + rows * cols)):
                 raise ExportError(f"{path}: tensor {name} has offsets {off} / {s_off}: not "
-                                  f"64-aligned, or overlapping what comes before")
+                                  f"64-aligned, overlapping what comes before, or scales "
+                                  f"{'missing' if rel is not None else 'where ' + DTYPE_NAMES[want_t] + ' has none'}")
             end = off + total if rel is None else s_off + 4 * rows * n_groups(cols, gs)
             if end > size:
                 raise ExportError(f"{path} is truncated: tensor {name} ends at {end}, the file "
@@ -1798,7 +1803,10 @@ other commands:
       --norm-bias] [model options] OUTPUT
       a seeded random checkpoint (see `%(prog)s random --help`).
 
-Errors print one line and exit 1; no partial output file is left behind.
+A conversion that runs longer than a second shows its progress on stderr (tensor n
+of N, bytes, rate) when stderr is a terminal; EXPORT_PROGRESS=SECONDS shows it on any
+stderr after that many seconds. Errors print one line and exit 1; no partial output
+file is left behind.
 """
 
 

@@ -381,3 +381,23 @@ def test_v1_files_still_load():
     with open(b, "rb") as f:
         assert struct.unpack_from("<4sI", f.read(8)) == (b"LLMW", 2)
     assert list(engine(a, "llama3")) == list(engine(b, "llama3")), "v1 and v2 files of one model differ"
+
+
+def test_export_progress():
+    """Progress (tensor n of N, bytes, rate) only where asked: a log (stderr not a
+    terminal) keeps the one-line summaries; EXPORT_PROGRESS=0 shows it from the start."""
+    folder, _ = converted("qwen3")
+    out = scratch("fam_progress.llmw")
+    for env, want in ((None, False), ("0", True)):
+        e = dict(os.environ)
+        e.pop("EXPORT_PROGRESS", None)
+        if env is not None:
+            e["EXPORT_PROGRESS"] = env
+        p = subprocess.run([REF_PYTHON, EXPORT, folder, out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=600, env=e)
+        err = p.stderr.decode()
+        assert p.returncode == 0, err
+        n = 2 + 2 * 11   # tok_embeddings, final_norm, and 11 tensors in each of 2 layers
+        shown = f"tensor {n} of {n}, " in err and "MiB/s" in err
+        assert shown == want, (env, err)
+        assert err.rstrip("\n").splitlines()[-1].startswith("export.py: wrote "), err
