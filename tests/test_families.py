@@ -268,6 +268,7 @@ def test_tolerance_catches_family_errors():
     """Each feature moves the logits far beyond TOL, so leaving one out (or mis-permuting
     it) cannot pass: computed by the reference on altered models."""
     cases = [("llama3", "rope scaling ignored", dict(rope_scaling=None)),
+             ("llama3", "llama3 middle band left unscaled", dict(blend=True)),
              ("linear", "rope scaling ignored", dict(rope_scaling=None)),
              ("qwen2", "q/k/v biases ignored", dict(no_bias=True)),
              ("qwen2", "q/k biases not permuted", dict(shuffle="bias")),
@@ -283,6 +284,10 @@ def test_tolerance_catches_family_errors():
                f"change = {change!r}\n"
                "hs = w['config']['head_size']\n"
                "perm = torch.arange(hs).view(2, hs // 2).t().reshape(-1)   # rotate_half -> interleaved\n"
+               "if change.get('blend'):   # no middle band: the blended pair keeps f\n"
+               "    sc = w['config']['rope_scaling']\n"
+               "    w['config']['rope_scaling'] = dict(sc, high_freq_factor=sc['high_freq_factor'] * 1e-3 + sc['low_freq_factor'],\n"
+               "                                       low_freq_factor=sc['low_freq_factor'])\n"
                "for k in ('rope_scaling', 'rope_layout'):\n"
                "    if k in change: w['config'][k] = change[k]\n"
                "for lw in w['layers']:\n"
