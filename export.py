@@ -866,6 +866,33 @@ class SafetensorsFile:
 
 
 # the classes read, and their model_type: Qwen2 adds q/k/v biases, Qwen3 per-head q/k norms
+class TorchStateFile:
+    """A torch-saved HF state dict (pytorch_model.bin or one of its shards), with
+    SafetensorsFile's interface: .tensors {name: (dtype, shape)}, validate, load. The
+    pickle is checked before torch.load runs it (see _check_torch_pickles)."""
+
+    def __init__(self, path):
+        torch = _torch()
+        self.path = path
+        self.sd = _state_dict(_torch_load(path), path)
+        self.tensors = {}
+        for name, t in self.sd.items():
+            if not isinstance(t, torch.Tensor):
+                raise ExportError(f"{path}: {name} is not a tensor")
+            self.tensors[name] = (str(t.dtype), tuple(t.shape))
+
+    def validate(self, name):
+        t = self.sd[name]
+        if not t.is_floating_point():
+            raise ExportError(f"tensor {name} in {self.path} has dtype {t.dtype}; "
+                              f"only floating-point tensors are supported")
+
+    def load(self, name):
+        self.validate(name)
+        torch = _torch()
+        return self.sd[name].detach().to(torch.float32).cpu().numpy()
+
+
 HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
 
 
@@ -1076,9 +1103,14 @@ def load_hf(folder):
             rope = hf_rope_scaling(conf, "rope_parameters")
     tied = _cfg_bool(conf, "tie_word_embeddings", where)
 
-    # the weights
+    # the weights: safetensors (one file or shards), else torch's pytorch_model.bin
     single = os.path.join(folder, "model.safetensors")
     index = os.path.join(folder, "model.safetensors.index.json")
+    opener, kind = SafetensorsFile, "safetensors"
+    if not os.path.exists(single) and not os.path.exists(index):
+        single = os.path.join(folder, "pytorch_model.bin")
+        index = os.path.join(folder, "pytorch_model.bin.index.json")
+        opener, kind = TorchStateFile, "pytorch_model.bin"
     files = {}
     where_is = {}
     if os.path.exists(index):
@@ -1094,18 +1126,18 @@ def load_hf(folder):
             if p not in files:
                 if not os.path.isfile(p):
                     raise ExportError(f"{index}: shard {fname} (for tensor {name}) is missing")
-                files[p] = SafetensorsFile(p)
+                files[p] = opener(p)
             if name not in files[p].tensors:
                 raise ExportError(f"{index}: tensor {name} is not in shard {fname}")
             where_is[name] = files[p]
-        wdesc = f"{len(files)} safetensors shard(s) in {folder}"
+        wdesc = f"{len(files)} {kind} shard(s) in {folder}"
     elif os.path.exists(single):
-        sf = SafetensorsFile(single)
+        sf = opener(single)
         where_is = {n: sf for n in sf.tensors}
         wdesc = f"{single}"
     else:
-        raise ExportError(f"{folder}: no model.safetensors or model.safetensors.index.json "
-                          f"(pytorch_model.bin is not supported)")
+        raise ExportError(f"{folder}: no model.safetensors, model.safetensors.index.json, "
+                          f"pytorch_model.bin or pytorch_model.bin.index.json")
     _check_layer_count(L, len(where_is), where, "num_hidden_layers")
     qkv_bias, qk_norm = family == "qwen2", family == "qwen3"
     allowed_bias = (".self_attn.q_proj.bias", ".self_attn.k_proj.bias", ".self_attn.v_proj.bias")
@@ -1784,7 +1816,8 @@ input kinds (auto-detected; what was detected is printed on stderr):
   Hugging Face folder      config.json (LlamaForCausalLM with rope_scaling linear or
                            llama3, Qwen2ForCausalLM with q/k/v biases, Qwen3ForCausalLM
                            with q/k norms) + model.safetensors or
-                           model.safetensors.index.json; F32/F16/BF16 tensors;
+                           model.safetensors.index.json (else pytorch_model.bin,
+                           read with torch); F32/F16/BF16 tensors;
                            q/k projections, biases and norms are un-permuted to
                            interleaved RoPE
   Meta folder              params.json + consolidated.*.pth (several shards are

@@ -406,3 +406,23 @@ def test_export_progress():
         shown = f"tensor {n} of {n}, " in err and "MiB/s" in err
         assert shown == want, (env, err)
         assert err.rstrip("\n").splitlines()[-1].startswith("export.py: wrote "), err
+
+
+def test_pytorch_model_bin_same_as_safetensors():
+    """A folder with pytorch_model.bin (torch.save of the same HF state dict) converts
+    to the same bytes as the safetensors folder."""
+    for name in ("qwen2", "qwen3"):
+        def one(name=name):
+            folder, path = converted(name)
+            pt = scratch(f"fam_{name}_pt")
+            shutil.rmtree(pt, ignore_errors=True)
+            os.makedirs(pt)
+            shutil.copy(os.path.join(folder, "config.json"), pt)
+            py("import reference, torch\n"
+               f"t = reference.read_safetensors({os.path.join(folder, 'model.safetensors')!r})\n"
+               f"torch.save({{k: v.to(torch.float32) for k, v in t.items()}}, {os.path.join(pt, 'pytorch_model.bin')!r})\n")
+            out = scratch(f"fam_{name}_pt.llmw")
+            rc, err = export(pt, out)
+            assert rc == 0, err
+            assert open(out, "rb").read() == open(path, "rb").read(), f"{name}: pytorch_model.bin export differs"
+        yield name, one
