@@ -1833,7 +1833,7 @@ other commands:
       byte fallback), or a folder holding one. Writes llama2.c's tokenizer.bin.
   %(prog)s random [--dim 64 --hidden-dim 172 --layers 2 --heads 4 --kv-heads 2
       --vocab 97 --seq-len 128 --head-size N --seed 0 --shared|--unshared
-      --norm-bias] [model options] OUTPUT
+      --norm-bias --qkv-bias --qk-norm] [model options] OUTPUT
       a seeded random checkpoint (see `%(prog)s random --help`).
 
 A conversion that runs longer than a second shows its progress on stderr (tensor n
