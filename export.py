@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """export.py -- convert Llama-style checkpoints and tokenizers for the C engine.
 
-Writes the engine's own checkpoint format, "LLMW" version 1 (a 256-byte
-little-endian header, then every tensor at a 64-byte aligned offset; see
-FORMAT.md / the LLMW section of the README), and llama2.c's tokenizer.bin.
+Writes the engine's own checkpoint format, "LLMW" version 2 (a 256-byte
+little-endian header, a tensor directory, then every tensor at a 64-byte
+aligned offset; version 1, without the directory, on request: see FORMAT.md),
+and llama2.c's tokenizer.bin.
 
   python3 export.py [options] INPUT OUTPUT        convert a model
   python3 export.py tokenizer INPUT OUTPUT.bin     convert a tokenizer
@@ -20,6 +21,8 @@ Tensor names used by read_checkpoint() and the writer:
   tok_embeddings (vocab, dim)
   layers.{l}.attn_norm (dim,), layers.{l}.attn_norm_bias (dim,) [norm_bias]
   layers.{l}.wq (n_heads*hs, dim), .wk/.wv (n_kv_heads*hs, dim), .wo (dim, n_heads*hs)
+  layers.{l}.q_bias (n_heads*hs,), .k_bias/.v_bias (n_kv_heads*hs,)  [qkv_bias]
+  layers.{l}.q_norm (hs,), .k_norm (hs,)  [qk_norm]
   layers.{l}.ffn_norm (dim,), layers.{l}.ffn_norm_bias (dim,) [norm_bias]
   layers.{l}.w1 (hidden, dim) gate, .w2 (dim, hidden) down, .w3 (hidden, dim) up
   final_norm (dim,), final_norm_bias (dim,) [norm_bias]
@@ -53,7 +56,7 @@ PROG = "export.py"
 # the LLMW format
 
 MAGIC = b"LLMW"
-VERSION = 1
+VERSION = 2                 # written by default; version 1 is still read and written
 HEADER_SIZE = 256
 ALIGN = 64
 HEADER_FMT = "<4sIII" + "i" * 8 + "III" + "ff" + "IIIII" + "Q"   # 96 bytes, rest reserved
@@ -101,11 +104,32 @@ def n_groups(cols, group_size):
     return -(-cols // group_size)
 
 
+# version 2's tensor kinds, numbered in their order within a layer (FORMAT.md)
+KINDS = ("tok_embeddings", "attn_norm", "attn_norm_bias", "wq", "wk", "wv", "q_bias", "k_bias",
+         "v_bias", "q_norm", "k_norm", "wo", "ffn_norm", "ffn_norm_bias", "w1", "w2", "w3",
+         "final_norm", "final_norm_bias", "classifier")
+KIND_IDS = {k: i for i, k in enumerate(KINDS)}
+NO_LAYER = 0xFFFFFFFF
+ENTRY_FMT = "<IIIIIIQQ"     # kind, layer, type, group, rows, cols, values offset, scales offset
+ENTRY_SIZE = struct.calcsize(ENTRY_FMT)
+assert ENTRY_SIZE == 40
+V2_FMT = "<IIQfffiII"       # at byte 96: tensor_count, rope_scaling, directory_offset, rope_factor,
+V2_FIELDS = ("tensor_count", "rope_scaling", "directory_offset", "rope_factor",   # low/high freq
+             "rope_low_freq_factor", "rope_high_freq_factor", "rope_orig_ctx",    # factors, orig
+             "qkv_bias", "qk_norm")                                               # ctx, flags
+assert struct.calcsize(V2_FMT) == 40
+ROPE_SCALING = {"none": 0, "linear": 1, "llama3": 2}
+ROPE_SCALING_NAMES = {v: k for k, v in ROPE_SCALING.items()}
+V2_DEFAULTS = dict(rope_scaling=0, rope_factor=0.0, rope_low_freq_factor=0.0,
+                   rope_high_freq_factor=0.0, rope_orig_ctx=0, qkv_bias=0, qk_norm=0)
+
+
 def tensor_plan(cfg):
     """[(name, shape, kind)] in file order; kind 'vec' (always f32) or 'mat'."""
     d, h, L = cfg["dim"], cfg["hidden_dim"], cfg["n_layers"]
     hs, nh, nkv, V = cfg["head_size"], cfg["n_heads"], cfg["n_kv_heads"], cfg["vocab_size"]
     bias = bool(cfg["norm_bias"])
+    qkv_bias, qk_norm = bool(cfg.get("qkv_bias")), bool(cfg.get("qk_norm"))
     plan = [("tok_embeddings", (V, d), "mat")]
     for l in range(L):
         p = f"layers.{l}."
@@ -113,7 +137,13 @@ def tensor_plan(cfg):
         if bias:
             plan.append((p + "attn_norm_bias", (d,), "vec"))
         plan += [(p + "wq", (nh * hs, d), "mat"), (p + "wk", (nkv * hs, d), "mat"),
-                 (p + "wv", (nkv * hs, d), "mat"), (p + "wo", (d, nh * hs), "mat")]
+                 (p + "wv", (nkv * hs, d), "mat")]
+        if qkv_bias:
+            plan += [(p + "q_bias", (nh * hs,), "vec"), (p + "k_bias", (nkv * hs,), "vec"),
+                     (p + "v_bias", (nkv * hs,), "vec")]
+        if qk_norm:
+            plan += [(p + "q_norm", (hs,), "vec"), (p + "k_norm", (hs,), "vec")]
+        plan.append((p + "wo", (d, nh * hs), "mat"))
         plan.append((p + "ffn_norm", (d,), "vec"))
         if bias:
             plan.append((p + "ffn_norm_bias", (d,), "vec"))
@@ -137,10 +167,24 @@ def matrix_bytes(rows, cols, weight_type, group_size):
     return q, s_off, s_off + 4 * rows * n_groups(cols, group_size)
 
 
+def tensor_count(cfg):
+    """Tensors in the file (the version 2 directory's entries), without listing them."""
+    one, two = (len(tensor_plan(dict(cfg, n_layers=n))) for n in (1, 2))
+    return one + (cfg["n_layers"] - 1) * (two - one)
+
+
+def data_start(cfg):
+    """Where the tensors start: after the header (version 1), or after the header and
+    the directory, aligned (version 2)."""
+    if cfg.get("version", VERSION) == 1:
+        return HEADER_SIZE
+    return align_up(HEADER_SIZE + ENTRY_SIZE * tensor_count(cfg))
+
+
 def layout(cfg):
     """[(name, shape, kind, offset, scale_offset|None)] and the file size."""
     out = []
-    off = HEADER_SIZE
+    off = data_start(cfg)
     for name, shape, kind in tensor_plan(cfg):
         off = align_up(off)
         if kind == "vec":
@@ -156,15 +200,40 @@ def layout(cfg):
 def file_size_of(cfg):
     """layout(cfg)'s file size without listing every layer: all layers take the same
     bytes (each starts 64-byte aligned), so a bogus n_layers costs nothing."""
-    one, two = (layout(dict(cfg, n_layers=n))[1] for n in (1, 2))
-    return one + (cfg["n_layers"] - 1) * (two - one)
+    one, two = (layout(dict(cfg, n_layers=n, version=1))[1] - HEADER_SIZE for n in (1, 2))
+    return data_start(cfg) + one + (cfg["n_layers"] - 1) * (two - one)
+
+
+def split_name(name):
+    """'layers.3.wq' -> ('wq', 3); 'final_norm' -> ('final_norm', NO_LAYER)."""
+    if name.startswith("layers."):
+        _, l, kind = name.split(".", 2)
+        return kind, int(l)
+    return name, NO_LAYER
+
+
+def directory(cfg, entries):
+    """The version 2 tensor directory of layout(cfg)'s entries, as bytes."""
+    out = []
+    for name, shape, kind, off, s_off in entries:
+        k, l = split_name(name)
+        rows, cols = (1, shape[0]) if kind == "vec" else shape
+        wt = WT_F32 if kind == "vec" else cfg["weight_type"]
+        group = cfg["group_size"] if wt == WT_Q8_0 else 0
+        out.append(struct.pack(ENTRY_FMT, KIND_IDS[k], l, wt, group, rows, cols, off, s_off or 0))
+    return b"".join(out)
 
 
 def pack_header(cfg, file_size):
-    vals = dict(cfg)
-    vals.update(magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, alignment=ALIGN,
+    vals = dict(V2_DEFAULTS)
+    vals.update(cfg)
+    version = vals.get("version", VERSION)
+    vals.update(magic=MAGIC, version=version, header_size=HEADER_SIZE, alignment=ALIGN,
                 file_size=file_size, rope_layout=0)
     head = struct.pack(HEADER_FMT, *[vals[k] for k in HEADER_FIELDS])
+    if version == 2:
+        vals.update(tensor_count=tensor_count(cfg), directory_offset=HEADER_SIZE)
+        head += struct.pack(V2_FMT, *[vals[k] for k in V2_FIELDS])
     return head + b"\0" * (HEADER_SIZE - len(head))
 
 
@@ -192,6 +261,33 @@ def validate_config(cfg):
         raise ExportError(f"config field norm_eps = {cfg['norm_eps']!r} must be finite and >= 0")
     if not (cfg["rope_theta"] > 0 and math.isfinite(cfg["rope_theta"])):
         raise ExportError(f"config field rope_theta = {cfg['rope_theta']!r} must be finite and > 0")
+    version = cfg.get("version", VERSION)
+    if version not in (1, 2):
+        raise ExportError(f"LLMW version {version!r} is not written (1 or 2)")
+    for k in ("qkv_bias", "qk_norm"):
+        if cfg.get(k, 0) not in (0, 1):
+            raise ExportError(f"config field {k} = {cfg[k]!r} must be 0 or 1")
+    rs = cfg.get("rope_scaling", 0)
+    if rs not in ROPE_SCALING_NAMES:
+        raise ExportError(f"config field rope_scaling = {rs!r} is unknown")
+    factors = ("rope_factor",) if rs == 1 else \
+        ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor") if rs == 2 else ()
+    for k in factors:
+        if not (cfg[k] > 0 and math.isfinite(cfg[k])):
+            raise ExportError(f"config field {k} = {cfg[k]!r} must be finite and > 0")
+    if rs == 2:
+        if not cfg["rope_high_freq_factor"] > cfg["rope_low_freq_factor"]:
+            raise ExportError(f"rope_scaling high_freq_factor {cfg['rope_high_freq_factor']} must "
+                              f"be above low_freq_factor {cfg['rope_low_freq_factor']}")
+        o = cfg["rope_orig_ctx"]
+        if not isinstance(o, (int, np.integer)) or isinstance(o, bool) or not 0 < o <= INT32_MAX:
+            raise ExportError(f"config field rope_orig_ctx = {o!r} must be a positive 32-bit integer")
+    if version == 1:
+        need = [k for k in ("rope_scaling", "qkv_bias", "qk_norm") if cfg.get(k)]
+        if cfg["head_size"] * cfg["n_heads"] != cfg["dim"]:
+            need.append("head_size * n_heads != dim")
+        if need:
+            raise ExportError(f"LLMW version 1 cannot hold {', '.join(need)}: write version 2")
 
 
 # ----------------------------------------------------------------------------
@@ -295,15 +391,53 @@ def write_matrix(f, name, w, weight_type, group_size):
     return err
 
 
+class Progress:
+    """'tensor n of N, bytes, rate' on one stderr line, redrawn, once a conversion has
+    run for a second, and only when stderr is a terminal (a log keeps the summaries).
+    EXPORT_PROGRESS=SECONDS shows it on any stderr after that many seconds."""
+
+    def __init__(self, n_tensors, total_bytes, delay=1.0):
+        import time
+        self.time = time.monotonic
+        self.n, self.total, self.delay = n_tensors, total_bytes, delay
+        self.t0 = self.last = self.time()
+        self.shown = False
+        self.on = sys.stderr.isatty()
+        forced = os.environ.get("EXPORT_PROGRESS")
+        if forced:
+            with contextlib.suppress(ValueError):
+                self.delay, self.on = float(forced), True
+
+    def update(self, i, done):
+        now = self.time()
+        if not self.on or now - self.t0 < self.delay or (now - self.last < 0.2 and i < self.n):
+            return
+        self.last = now
+        rate = done / max(now - self.t0, 1e-9) / 2**20
+        sys.stderr.write(f"\r{PROG}: tensor {i} of {self.n}, {done / 2**20:.1f} of "
+                         f"{self.total / 2**20:.1f} MiB, {rate:.1f} MiB/s  ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
 def write_llmw(path, cfg, src):
     """Write `src` (a Source) as LLMW to `path` with header values from cfg."""
     validate_config(cfg)
     entries, file_size = layout(cfg)
     src.check([(n, s) for n, s, _, _, _ in entries])
     max_err = 0.0
-    with atomic_output(path) as f:
+    progress = Progress(len(entries), file_size)
+    with atomic_output(path) as f, contextlib.closing(progress):
         f.write(pack_header(cfg, file_size))
-        for name, shape, kind, off, _ in entries:
+        if cfg.get("version", VERSION) == 2:
+            f.write(directory(cfg, entries))
+        for i, (name, shape, kind, off, _) in enumerate(entries):
+            progress.update(i, f.tell())
             f.write(b"\0" * (off - f.tell()))
             arr = src.load(name)
             if tuple(arr.shape) != tuple(shape):
@@ -317,6 +451,7 @@ def write_llmw(path, cfg, src):
                 max_err = max(max_err, write_matrix(f, name, arr, cfg["weight_type"],
                                                     cfg["group_size"]))
             del arr
+        progress.update(len(entries), f.tell())
         if f.tell() != file_size:   # a bug, not bad input
             raise ExportError(f"internal error: wrote {f.tell()} bytes, header says {file_size}")
     return file_size, max_err
@@ -551,38 +686,86 @@ def read_llmw_header(path):
     vals = dict(zip(HEADER_FIELDS, struct.unpack_from(HEADER_FMT, head, 0)))
     if vals["magic"] != MAGIC:
         raise ExportError(f"{path}: not an LLMW file (magic {vals['magic']!r})")
-    if vals["version"] != VERSION:
-        raise ExportError(f"{path}: LLMW version {vals['version']} is not supported (only {VERSION})")
+    if vals["version"] not in (1, 2):
+        raise ExportError(f"{path}: LLMW version {vals['version']} is not supported (1 and 2 are)")
     if vals["header_size"] != HEADER_SIZE or vals["alignment"] != ALIGN:
         raise ExportError(f"{path}: header_size {vals['header_size']} / alignment "
                           f"{vals['alignment']} must be {HEADER_SIZE} / {ALIGN}")
     if vals["rope_layout"] != 0:
         raise ExportError(f"{path}: rope_layout {vals['rope_layout']} is not supported here (only 0)")
+    if vals["version"] == 2:
+        vals.update(zip(V2_FIELDS, struct.unpack_from(V2_FMT, head, 96)))
+        if any(head[136:]):
+            raise ExportError(f"{path}: reserved header bytes 136..255 are not zero")
+        for k in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
+            vals[k] = float(vals[k])
+    else:
+        vals.update(V2_DEFAULTS)
     vals["norm_eps"] = float(vals["norm_eps"])
     vals["rope_theta"] = float(vals["rope_theta"])
     return vals, size
 
 
 def load_llmw(path):
-    """An LLMW file as a Source (q8_0 / f16 matrices come back as float32)."""
+    """An LLMW file as a Source (q8_0 / f16 matrices come back as float32). Version 2's
+    directory must list the tensors the header implies, in file order, each inside the
+    file and after the one before."""
     hdr, size = read_llmw_header(path)
-    cfg = {k: v for k, v in hdr.items() if k not in ("magic",)}
+    cfg = {k: v for k, v in hdr.items() if k not in ("magic", "tensor_count", "directory_offset")}
     try:
         validate_config(cfg)
     except ExportError as e:
         raise ExportError(f"{path}: {e}")
-    file_size = file_size_of(cfg)
-    if hdr["file_size"] != file_size:
-        raise ExportError(f"{path}: header file_size {hdr['file_size']} does not match the "
-                          f"{file_size} bytes its fields imply")
-    if size != file_size:
-        entries, _ = layout(cfg)   # the size is real, so the layer count is bounded
-        last = next((e[0] for e in entries if (e[4] or e[3]) >= size), entries[-1][0])
-        raise ExportError(f"{path} is {'truncated' if size < file_size else 'too long'}: "
-                          f"{size} bytes, the header says {file_size} (tensor {last})")
-    entries, _ = layout(cfg)
-    src = Source(f"LLMW file {path}", cfg)
     wt, gs = cfg["weight_type"], cfg["group_size"]
+    if hdr["version"] == 2:
+        count = tensor_count(cfg)
+        dir_off = hdr["directory_offset"]
+        if hdr["tensor_count"] != count:
+            raise ExportError(f"{path}: tensor_count {hdr['tensor_count']} in the header, the "
+                              f"config implies {count}")
+        if dir_off < HEADER_SIZE or dir_off + ENTRY_SIZE * count > size:
+            raise ExportError(f"{path} is truncated or corrupt: the tensor directory at {dir_off} "
+                              f"({count} entries) is not inside the {size}-byte file")
+        with open(path, "rb") as fh:
+            fh.seek(dir_off)
+            raw = fh.read(ENTRY_SIZE * count)
+        end = dir_off + ENTRY_SIZE * count
+        entries = []
+        for i, (name, shape, kind) in enumerate(tensor_plan(cfg)):
+            k, l, t, g, rows, cols, off, s_off = struct.unpack_from(ENTRY_FMT, raw, i * ENTRY_SIZE)
+            want_k, want_l = split_name(name)
+            want_t = WT_F32 if kind == "vec" else wt
+            want = (KIND_IDS[want_k], want_l, want_t, gs if want_t == WT_Q8_0 else 0,
+                    *((1, shape[0]) if kind == "vec" else shape))
+            if (k, l, t, g, rows, cols) != want:
+                raise ExportError(f"{path}: directory entry {i} is (kind {k}, layer {l}, type {t}, "
+                                  f"group {g}, {rows} x {cols}), expected {name} {want}")
+            _, rel, total = matrix_bytes(rows, cols, want_t, gs)
+            if off % ALIGN or off < end or (rel is None and s_off) or \
+                    (rel is not None and (s_off % ALIGN or s_off < off + rows * cols)):
+                raise ExportError(f"{path}: tensor {name} has offsets {off} / {s_off}: not "
+                                  f"64-aligned, overlapping what comes before, or scales "
+                                  f"{'missing' if rel is not None else 'where ' + DTYPE_NAMES[want_t] + ' has none'}")
+            end = off + total if rel is None else s_off + 4 * rows * n_groups(cols, gs)
+            if end > size:
+                raise ExportError(f"{path} is truncated: tensor {name} ends at {end}, the file "
+                                  f"has {size} bytes")
+            entries.append((name, shape, kind, off, None if rel is None else s_off))
+        if end != size or hdr["file_size"] != size:
+            raise ExportError(f"{path}: {size} bytes, the header says {hdr['file_size']} and the "
+                              f"last tensor ends at {end}")
+    else:
+        file_size = file_size_of(cfg)
+        if hdr["file_size"] != file_size:
+            raise ExportError(f"{path}: header file_size {hdr['file_size']} does not match the "
+                              f"{file_size} bytes its fields imply")
+        if size != file_size:
+            entries, _ = layout(cfg)   # the size is real, so the layer count is bounded
+            last = next((e[0] for e in entries if (e[4] or e[3]) >= size), entries[-1][0])
+            raise ExportError(f"{path} is {'truncated' if size < file_size else 'too long'}: "
+                              f"{size} bytes, the header says {file_size} (tensor {last})")
+        entries, _ = layout(cfg)
+    src = Source(f"LLMW file {path}", cfg)
     for name, shape, kind, off, s_off in entries:
         if kind == "vec" or wt == WT_F32:
             fn = lambda off=off, shape=shape: _mm(path, np.dtype("<f4"), off, shape)
@@ -682,7 +865,63 @@ class SafetensorsFile:
         return np.asarray(a, dtype=np.float32)
 
 
-HF_ALLOWED_ARCH = ("LlamaForCausalLM",)
+# the classes read, and their model_type: Qwen2 adds q/k/v biases, Qwen3 per-head q/k norms
+class TorchStateFile:
+    """A torch-saved HF state dict (pytorch_model.bin or one of its shards), with
+    SafetensorsFile's interface: .tensors {name: (dtype, shape)}, validate, load. The
+    pickle is checked before torch.load runs it (see _check_torch_pickles)."""
+
+    def __init__(self, path):
+        torch = _torch()
+        self.path = path
+        self.sd = _state_dict(_torch_load(path), path)
+        self.tensors = {}
+        for name, t in self.sd.items():
+            if not isinstance(t, torch.Tensor):
+                raise ExportError(f"{path}: {name} is not a tensor")
+            self.tensors[name] = (str(t.dtype), tuple(t.shape))
+
+    def validate(self, name):
+        t = self.sd[name]
+        if not t.is_floating_point():
+            raise ExportError(f"tensor {name} in {self.path} has dtype {t.dtype}; "
+                              f"only floating-point tensors are supported")
+
+    def load(self, name):
+        self.validate(name)
+        torch = _torch()
+        return self.sd[name].detach().to(torch.float32).cpu().numpy()
+
+
+HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
+
+
+def hf_rope_scaling(conf, key):
+    """config.json's rope_scaling (or rope_parameters) as the header's rope fields:
+    none/default, linear (factor) or llama3 (factor, low_freq_factor, high_freq_factor,
+    original_max_position_embeddings); any other rope_type is refused, named."""
+    rs = conf.get(key)
+    out = dict(V2_DEFAULTS)
+    out = {k: v for k, v in out.items() if k.startswith("rope_")}
+    if rs in (None, {}):
+        return out
+    where = f"config.json: {key}"
+    if not isinstance(rs, dict):
+        raise ExportError(f"{where} = {rs!r} must be an object")
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "default":
+        return out
+    if kind not in ("linear", "llama3"):
+        raise ExportError(f"{where}: rope_type {kind!r} is not supported (default, linear, llama3)")
+    out["rope_scaling"] = ROPE_SCALING[kind]
+    out["rope_factor"] = _cfg_float(rs, "factor", where, None, low_ok=False)
+    if kind == "llama3":
+        out["rope_low_freq_factor"] = _cfg_float(rs, "low_freq_factor", where, None, low_ok=False)
+        out["rope_high_freq_factor"] = _cfg_float(rs, "high_freq_factor", where, None, low_ok=False)
+        if not out["rope_high_freq_factor"] > out["rope_low_freq_factor"]:
+            raise ExportError(f"{where}: high_freq_factor must be above low_freq_factor")
+        out["rope_orig_ctx"] = _cfg_int(rs, "original_max_position_embeddings", where)
+    return out
 
 
 def _no_duplicate_keys(pairs):
@@ -728,7 +967,12 @@ def hf_names(L):
                   f"layers.{l}.ffn_norm_bias": p + "post_attention_layernorm.bias",
                   f"layers.{l}.w1": p + "mlp.gate_proj.weight",
                   f"layers.{l}.w2": p + "mlp.down_proj.weight",
-                  f"layers.{l}.w3": p + "mlp.up_proj.weight"})
+                  f"layers.{l}.w3": p + "mlp.up_proj.weight",
+                  f"layers.{l}.q_bias": p + "self_attn.q_proj.bias",
+                  f"layers.{l}.k_bias": p + "self_attn.k_proj.bias",
+                  f"layers.{l}.v_bias": p + "self_attn.v_proj.bias",
+                  f"layers.{l}.q_norm": p + "self_attn.q_norm.weight",
+                  f"layers.{l}.k_norm": p + "self_attn.k_norm.weight"})
     return m
 
 
@@ -805,21 +1049,35 @@ def load_hf(folder):
     conf = _json(cpath)
     where = "config.json"
     arch = _cfg_type(conf, "architectures", where, list, "a list of names")
-    if arch is not None and not any(a in HF_ALLOWED_ARCH for a in arch if isinstance(a, str)):
+    known = [x for x in (arch or []) if isinstance(x, str) and x in HF_ARCHS]
+    if arch is not None and not known:
         raise ExportError(f"config.json: architectures {arch} is not supported "
-                          f"(only LlamaForCausalLM)")
-    mt = conf.get("model_type", "llama")
-    if mt != "llama":
-        raise ExportError(f"config.json: model_type {mt!r} is not supported (only 'llama')")
-    if conf.get("rope_scaling") not in (None, {}):
-        raise ExportError(f"config.json: rope_scaling {conf['rope_scaling']} is not supported "
-                          f"(plain RoPE only)")
+                          f"(only {', '.join(HF_ARCHS)})")
+    family = HF_ARCHS[known[0]] if known else conf.get("model_type", "llama")
+    mt = conf.get("model_type", family)
+    if mt != family:
+        raise ExportError(f"config.json: model_type {mt!r} is not supported with "
+                          f"architectures {arch} (expected {family!r})")
     act = conf.get("hidden_act", "silu")
     if act != "silu":
         raise ExportError(f"config.json: hidden_act {act!r} is not supported (only silu)")
+    # Llama's attention_bias puts a bias on o_proj too, Qwen3's likewise; Qwen2 has q/k/v
+    # biases by construction and no such field
     for k in ("attention_bias", "mlp_bias"):
         if _cfg_bool(conf, k, where):
-            raise ExportError(f"config.json: {k} = true is not supported (no linear biases)")
+            raise ExportError(f"config.json: {k} = true is not supported (no o_proj/MLP biases)")
+    if _cfg_bool(conf, "use_sliding_window", where):
+        raise ExportError("config.json: use_sliding_window = true is not supported (full attention only)")
+    lt = _cfg_type(conf, "layer_types", where, list, "a list of names")
+    if lt and any(x != "full_attention" for x in lt):
+        raise ExportError(f"config.json: layer_types {sorted(set(map(str, lt)))} is not supported "
+                          f"(full_attention only)")
+    prf = _cfg_float(conf, "partial_rotary_factor", where, 1.0, low_ok=False)
+    if prf != 1.0:
+        raise ExportError(f"config.json: partial_rotary_factor {prf:g} is not supported (only 1)")
+    for k in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if conf.get(k) is not None:
+            raise ExportError(f"config.json: {k} is not supported")
     d = _cfg_int(conf, "hidden_size", where)
     h = _cfg_int(conf, "intermediate_size", where)
     L = _cfg_int(conf, "num_hidden_layers", where)
@@ -837,16 +1095,22 @@ def load_hf(folder):
                           f"num_attention_heads {nh}")
     eps = _cfg_float(conf, "rms_norm_eps", where, 1e-6)
     theta = _cfg_float(conf, "rope_theta", where, DEFAULT_THETA, low_ok=False)
+    rope = hf_rope_scaling(conf, "rope_scaling")
     rp = _cfg_type(conf, "rope_parameters", where, dict, "an object")  # newer transformers
     if rp:
-        if rp.get("rope_type", "default") != "default":
-            raise ExportError(f"config.json: rope_parameters {rp} is not supported (plain RoPE only)")
         theta = _cfg_float(rp, "rope_theta", "config.json: rope_parameters", theta, low_ok=False)
+        if rope["rope_scaling"] == 0:
+            rope = hf_rope_scaling(conf, "rope_parameters")
     tied = _cfg_bool(conf, "tie_word_embeddings", where)
 
-    # the weights
+    # the weights: safetensors (one file or shards), else torch's pytorch_model.bin
     single = os.path.join(folder, "model.safetensors")
     index = os.path.join(folder, "model.safetensors.index.json")
+    opener, kind = SafetensorsFile, "safetensors"
+    if not os.path.exists(single) and not os.path.exists(index):
+        single = os.path.join(folder, "pytorch_model.bin")
+        index = os.path.join(folder, "pytorch_model.bin.index.json")
+        opener, kind = TorchStateFile, "pytorch_model.bin"
     files = {}
     where_is = {}
     if os.path.exists(index):
@@ -862,31 +1126,39 @@ def load_hf(folder):
             if p not in files:
                 if not os.path.isfile(p):
                     raise ExportError(f"{index}: shard {fname} (for tensor {name}) is missing")
-                files[p] = SafetensorsFile(p)
+                files[p] = opener(p)
             if name not in files[p].tensors:
                 raise ExportError(f"{index}: tensor {name} is not in shard {fname}")
             where_is[name] = files[p]
-        wdesc = f"{len(files)} safetensors shard(s) in {folder}"
+        wdesc = f"{len(files)} {kind} shard(s) in {folder}"
     elif os.path.exists(single):
-        sf = SafetensorsFile(single)
+        sf = opener(single)
         where_is = {n: sf for n in sf.tensors}
         wdesc = f"{single}"
     else:
-        raise ExportError(f"{folder}: no model.safetensors or model.safetensors.index.json "
-                          f"(pytorch_model.bin is not supported)")
+        raise ExportError(f"{folder}: no model.safetensors, model.safetensors.index.json, "
+                          f"pytorch_model.bin or pytorch_model.bin.index.json")
     _check_layer_count(L, len(where_is), where, "num_hidden_layers")
+    qkv_bias, qk_norm = family == "qwen2", family == "qwen3"
+    allowed_bias = (".self_attn.q_proj.bias", ".self_attn.k_proj.bias", ".self_attn.v_proj.bias")
     for name in where_is:
-        if name.endswith(".bias") and ("self_attn" in name or "mlp" in name):
-            raise ExportError(f"tensor {name}: linear biases are not supported")
+        if name.endswith(".bias") and ("self_attn" in name or "mlp" in name) \
+                and not (qkv_bias and name.endswith(allowed_bias)):
+            raise ExportError(f"tensor {name}: linear biases are not supported here "
+                              f"(only Qwen2's q/k/v biases)")
     has_bias = "model.layers.0.input_layernorm.bias" in where_is
     if tied and "lm_head.weight" in where_is:
         log("note: tie_word_embeddings is true; lm_head.weight is ignored")
     cfg = dict(dim=d, hidden_dim=h, n_layers=L, n_heads=nh, n_kv_heads=nkv, vocab_size=V,
                seq_len=S, head_size=hs, norm_eps=float(eps), rope_theta=float(theta),
-               shared_classifier=int(tied), norm_bias=int(has_bias))
-    src = Source(f"Hugging Face Llama model {folder} ({wdesc})", cfg)
+               shared_classifier=int(tied), norm_bias=int(has_bias),
+               qkv_bias=int(qkv_bias), qk_norm=int(qk_norm), **rope)
+    src = Source(f"Hugging Face {known[0] if known else family} model {folder} ({wdesc})", cfg)
     src.config_name = "config.json"
     names = hf_names(L)
+    # HF keeps q/k rows (and so q/k biases and the q/k norm weights within a head) in
+    # rotate_half order: each goes to the engine's interleaved pairs
+    heads = {"wq": nh, "wk": nkv, "q_bias": nh, "k_bias": nkv, "q_norm": 1, "k_norm": 1}
     for canon, sname in names.items():
         if sname not in where_is:
             continue
@@ -894,10 +1166,12 @@ def load_hf(folder):
         sf.validate(sname)
         shape = sf.tensors[sname][1]
         loader = lambda sf=sf, sname=sname: sf.load(sname)
-        if canon.endswith(".wq"):
-            loader = lambda sf=sf, sname=sname: unpermute_rotary(sf.load(sname), nh, hs)
-        elif canon.endswith(".wk"):
-            loader = lambda sf=sf, sname=sname: unpermute_rotary(sf.load(sname), nkv, hs)
+        n = heads.get(canon.rsplit(".", 1)[-1])
+        if n and len(shape) == 2:
+            loader = lambda sf=sf, sname=sname, n=n: unpermute_rotary(sf.load(sname), n, hs)
+        elif n and len(shape) == 1 and shape[0] == n * hs:
+            loader = lambda sf=sf, sname=sname, n=n: \
+                unpermute_rotary(sf.load(sname).reshape(-1, 1), n, hs).reshape(-1)
         src.add(canon, sname, shape, loader)
     src.expected_name = lambda n: names.get(n, n)
     return src
@@ -1189,7 +1463,12 @@ def describe(cfg):
             f"{cfg['n_heads']} heads, {cfg['n_kv_heads']} kv heads, head size {cfg['head_size']}, "
             f"vocab {cfg['vocab_size']}, seq_len {cfg['seq_len']}, "
             f"{'shared' if cfg['shared_classifier'] else 'separate'} classifier"
-            + (", norm biases" if cfg.get("norm_bias") else ""))
+            + (", norm biases" if cfg.get("norm_bias") else "")
+            + (", q/k/v biases" if cfg.get("qkv_bias") else "")
+            + (", q/k norms" if cfg.get("qk_norm") else "")
+            + (f", rope theta {cfg['rope_theta']:g}" if cfg.get("rope_theta", DEFAULT_THETA) != DEFAULT_THETA else "")
+            + (f", {ROPE_SCALING_NAMES[cfg['rope_scaling']]} rope scaling x{cfg['rope_factor']:g}"
+               if cfg.get("rope_scaling") else ""))
 
 
 def read_checkpoint(path):
@@ -1207,7 +1486,7 @@ def read_checkpoint(path):
            "hf" if src.desc.startswith("Hugging") else
            "pt" if src.desc.startswith("llama2.c checkpoint") else "meta")
     defaults = dict(norm_type=1 if cfg.get("norm_bias") else 0, norm_pos=0, final_norm=1,
-                    rope_layout=0, weight_type=WT_F32, group_size=0)
+                    rope_layout=0, weight_type=WT_F32, group_size=0, **V2_DEFAULTS)
     for k, v in defaults.items():
         cfg.setdefault(k, v)
     cfg["format"] = fmt
@@ -1224,7 +1503,8 @@ def random_source(a):
         raise ExportError(f"--dim {d} is not a multiple of --heads {nh}: give --head-size")
     cfg = dict(dim=d, hidden_dim=h, n_layers=L, n_heads=nh, n_kv_heads=nkv, vocab_size=V,
                seq_len=a.seq_len, head_size=hs, norm_eps=DEFAULT_EPS, rope_theta=DEFAULT_THETA,
-               shared_classifier=int(a.shared), norm_bias=int(a.norm_bias))
+               shared_classifier=int(a.shared), norm_bias=int(a.norm_bias),
+               qkv_bias=int(a.qkv_bias), qk_norm=int(a.qk_norm))
     validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
     src = Source(f"random model (seed {a.seed})", cfg)
     plan = tensor_plan(dict(cfg, weight_type=WT_F32, group_size=0))
@@ -1232,7 +1512,7 @@ def random_source(a):
     for idx, (name, shape, kind) in enumerate(plan):
         def gen(idx=idx, name=name, shape=shape, kind=kind):
             rng = np.random.default_rng([a.seed, idx])
-            if name.endswith("_bias"):
+            if name.endswith(("_norm_bias", "q_bias", "k_bias", "v_bias")):
                 mag = rng.uniform(0.05, 0.2, size=shape)
                 return (mag * rng.choice([-1.0, 1.0], size=shape)).astype(np.float32)
             if kind == "vec":
@@ -1833,9 +2113,13 @@ input kinds (auto-detected; what was detected is printed on stderr):
   llama2.c v1 / v2 .bin    magic "ak42": version 1 fp32, version 2 Q8_0 (dequantized)
   LLMW .bin                this engine's format (re-export: change dtype/flags)
   llama2.c .pt             training checkpoint with model_args and model
-  Hugging Face folder      config.json (LlamaForCausalLM) + model.safetensors or
-                           model.safetensors.index.json; F32/F16/BF16 tensors;
-                           q/k projections are un-permuted to interleaved RoPE
+  Hugging Face folder      config.json (LlamaForCausalLM with rope_scaling linear or
+                           llama3, Qwen2ForCausalLM with q/k/v biases, Qwen3ForCausalLM
+                           with q/k norms) + model.safetensors or
+                           model.safetensors.index.json (else pytorch_model.bin,
+                           read with torch); F32/F16/BF16 tensors;
+                           q/k projections, biases and norms are un-permuted to
+                           interleaved RoPE
   Meta folder              params.json + consolidated.*.pth (several shards are
                            concatenated)
 
@@ -1849,10 +2133,13 @@ other commands:
       byte fallback), or a folder holding one. Writes llama2.c's tokenizer.bin.
   %(prog)s random [--dim 64 --hidden-dim 172 --layers 2 --heads 4 --kv-heads 2
       --vocab 97 --seq-len 128 --head-size N --seed 0 --shared|--unshared
-      --norm-bias] [model options] OUTPUT
+      --norm-bias --qkv-bias --qk-norm] [model options] OUTPUT
       a seeded random checkpoint (see `%(prog)s random --help`).
 
-Errors print one line and exit 1; no partial output file is left behind.
+A conversion that runs longer than a second shows its progress on stderr (tensor n
+of N, bytes, rate) when stderr is a terminal; EXPORT_PROGRESS=SECONDS shows it on any
+stderr after that many seconds. Errors print one line and exit 1; no partial output
+file is left behind.
 """
 
 
@@ -1883,6 +2170,9 @@ def add_model_options(p, converting=True):
                        help="override the context length written to the header")
     g.add_argument("--rope-theta", type=float, default=None, metavar="T",
                    help="override the RoPE base (default: the input's, else 10000)")
+    g.add_argument("--llmw-version", type=int, choices=(1, 2), default=VERSION, metavar="V",
+                   help="LLMW version to write: 2 (default; a tensor directory, RoPE scaling, "
+                        "q/k/v biases, q/k norms) or 1 (for older engines)")
 
 
 def header_cfg(src_cfg, a):
@@ -1902,6 +2192,9 @@ def header_cfg(src_cfg, a):
     if a.rope_theta is not None:
         cfg["rope_theta"] = a.rope_theta
     cfg["rope_layout"] = 0
+    for k, v in V2_DEFAULTS.items():
+        cfg[k] = src_cfg.get(k, v)
+    cfg["version"] = a.llmw_version
     cfg["weight_type"] = DTYPES[a.dtype]
     if cfg["weight_type"] == WT_Q8_0:
         if a.group_size <= 0:
@@ -1917,10 +2210,13 @@ def do_export(src, out, a):
     size, err = write_llmw(out, cfg, src)
     extra = f", max abs rounding error {err:.3g}" if cfg["weight_type"] != WT_F32 else ""
     gs = f" group {cfg['group_size']}" if cfg["weight_type"] == WT_Q8_0 else ""
-    log(f"wrote {out}: {size} bytes, {DTYPE_NAMES[cfg['weight_type']]}{gs}, "
+    feats = "".join([f", {ROPE_SCALING_NAMES[cfg['rope_scaling']]} rope scaling x{cfg['rope_factor']:g}"
+                     if cfg["rope_scaling"] else "", ", q/k/v biases" if cfg["qkv_bias"] else "",
+                     ", q/k norms" if cfg["qk_norm"] else ""])
+    log(f"wrote {out}: LLMW v{cfg['version']}, {size} bytes, {DTYPE_NAMES[cfg['weight_type']]}{gs}, "
         f"norm {'layer' if cfg['norm_type'] else 'rms'} {'post' if cfg['norm_pos'] else 'pre'}, "
         f"final norm {'on' if cfg['final_norm'] else 'off'}, eps {cfg['norm_eps']:g}, "
-        f"theta {cfg['rope_theta']:g}{extra}")
+        f"theta {cfg['rope_theta']:g}{feats}{extra}")
 
 
 def do_export_gguf(src, out, a):
@@ -1942,7 +2238,7 @@ def cmd_convert(argv):
                      "       %(prog)s tokenizer INPUT OUTPUT.bin\n"
                      "       %(prog)s random [options] OUTPUT",
                description="Convert a Llama-style checkpoint to the engine's LLMW format "
-                           "(version 1).",
+                           "(version 2; --llmw-version 1 for the older layout).",
                epilog=INPUTS_HELP)
     p.add_argument("input", metavar="INPUT", help="checkpoint file or folder (see input kinds)")
     p.add_argument("output", metavar="OUTPUT", help="the LLMW (or GGUF) file to write")
@@ -1990,6 +2286,9 @@ def cmd_random(argv):
     sh.add_argument("--unshared", dest="shared", action="store_false",
                     help="a separate classifier matrix")
     g.add_argument("--norm-bias", action="store_true", help="store random nonzero norm biases")
+    g.add_argument("--qkv-bias", action="store_true", help="store random q, k and v biases (Qwen2)")
+    g.add_argument("--qk-norm", action="store_true",
+                   help="store random per-head q and k RMSNorm weights (Qwen3)")
     add_model_options(p, converting=False)
     a = p.parse_args(argv)
     src = random_source(a)

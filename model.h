@@ -68,7 +68,7 @@ enum llm_logits { LLM_LOGITS_LAST = 0, LLM_LOGITS_ALL = 1 };
 enum llm_kv_type { LLM_KV_F32 = 0, LLM_KV_F16 = 1, LLM_KV_Q8 = 2 };
 
 #define LLM_MAGIC "LLMW"
-#define LLM_VERSION 1
+#define LLM_VERSION 2               /* LLMW versions 1 and 2 are read */
 #define LLM_HEADER_SIZE 256
 #define LLM_ALIGN 64
 #define LLM_MAX_DIM (1 << 16)       /* limits that reject hostile headers */
@@ -89,7 +89,7 @@ typedef struct llm_config {
     int n_kv_heads;     /* key/value heads (grouped-query attention)   */
     int vocab_size;
     int seq_len;        /* the model's context length                  */
-    int head_size;      /* dim / n_heads                               */
+    int head_size;      /* usually dim / n_heads; q is n_heads*head_size */
     int norm_type;      /* llm_norm_type                               */
     int norm_pos;       /* llm_norm_pos                                */
     int final_norm;     /* 1: norm before the LM head                  */

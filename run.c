@@ -109,6 +109,7 @@ typedef struct options {
     int tokenizer_given;                   /* -z was on the command line */
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
+    int qk_norm;                           /* -1: the checkpoint's */
     float norm_eps;                        /* 0: the checkpoint's  */
     unsigned long long max_memory;         /* bytes the state and tokenizer may take */
     int chat_template;                     /* --template: a tok_chat_template, -1: the tokenizer's */
@@ -139,6 +140,8 @@ static void usage(FILE *out) {
         "  --norm-pos pre|post     norm position (default: the checkpoint's)\n"
         "  --final-norm on|off     norm before the LM head (default: on for pre, off for post)\n"
         "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
+        "  --qk-norm on|off        RMSNorm of each head's q and k before RoPE (Qwen3); on only\n"
+        "               where the checkpoint has the weights (default: on where it has them)\n"
         "  --max-memory SIZE       most RAM the state and tokenizer may take, as bytes or\n"
         "               with K, M, G or T (powers of 1024), default half the machine's RAM\n"
         "  --template NAME  chat template: llama2, llama3, llama3.1 or chatml (default: the\n"
@@ -292,7 +295,7 @@ static options parse_options(int argc, char **argv) {
     o.topp = 0.9f;
     o.steps = 256;
     o.threads = -1;
-    o.norm_type = o.norm_pos = o.final_norm = -1;
+    o.norm_type = o.norm_pos = o.final_norm = o.qk_norm = -1;
     o.chat_template = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -330,6 +333,8 @@ static options parse_options(int argc, char **argv) {
             if ((o.norm_pos = llm_parse_norm_pos(v)) < 0) die(2, "--norm-pos expects pre or post, got '%s'", v);
         } else if (!strcmp(a, "--final-norm")) {
             if ((o.final_norm = llm_parse_on_off(v)) < 0) die(2, "--final-norm expects on or off, got '%s'", v);
+        } else if (!strcmp(a, "--qk-norm")) {
+            if ((o.qk_norm = llm_parse_on_off(v)) < 0) die(2, "--qk-norm expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--norm-eps")) o.norm_eps = parse_float(a, v, 1e-12, 0.5);
         else if (!strcmp(a, "--template")) {
             if ((o.chat_template = tok_chat_template_id(v)) < 0)
@@ -404,6 +409,9 @@ static void apply_norm_options(llm_model *m, const options *o) {
     if (o->final_norm >= 0) c->final_norm = o->final_norm;
     else if (pos_changed) c->final_norm = c->norm_pos == LLM_NORM_PRE; /* on for pre, off for post */
     if (o->norm_eps > 0.0f) c->norm_eps = o->norm_eps;
+    if (o->qk_norm == 1 && !m->w.layers[0].q_norm.data)
+        die(2, "--qk-norm on: this checkpoint has no q/k norm weights (q_norm, k_norm)");
+    if (o->qk_norm >= 0) c->qk_norm = o->qk_norm;
     if (llm_check_config(m) != LLM_OK) die(2, "%s", m->error);
 }
 
@@ -425,6 +433,14 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             " (built without OpenMP)",
 #endif
             llm_simd_name());
+    /* the attention's extras: RoPE base and scaling, q/k/v biases, q/k norm */
+    fprintf(out, "attention: rope theta %g", (double)c->rope_theta);
+    if (c->rope_scaling == LLM_ROPE_SCALING_LINEAR) fprintf(out, ", linear rope scaling x%g", (double)c->rope_factor);
+    if (c->rope_scaling == LLM_ROPE_SCALING_LLAMA3)
+        fprintf(out, ", llama3 rope scaling x%g (low %g, high %g, original context %d)", (double)c->rope_factor,
+                (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor, c->rope_orig_ctx);
+    fprintf(out, ", q/k/v biases %s, q/k norm %s%s\n", c->qkv_bias ? "yes" : "no", c->qk_norm ? "on" : "off",
+            !c->qk_norm && e->model.w.layers && e->model.w.layers[0].q_norm.data ? " (weights stored)" : "");
 }
 
 static void print_plan(const engine *e, const options *o) {

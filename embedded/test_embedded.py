@@ -27,6 +27,12 @@ TOK = os.path.join(MODELS, "tok512.bin")
 GREEDY = os.path.join(MODELS, "stories260K.greedy200.txt")
 SEEDED = os.path.join(MODELS, "stories260K.t1-p0.9-s133742.txt")
 Q8 = os.path.join("build", "embedded", "models", "stories260K-q8_0.llmw")
+# a random Qwen-like LLMW version 2 file (q/k/v biases, q/k norms, heads of 24
+# against dim 64) on tok512's vocabulary: the boards read the new tensors in place
+QWEN = os.path.join("build", "embedded", "models", "qwen-like-q8_0.llmw")
+QWEN_ARGS = ["random", "--dim", "64", "--hidden-dim", "172", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+             "--head-size", "24", "--vocab", "512", "--seq-len", "256", "--qkv-bias", "--qk-norm", "--unshared",
+             "--dtype", "q8_0", "--seed", "3"]
 MK = ["make", "--no-print-directory", "-f", os.path.join("embedded", "embedded.mk")]
 BOARDS = ["an386", "an547"]
 QEMU = {
@@ -48,6 +54,7 @@ VARIANTS = {
     "f32-prompt": dict(ckpt=CKPT, ctx=256, kv="f32", temperature="0", steps=96, prompt="Once upon a time"),
     "compact-greedy": dict(ckpt=Q8, ctx=256, kv="q8", temperature="0", steps=256, stack=4096, budget=RAM_LIMIT),
     "compact-seeded": dict(ckpt=Q8, ctx=256, kv="q8", **SEED256, stack=4096, budget=RAM_LIMIT),
+    "qwen-like-seeded": dict(ckpt=QWEN, ctx=128, kv="f32", temperature="1.0", topp="0.9", seed=7, steps=128),
 }
 
 
@@ -184,6 +191,11 @@ def prepare(r):
         os.makedirs(os.path.dirname(os.path.join(ROOT, Q8)), exist_ok=True)
         p = run([sys.executable, "export.py", "--dtype", "q8_0", CKPT, Q8])
         if not r.check("export q8_0", p.returncode == 0, tail(p.stderr)):
+            return False
+    if not os.path.exists(os.path.join(ROOT, QWEN)) or \
+            os.path.getmtime(os.path.join(ROOT, QWEN)) < os.path.getmtime(os.path.join(ROOT, "export.py")):
+        p = run([sys.executable, "export.py"] + QWEN_ARGS + [QWEN])
+        if not r.check("export random qwen-like", p.returncode == 0, tail(p.stderr)):
             return False
     return True
 

@@ -63,6 +63,11 @@ LLM__NO_VECTORIZE static void llm__rope(float *v, int n_heads, const float *rope
     }
 }
 
+/* x (n,) += b (n,) */
+static void llm__add_bias(float *x, const float *b, int n) {
+    for (int i = 0; i < n; i++) x[i] += b[i];
+}
+
 /* SwiGLU in place: g (n,) = silu(g) * u = g * 1/(1 + e^-g) * u */
 static void llm__swiglu(float *g, const float *u, int n) {
     int i = 0;
@@ -280,9 +285,28 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     llm__matmul(s->k_new, &L->wk, a, T, s);
     llm__matmul(s->v_new, &L->wv, a, T, s);
 
-    /* RoPE on q and k at each token's position; k and v into the cache rows pos..pos+T-1 */
+    /* per token: q, k, v += their biases (Qwen2); q, k = rmsnorm of each head
+     * (Qwen3); RoPE on q and k at the token's position; k and v into the
+     * cache rows pos..pos+T-1. The same code for every batch size, so
+     * prefill and decode agree bit for bit. */
+    int bias = c->qkv_bias && L->q_bias.data, qk_norm = c->qk_norm && L->q_norm.data;
     LLM__PARALLEL_FOR(nt, (int64_t)T * qd * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
+        if (bias) {
+            llm__add_bias(s->q + (size_t)t * qd, (const float *)L->q_bias.data, qd);
+            llm__add_bias(s->k_new + (size_t)t * kvd, (const float *)L->k_bias.data, kvd);
+            llm__add_bias(s->v_new + (size_t)t * kvd, (const float *)L->v_bias.data, kvd);
+        }
+        if (qk_norm) {
+            for (int h = 0; h < c->n_heads; h++) {
+                float *qh = s->q + (size_t)t * qd + (size_t)h * hs;
+                llm_rmsnorm(qh, qh, (const float *)L->q_norm.data, hs, c->norm_eps);
+            }
+            for (int h = 0; h < c->n_kv_heads; h++) {
+                float *kh = s->k_new + (size_t)t * kvd + (size_t)h * hs;
+                llm_rmsnorm(kh, kh, (const float *)L->k_norm.data, hs, c->norm_eps);
+            }
+        }
         llm__rope(s->q + (size_t)t * qd, c->n_heads, s->rope + (size_t)t * hs, c);
         llm__rope(s->k_new + (size_t)t * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
         llm__kv_store((unsigned char *)s->key_cache + l * layer_elems * eb, s->key_scale ? s->key_scale + l * layer_scales : NULL,

@@ -21,7 +21,6 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     LLM__CHECK(c->n_kv_heads > 0 && c->n_kv_heads <= c->n_heads, "n_kv_heads %d out of range (1..n_heads=%d)", c->n_kv_heads, c->n_heads);
     LLM__CHECK(c->vocab_size > 0 && c->vocab_size <= LLM_MAX_VOCAB, "vocab_size %d out of range", c->vocab_size);
     LLM__CHECK(c->seq_len > 0 && c->seq_len <= LLM_MAX_SEQ, "seq_len %d out of range", c->seq_len);
-    LLM__CHECK(c->dim % c->n_heads == 0, "dim %d is not a multiple of n_heads %d", c->dim, c->n_heads);
     LLM__CHECK(c->n_heads % c->n_kv_heads == 0, "n_heads %d is not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
     LLM__CHECK(c->head_size > 0 && c->head_size % 2 == 0, "head size %d must be even", c->head_size);
     LLM__CHECK(c->head_size <= LLM_MAX_HEAD_SIZE, "head size %d above this build's LLM_MAX_HEAD_SIZE %d", c->head_size, LLM_MAX_HEAD_SIZE);
@@ -33,16 +32,55 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     LLM__CHECK(c->rope_layout == LLM_ROPE_INTERLEAVED || c->rope_layout == LLM_ROPE_HALF, "rope_layout %d unknown", c->rope_layout);
     LLM__CHECK(c->weight_type >= 0 && c->weight_type < LLM_TYPE_COUNT, "weight type %d unknown", c->weight_type);
     LLM__CHECK(llm__traits[c->weight_type].block || (c->group_size > 0 && c->group_size <= 4096), "q8_0 group size %d out of range (1..4096)", c->group_size);
+    LLM__CHECK(c->rope_scaling >= LLM_ROPE_SCALING_NONE && c->rope_scaling <= LLM_ROPE_SCALING_LLAMA3, "rope_scaling %d unknown", c->rope_scaling);
+    if (c->rope_scaling != LLM_ROPE_SCALING_NONE)
+        LLM__CHECK(c->rope_factor > 0.0f && c->rope_factor <= FLT_MAX, "rope scaling factor %g must be positive and finite", (double)c->rope_factor);
+    if (c->rope_scaling == LLM_ROPE_SCALING_LLAMA3) {
+        LLM__CHECK(c->rope_low_freq_factor > 0.0f && c->rope_low_freq_factor <= FLT_MAX, "rope low_freq_factor %g must be positive and finite", (double)c->rope_low_freq_factor);
+        LLM__CHECK(c->rope_high_freq_factor > c->rope_low_freq_factor && c->rope_high_freq_factor <= FLT_MAX,
+                   "rope high_freq_factor %g must be finite and above low_freq_factor %g", (double)c->rope_high_freq_factor, (double)c->rope_low_freq_factor);
+        LLM__CHECK(c->rope_orig_ctx > 0, "rope original context %d must be positive", c->rope_orig_ctx);
+    }
+    LLM__CHECK(c->qkv_bias == 0 || c->qkv_bias == 1, "qkv_bias %d must be 0 or 1", c->qkv_bias);
+    LLM__CHECK(c->qk_norm == 0 || c->qk_norm == 1, "qk_norm %d must be 0 or 1", c->qk_norm);
 #undef LLM__CHECK
     return LLM_OK;
 }
-int llm_check_config(llm_model *m) { return llm__check_config(&m->cfg, m->error, sizeof m->error); }
+/* The config, and the tensors its switches need: q/k/v biases and q/k
+ * norms apply only where the checkpoint stores them. */
+int llm_check_config(llm_model *m) {
+    int st = llm__check_config(&m->cfg, m->error, sizeof m->error);
+    if (st != LLM_OK || !m->w.layers) return st;
+    if (m->cfg.qk_norm && !m->w.layers[0].q_norm.data)
+        return llm__fail(m, LLM_ERR_CONFIG, "q/k norm is on, but the checkpoint has no q_norm/k_norm weights");
+    if (m->cfg.qkv_bias && !m->w.layers[0].q_bias.data)
+        return llm__fail(m, LLM_ERR_CONFIG, "q/k/v biases are on, but the checkpoint has none");
+    return LLM_OK;
+}
 
 /* Bytes of the model arena: the layer table and the RoPE frequencies, each
  * aligned, and room to align the arena itself. */
 static uint64_t llm__model_bytes(const llm_config *c) {
     return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) +
            llm__align(llm__mul((uint64_t)(c->head_size / 2), sizeof(float)));
+}
+
+/* One RoPE frequency rescaled for long contexts, as Hugging Face's
+ * transformers (modeling_rope_utils) does: linear divides it by the factor;
+ * llama3 divides the low frequencies (wavelength above orig_ctx /
+ * low_freq_factor) by the factor, keeps the high ones (wavelength below
+ * orig_ctx / high_freq_factor), and blends the two in between. In double,
+ * then rounded: plain arithmetic, so every target gets the same float. */
+static float llm__scaled_freq(const llm_config *c, float freq) {
+    double f = (double)freq, factor = (double)c->rope_factor;
+    if (c->rope_scaling == LLM_ROPE_SCALING_LINEAR) return (float)(f / factor);
+    if (c->rope_scaling != LLM_ROPE_SCALING_LLAMA3) return freq;
+    double lo = (double)c->rope_low_freq_factor, hi = (double)c->rope_high_freq_factor, ctx = (double)c->rope_orig_ctx;
+    double wavelen = 2.0 * 3.14159265358979323846 / f;
+    if (wavelen < ctx / hi) return freq;                   /* high frequency: kept   */
+    if (wavelen > ctx / lo) return (float)(f / factor);    /* low frequency: scaled  */
+    double smooth = (ctx / wavelen - lo) / (hi - lo);
+    return (float)((1.0 - smooth) * f / factor + smooth * f);
 }
 
 /* Once the file is validated: carve the layer table (zeroed: a tensor the
@@ -66,7 +104,7 @@ static int llm__model_arena(llm_model *m, void *arena, size_t arena_size) {
     m->rope_freq = (float *)(void *)(a + layers);
     int hs = c->head_size;
     for (int i = 0; i < hs; i += 2)
-        m->rope_freq[i / 2] = 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs));
+        m->rope_freq[i / 2] = llm__scaled_freq(c, 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs)));
     return LLM_OK;
 }
 
@@ -107,7 +145,12 @@ static int llm__llama2c_config(llm_model *m, const unsigned char *h, int format)
     c->norm_type = LLM_NORM_RMS; c->norm_pos = LLM_NORM_PRE; c->final_norm = 1;
     c->norm_eps = 1e-5f; c->rope_theta = 10000.0f; c->rope_layout = LLM_ROPE_INTERLEAVED;
     c->weight_type = LLM_TYPE_F32; c->group_size = 0; c->norm_bias = 0; c->format = format;
-    return llm_check_config(m);
+    int st = llm_check_config(m);
+    if (st == LLM_OK && c->dim % c->n_heads) {   /* the head size is dim / n_heads here */
+        llm__fmt(m->error, sizeof m->error, "dim %d is not a multiple of n_heads %d", c->dim, c->n_heads);
+        return LLM_ERR_CONFIG;
+    }
+    return st;
 }
 
 /* llama2.c legacy: 7 int32, then f32 tensors each stacked over layers. */
@@ -166,6 +209,179 @@ static uint64_t llm__matrix_bytes(const llm_config *c, uint64_t rows, uint64_t c
     return llm__add(*scale_offset, llm__mul(llm__mul(rows, groups), (uint64_t)tr->scale_bytes));
 }
 
+/* ---- LLMW version 2: the header, a tensor directory, the tensors ---- */
+
+/* The tensor kinds of a directory entry, numbered in their order in a
+ * layer (and in the file); shapes in terms of the config. */
+enum { LLM__K_TOK_EMBEDDINGS, LLM__K_ATTN_NORM, LLM__K_ATTN_NORM_BIAS, LLM__K_WQ, LLM__K_WK, LLM__K_WV,
+       LLM__K_Q_BIAS, LLM__K_K_BIAS, LLM__K_V_BIAS, LLM__K_Q_NORM, LLM__K_K_NORM, LLM__K_WO, LLM__K_FFN_NORM,
+       LLM__K_FFN_NORM_BIAS, LLM__K_W1, LLM__K_W2, LLM__K_W3, LLM__K_FINAL_NORM, LLM__K_FINAL_NORM_BIAS,
+       LLM__K_CLASSIFIER, LLM__K_COUNT };
+enum { LLM__S_1, LLM__S_DIM, LLM__S_HIDDEN, LLM__S_VOCAB, LLM__S_Q, LLM__S_KV, LLM__S_HEAD };   /* sizes */
+enum { LLM__IF_ALWAYS, LLM__IF_NORM_BIAS, LLM__IF_UNSHARED, LLM__IF_QKV_BIAS, LLM__IF_QK_NORM };  /* presence */
+typedef struct llm__kind {
+    const char *name;
+    unsigned char per_layer, matrix, rows, cols, when;
+    unsigned short field;   /* offsetof in llm_layer (per layer) or llm_weights */
+} llm__kind;
+#define LLM__L(f) (unsigned short)offsetof(llm_layer, f)
+#define LLM__W(f) (unsigned short)offsetof(llm_weights, f)
+static const llm__kind llm__kinds[LLM__K_COUNT] = {
+    { "tok_embeddings", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(tok_embeddings) },
+    { "attn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(attn_norm) },
+    { "attn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(attn_norm_bias) },
+    { "wq", 1, 1, LLM__S_Q, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wq) },
+    { "wk", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wk) },
+    { "wv", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wv) },
+    { "q_bias", 1, 0, LLM__S_1, LLM__S_Q, LLM__IF_QKV_BIAS, LLM__L(q_bias) },
+    { "k_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(k_bias) },
+    { "v_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(v_bias) },
+    { "q_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(q_norm) },
+    { "k_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(k_norm) },
+    { "wo", 1, 1, LLM__S_DIM, LLM__S_Q, LLM__IF_ALWAYS, LLM__L(wo) },
+    { "ffn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(ffn_norm) },
+    { "ffn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(ffn_norm_bias) },
+    { "w1", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w1) },
+    { "w2", 1, 1, LLM__S_DIM, LLM__S_HIDDEN, LLM__IF_ALWAYS, LLM__L(w2) },
+    { "w3", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w3) },
+    { "final_norm", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(final_norm) },
+    { "final_norm_bias", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__W(final_norm_bias) },
+    { "classifier", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_UNSHARED, LLM__W(classifier) },
+};
+#undef LLM__L
+#undef LLM__W
+#define LLM__ENTRY_SIZE 40
+#define LLM__NO_LAYER 0xffffffffu
+
+static uint64_t llm__size_of(const llm_config *c, int code) {
+    switch (code) {
+    case LLM__S_DIM: return (uint64_t)c->dim;
+    case LLM__S_HIDDEN: return (uint64_t)c->hidden_dim;
+    case LLM__S_VOCAB: return (uint64_t)c->vocab_size;
+    case LLM__S_Q: return (uint64_t)c->n_heads * (uint64_t)c->head_size;
+    case LLM__S_KV: return (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
+    case LLM__S_HEAD: return (uint64_t)c->head_size;
+    }
+    return 1;
+}
+static int llm__kind_present(const llm_config *c, int kind) {
+    switch (llm__kinds[kind].when) {
+    case LLM__IF_NORM_BIAS: return c->norm_bias;
+    case LLM__IF_UNSHARED: return !c->shared_classifier;
+    case LLM__IF_QKV_BIAS: return c->qkv_bias;
+    case LLM__IF_QK_NORM: return c->qk_norm;
+    }
+    return 1;
+}
+/* An entry's place in the canonical order: tok_embeddings, then layer by
+ * layer each kind in enum order, then the model's last tensors. */
+static uint64_t llm__entry_key(const llm_config *c, int kind, uint32_t layer) {
+    if (kind == LLM__K_TOK_EMBEDDINGS) return 0;
+    if (!llm__kinds[kind].per_layer) return ((uint64_t)c->n_layers + 1) * LLM__K_COUNT + (uint64_t)kind;
+    return ((uint64_t)layer + 1) * LLM__K_COUNT + (uint64_t)kind;
+}
+
+/* Version 2: each directory entry (40 bytes: u32 kind, layer, type, group,
+ * rows, cols; u64 values offset, scales offset) is checked against the
+ * config before the arena is asked for: a known kind the header's flags
+ * call for, its layer, the shape the config implies, the header's weight
+ * type for matrices and f32 for vectors, 64-aligned offsets inside the
+ * file. Entries come in the canonical order (so none repeats), their
+ * tensors in the same order without overlap, and their count is the one
+ * the config implies (so none is missing); the file ends with the last. */
+static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint64_t file_size, void *arena,
+                           size_t arena_size) {
+    const llm_config *c = &m->cfg;
+    uint32_t count = llm__u32(b + 96);
+    uint64_t dir = llm__u64(b + 104), want = 0;
+    for (int i = 136; i < LLM_HEADER_SIZE; i++)
+        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 136..255 are not zero");
+    for (int k = 0; k < LLM__K_COUNT; k++)
+        if (llm__kind_present(c, k)) want += llm__kinds[k].per_layer ? (uint64_t)c->n_layers : 1;
+    if ((uint64_t)count != want) {
+        llm__fmt(m->error, sizeof m->error, "tensor_count %u in the header, but the config implies %llu tensors: corrupt header",
+                 (unsigned)count, (unsigned long long)want);
+        return LLM_ERR_FORMAT;
+    }
+    uint64_t dir_end = llm__add(dir, llm__mul(count, LLM__ENTRY_SIZE));
+    if (dir < LLM_HEADER_SIZE || dir % 8 || dir_end > (uint64_t)n) {
+        llm__fmt(m->error, sizeof m->error, "tensor directory at %llu (%u entries) is not inside the %zu-byte file after the header: truncated or corrupt",
+                 (unsigned long long)dir, (unsigned)count, n);
+        return LLM_ERR_SIZE;
+    }
+    uint64_t end = dir_end, key = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const unsigned char *e = b + (size_t)dir + (size_t)i * LLM__ENTRY_SIZE;
+        uint32_t kind = llm__u32(e), layer = llm__u32(e + 4), type = llm__u32(e + 8), group = llm__u32(e + 12);
+        uint64_t rows = llm__u32(e + 16), cols = llm__u32(e + 20), off = llm__u64(e + 24), so = llm__u64(e + 32);
+        if (kind >= LLM__K_COUNT) {
+            llm__fmt(m->error, sizeof m->error, "tensor directory entry %u: kind %u unknown", (unsigned)i, (unsigned)kind);
+            return LLM_ERR_FORMAT;
+        }
+        const llm__kind *k = &llm__kinds[kind];
+        const char *name = k->name;
+        char why[160];
+#define LLM__BAD(...) do { llm__fmt(why, sizeof why, __VA_ARGS__); \
+                           llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u): %s", name, (unsigned)i, why); \
+                           return LLM_ERR_FORMAT; } while (0)
+        if (!llm__kind_present(c, (int)kind)) LLM__BAD("not expected with the header's flags (norm_bias, shared_classifier, qkv_bias, qk_norm)");
+        if (k->per_layer ? layer >= (uint32_t)c->n_layers : layer != LLM__NO_LAYER)
+            LLM__BAD("layer %u out of range", (unsigned)layer);
+        uint64_t at = llm__entry_key(c, (int)kind, layer);
+        if (i > 0 && at <= key) LLM__BAD("out of order or repeated");
+        key = at;
+        if (rows != llm__size_of(c, k->rows) || cols != llm__size_of(c, k->cols))
+            LLM__BAD("shape (%u, %u), but the header's dims (dim, hidden_dim, heads, head_size, vocab_size) imply (%u, %u)", (unsigned)rows, (unsigned)cols,
+                     (unsigned)llm__size_of(c, k->rows), (unsigned)llm__size_of(c, k->cols));
+        int want_type = k->matrix ? c->weight_type : LLM_TYPE_F32;
+        uint32_t want_group = llm__traits[want_type].block ? 0u : (uint32_t)c->group_size;
+        if (type != (uint32_t)want_type || group != want_group)
+            LLM__BAD("type %u group %u, but this engine reads type %d group %u here (the header's weight type for matrices, f32 for vectors)",
+                     (unsigned)type, (unsigned)group, want_type, (unsigned)want_group);
+        uint64_t scale_at;
+        llm_config tc = *c;   /* the bytes of a tensor of this entry's type */
+        tc.weight_type = want_type;
+        uint64_t bytes = llm__matrix_bytes(&tc, rows, cols, &scale_at);
+        uint64_t values = scale_at ? scale_at : bytes;          /* the values' bytes, padded when scales follow */
+        uint64_t scales = scale_at ? bytes - scale_at : 0;
+        typedef unsigned long long ull;
+        if (off % LLM_ALIGN) LLM__BAD("offset %llu is not a multiple of 64", (ull)off);
+        if (off < end) LLM__BAD("its bytes at %llu overlap what comes before (up to %llu)", (ull)off, (ull)end);
+        if (!scales && so) LLM__BAD("scales offset %llu given, but type %s has no scales", (ull)so, llm_type_name(want_type));
+        if (scales && !so) LLM__BAD("type %s needs scales, but the scales offset is 0", llm_type_name(want_type));
+        if (scales && so % LLM_ALIGN) LLM__BAD("scales offset %llu is not a multiple of 64", (ull)so);
+        if (scales && so < llm__add(off, values))
+            LLM__BAD("scales at %llu overlap its values (%llu..%llu)", (ull)so, (ull)off, (ull)llm__add(off, values));
+        end = scales ? llm__add(so, scales) : llm__add(off, values);
+        if (end > (uint64_t)n) {
+            llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u) ends at byte %llu, past the file's %zu: truncated",
+                     name, (unsigned)i, (unsigned long long)end, n);
+            return LLM_ERR_SIZE;
+        }
+#undef LLM__BAD
+    }
+    if (end != file_size || file_size != (uint64_t)n) {
+        llm__fmt(m->error, sizeof m->error,
+                 "checkpoint is %zu bytes, its header records %llu and its last tensor ends at %llu: truncated or corrupt; re-export with export.py",
+                 n, (unsigned long long)file_size, (unsigned long long)end);
+        return LLM_ERR_SIZE;
+    }
+    int st = llm__model_arena(m, arena, arena_size);
+    if (st != LLM_OK) return st;
+    /* every entry is valid: point the tensors at their bytes */
+    for (uint32_t i = 0; i < count; i++) {
+        const unsigned char *e = b + (size_t)dir + (size_t)i * LLM__ENTRY_SIZE;
+        const llm__kind *k = &llm__kinds[llm__u32(e)];
+        uint64_t so = llm__u64(e + 32);
+        unsigned char *base = k->per_layer ? (unsigned char *)&m->w.layers[llm__u32(e + 4)] : (unsigned char *)&m->w;
+        *(llm_tensor *)(void *)(base + k->field) =
+            llm__tensor(b + (size_t)llm__u64(e + 24), so ? (const float *)(const void *)(b + (size_t)so) : NULL,
+                        (int)llm__u32(e + 8), (int)llm__u32(e + 16), (int)llm__u32(e + 20), c->group_size);
+    }
+    if (c->shared_classifier) m->w.classifier = m->w.tok_embeddings;
+    return LLM_OK;
+}
+
 /* LLMW: 256-byte header, then 64-byte-aligned tensors, layer by layer. */
 static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
     llm_config *c = &m->cfg;
@@ -190,11 +406,18 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
     c->group_size = (int)llm__u32(b + 80); c->norm_bias = (int)llm__u32(b + 84);
     c->format = LLM_FORMAT_LLMW;
     uint64_t file_size = llm__u64(b + 88);
+    if (version == 2) {
+        c->rope_scaling = (int)llm__u32(b + 100);
+        c->rope_factor = llm__f32(b + 112); c->rope_low_freq_factor = llm__f32(b + 116);
+        c->rope_high_freq_factor = llm__f32(b + 120); c->rope_orig_ctx = llm__i32(b + 124);
+        c->qkv_bias = (int)llm__u32(b + 128); c->qk_norm = (int)llm__u32(b + 132);
+    }
     int st = llm_check_config(m);
     if (st != LLM_OK) return st;
-    if (c->head_size * c->n_heads != c->dim) return llm__fail(m, LLM_ERR_CONFIG, "head_size * n_heads != dim");
     if (c->shared_classifier > 1 || c->norm_bias > 1 || c->shared_classifier < 0 || c->norm_bias < 0)
         return llm__fail(m, LLM_ERR_FORMAT, "shared_classifier/norm_bias flags must be 0 or 1");
+    if (version == 2) return llm__load_llmw2(m, b, n, file_size, arena, arena_size);
+    if (c->head_size * c->n_heads != c->dim) return llm__fail(m, LLM_ERR_CONFIG, "head_size * n_heads != dim");
 
     /* every offset in 64 bits; once the end matches the file's n bytes, each fits a size_t */
     uint64_t D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim, V = (uint64_t)c->vocab_size;

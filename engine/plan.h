@@ -12,6 +12,15 @@ static llm_state_options llm__options(const llm_config *c, const llm_state_optio
 }
 
 
+/* The longest row a product reads: dim, hidden_dim, or the attention's
+ * n_heads*head_size (wider than dim when a model sets its head size apart). */
+static uint64_t llm__widest(const llm_config *c) {
+    uint64_t D = llm__clamp_u64(c->dim, 0, LLM_MAX_DIM), H = llm__clamp_u64(c->hidden_dim, 0, LLM_MAX_HIDDEN);
+    uint64_t qd = llm__clamp_u64(c->n_heads, 0, LLM_MAX_DIM) * llm__clamp_u64(c->head_size, 0, LLM_MAX_HEAD_SIZE);
+    uint64_t w = D > H ? D : H;
+    return w > qd ? w : qd;
+}
+
 llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     llm_state_options o = llm__options(c, opt);
     /* every field clamped to its limit first, so even the plan of an
@@ -22,7 +31,7 @@ llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     uint64_t hs = llm__clamp_u64(c->head_size, 0, LLM_MAX_HEAD_SIZE), G = llm__clamp_u64(c->group_size, 0, 4096);
     uint64_t n_kv = llm__clamp_u64(c->n_kv_heads, 0, LLM_MAX_DIM);
     uint64_t qd = llm__clamp_u64(c->n_heads, 0, LLM_MAX_DIM) * hs, kvd = n_kv * hs;
-    uint64_t widest = D > H ? D : H, groups = G > 0 ? (widest + G - 1) / G : 0;
+    uint64_t widest = llm__widest(c), groups = G > 0 ? (widest + G - 1) / G : 0;
     uint64_t x = B * D * 4, xb = B * (D > qd ? D : qd) * 4, q = B * qd * 4, kv_new = B * kvd * 4, hb = B * H * 4;
     uint64_t rope = B * hs * 4, logits = (o.all_logits ? B : 1) * V * 4;
     /* activations quantized per group, where the weights' type multiplies them so */
@@ -104,7 +113,7 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
     s->logits = (float *)llm__carve(a, &at, p.logits);
     s->act_q = (int8_t *)llm__carve(a, &at, p.act_q);
     if (p.act_q) {
-        size_t D = (size_t)c->dim, H = (size_t)c->hidden_dim, widest = D > H ? D : H;
+        size_t widest = (size_t)llm__widest(c);
         s->act_scale = (float *)(void *)((unsigned char *)s->act_q + (size_t)llm__align((uint64_t)o.max_batch * widest));
     }
     memset(arena, 0, at);

@@ -1,17 +1,23 @@
-"""An independent reader of the engine's LLMW checkpoint format (version 1),
-for the tests: the reference (tests/reference.py) and the round trips of
-tests/test_export.py read LLMW files through this module, never through
+"""An independent reader of the engine's LLMW checkpoint format (versions 1
+and 2), for the tests: the reference (tests/reference.py) and the round trips
+of tests/test_export.py read LLMW files through this module, never through
 export.py, so a mistake shared by export.py's writer and its reader shows.
 
-Written from the format's description (README.md, "The LLMW format", and the
-comments of model.h's loader), not from export.py's code:
-  - a 256-byte little-endian header (struct.unpack of the fields below; bytes
-    96..255 are reserved and zero);
-  - then every tensor at the next multiple of 64 (zero padding before it):
-    tok_embeddings, per layer attn_norm [attn_norm_bias] wq wk wv wo ffn_norm
-    [ffn_norm_bias] w1 w2 w3, then final_norm [final_norm_bias] and, when
-    the classifier is not shared, classifier; the file ends right after the
-    last tensor and the header's file_size says so;
+Written from the format's description (FORMAT.md), not from export.py's code:
+  - a 256-byte little-endian header (struct.unpack of the fields below);
+    version 1 keeps bytes 96..255 zero, version 2 adds tensor_count,
+    rope_scaling, directory_offset, the rope factors and original context,
+    qkv_bias and qk_norm at 96..135 and keeps 136..255 zero;
+  - version 1: every tensor at the next multiple of 64 after the header
+    (zero padding before it): tok_embeddings, per layer attn_norm
+    [attn_norm_bias] wq wk wv wo ffn_norm [ffn_norm_bias] w1 w2 w3, then
+    final_norm [final_norm_bias] and, when the classifier is not shared,
+    classifier;
+  - version 2: a directory of 40-byte entries (kind, layer, type, group, rows,
+    cols, values offset, scales offset) at directory_offset, listing each
+    tensor with its own type and offsets, in the canonical order (per layer
+    also q_bias k_bias v_bias after wv, q_norm k_norm before wo);
+  - the file ends right after the last tensor and the header's file_size says so;
   - norm vectors are always float32; matrices are (rows, cols) row-major in
     the header's weight_type: 0 f32, 1 f16, 2 q8_0 = int8 q[rows*cols], then at
     the next 64-aligned offset float32 scale[rows * ceil(cols/G)], group j of
@@ -33,6 +39,14 @@ HEADER = [("magic", "4s"), ("version", "I"), ("header_size", "I"), ("alignment",
           ("rope_theta", "f"), ("rope_layout", "I"), ("shared_classifier", "I"),
           ("weight_type", "I"), ("group_size", "I"), ("norm_bias", "I"), ("file_size", "Q")]
 F32, F16, Q8_0 = 0, 1, 2
+HEADER_V2 = [("tensor_count", "I"), ("rope_scaling", "I"), ("directory_offset", "Q"),
+             ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
+             ("rope_orig_ctx", "i"), ("qkv_bias", "I"), ("qk_norm", "I")]
+# version 2's tensor kinds, by number (FORMAT.md's table)
+KINDS = ["tok_embeddings", "attn_norm", "attn_norm_bias", "wq", "wk", "wv", "q_bias", "k_bias",
+         "v_bias", "q_norm", "k_norm", "wo", "ffn_norm", "ffn_norm_bias", "w1", "w2", "w3",
+         "final_norm", "final_norm_bias", "classifier"]
+ENTRY = "<6I2Q"
 
 
 def aligned(offset):
@@ -48,9 +62,18 @@ def read_header(data):
         (h[name],) = struct.unpack_from("<" + fmt, data, off)
         off += struct.calcsize(fmt)
     assert off == 96, off
-    assert h["magic"] == b"LLMW" and h["version"] == 1, (h["magic"], h["version"])
+    assert h["magic"] == b"LLMW" and h["version"] in (1, 2), (h["magic"], h["version"])
     assert (h["header_size"], h["alignment"]) == (HEADER_SIZE, ALIGN), h
-    assert data[96:HEADER_SIZE] == b"\0" * (HEADER_SIZE - 96), "reserved header bytes 96..255 must be zero"
+    if h["version"] == 2:
+        for name, fmt in HEADER_V2:
+            (h[name],) = struct.unpack_from("<" + fmt, data, off)
+            off += struct.calcsize(fmt)
+        assert off == 136, off
+    else:
+        h.update(tensor_count=0, rope_scaling=0, directory_offset=0, rope_factor=0.0,
+                 rope_low_freq_factor=0.0, rope_high_freq_factor=0.0, rope_orig_ctx=0,
+                 qkv_bias=0, qk_norm=0)
+    assert data[off:HEADER_SIZE] == b"\0" * (HEADER_SIZE - off), f"reserved header bytes {off}..255 must be zero"
     return h
 
 
@@ -64,7 +87,13 @@ def tensor_list(h):
         p = f"layers.{l}."
         out += [(p + "attn_norm" + b, (d,), False) for b in [""] + bias]
         out += [(p + "wq", (nh * hs, d), True), (p + "wk", (nkv * hs, d), True),
-                (p + "wv", (nkv * hs, d), True), (p + "wo", (d, nh * hs), True)]
+                (p + "wv", (nkv * hs, d), True)]
+        if h.get("qkv_bias"):
+            out += [(p + "q_bias", (nh * hs,), False), (p + "k_bias", (nkv * hs,), False),
+                    (p + "v_bias", (nkv * hs,), False)]
+        if h.get("qk_norm"):
+            out += [(p + "q_norm", (hs,), False), (p + "k_norm", (hs,), False)]
+        out.append((p + "wo", (d, nh * hs), True))
         out += [(p + "ffn_norm" + b, (d,), False) for b in [""] + bias]
         out += [(p + "w1", (hid, d), True), (p + "w2", (d, hid), True), (p + "w3", (hid, d), True)]
     out += [("final_norm" + b, (d,), False) for b in [""] + bias]
@@ -81,8 +110,29 @@ def parse(path):
     wt, G = h["weight_type"], h["group_size"]
     assert wt in (F32, F16, Q8_0), f"unknown weight_type {wt}"
     pos, out = HEADER_SIZE, {}
-    for name, shape, is_matrix in tensor_list(h):
+    wanted = tensor_list(h)
+    starts = None
+    if h["version"] == 2:
+        # the directory: one entry per tensor, in the order tensor_list gives
+        assert h["tensor_count"] == len(wanted), (h["tensor_count"], len(wanted))
+        d0 = h["directory_offset"]
+        assert d0 >= HEADER_SIZE and d0 % 8 == 0, d0
+        assert data[pos:d0] == b"\0" * (d0 - pos), "bytes between the header and the directory must be zero"
+        starts = []
+        for i, (name, shape, is_matrix) in enumerate(wanted):
+            kind, layer, typ, group, rows, cols, off, s_off = struct.unpack_from(ENTRY, data, d0 + 40 * i)
+            want_layer = int(name.split(".")[1]) if name.startswith("layers.") else 0xFFFFFFFF
+            assert KINDS[kind] == name.split(".")[-1] and layer == want_layer, (i, kind, layer, name)
+            assert (rows, cols) == (tuple(shape) if is_matrix else (1, shape[0])), (name, rows, cols, shape)
+            want_type = wt if is_matrix else F32
+            assert typ == want_type and group == (G if want_type == Q8_0 else 0), (name, typ, group)
+            starts.append((off, s_off))
+        pos = d0 + 40 * len(wanted)
+    for i, (name, shape, is_matrix) in enumerate(wanted):
         start = aligned(pos)
+        if starts is not None:   # version 2 may leave more room than alignment needs
+            assert starts[i][0] >= start and starts[i][0] % ALIGN == 0, (name, starts[i][0], start)
+            start = starts[i][0]
         assert data[pos:start] == b"\0" * (start - pos), f"padding before {name} is not zero"
         n = int(np.prod(shape))
         if not is_matrix or wt == F32:
@@ -93,6 +143,9 @@ def parse(path):
             assert G > 0, "q8_0 needs a group size"
             q = np.frombuffer(data, np.int8, n, start).reshape(shape)
             s_start = aligned(start + n)
+            if starts is not None:
+                assert starts[i][1] >= s_start and starts[i][1] % ALIGN == 0, (name, starts[i][1])
+                s_start = starts[i][1]
             assert data[start + n:s_start] == b"\0" * (s_start - start - n), \
                 f"padding before the scales of {name} is not zero"
             groups = -(-shape[1] // G)

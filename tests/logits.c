@@ -2,7 +2,7 @@
  * comparison with the PyTorch reference (tests/reference.py).
  *
  *   build/logits CKPT --tokens 1,5,9 [--norm rms|layer] [--norm-pos pre|post]
- *                [--final-norm on|off] [--norm-eps E] [--mode prefill|decode|chunked]
+ *                [--final-norm on|off] [--norm-eps E] [--qk-norm on|off] [--mode prefill|decode|chunked]
  *                [--threads N] [--kv f32|f16|q8] [--ctx N] --out FILE
  * Writes float32 (T, vocab) row-major. prefill: one batch from position 0;
  * decode: one token per call; chunked: batches of 5 tokens.
@@ -36,7 +36,7 @@ static void *read_file(const char *path, size_t *n) {
 
 int main(int argc, char **argv) {
     const char *ckpt = NULL, *tokens_arg = NULL, *out = NULL, *mode = "prefill";
-    int norm = -1, pos_ = -1, fin = -1, threads = 1, kv = LLM_KV_F32, ctx = 0;
+    int norm = -1, pos_ = -1, fin = -1, qk = -1, threads = 1, kv = LLM_KV_F32, ctx = 0;
     float eps = 0.0f;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--norm-pos")) { if ((pos_ = llm_parse_norm_pos(v)) < 0) fail("bad --norm-pos", v); }
         else if (!strcmp(a, "--final-norm")) { if ((fin = llm_parse_on_off(v)) < 0) fail("bad --final-norm", v); }
         else if (!strcmp(a, "--norm-eps")) eps = strtof(v, NULL);
+        else if (!strcmp(a, "--qk-norm")) { if ((qk = llm_parse_on_off(v)) < 0) fail("bad --qk-norm", v); }
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--kv")) { if ((kv = llm_parse_kv_type(v)) < 0) fail("bad --kv", v); }
         else if (!strcmp(a, "--ctx")) ctx = atoi(v);
@@ -77,6 +78,7 @@ int main(int argc, char **argv) {
     if (pos_ >= 0) { m.cfg.norm_pos = pos_; m.cfg.final_norm = pos_ == LLM_NORM_PRE; }
     if (fin >= 0) m.cfg.final_norm = fin;
     if (eps > 0.0f) m.cfg.norm_eps = eps;
+    if (qk >= 0) m.cfg.qk_norm = qk;
     if (llm_check_config(&m) != LLM_OK) fail("config", m.error);
 
     int batch = !strcmp(mode, "prefill") ? T : !strcmp(mode, "chunked") ? 5 : 1;

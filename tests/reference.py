@@ -5,7 +5,7 @@ Written from the model's math, not from the C code. Needs numpy and torch,
 which here come from Debian: run it with /usr/bin/python3.
 
   /usr/bin/python3 tests/reference.py CKPT --tokens 1,5,9 [--norm rms|layer]
-      [--norm-pos pre|post] [--final-norm on|off] [--norm-eps E] --out FILE
+      [--norm-pos pre|post] [--final-norm on|off] [--norm-eps E] [--qk-norm on|off] --out FILE
 
 writes the logits of every position as raw little-endian float32, shape
 (T, vocab), row-major; the tokens sit at positions 0..T-1.
@@ -19,10 +19,20 @@ causal mask):
   RMSNorm   g * x / sqrt(mean(x^2) + eps)   (no bias, even if the checkpoint has one)
   LayerNorm g * (x - mean) / sqrt(biased var + eps) + b  (torch layer_norm)
             b = 0 unless the checkpoint provides norm biases (legacy never does)
-  attn      q,k,v = Wq a, Wk a, Wv a; RoPE (theta 10000) on interleaved pairs
-            (2i, 2i+1) of each head, angle pos * theta^(-2i/hs); query head h
-            reads kv head h // (n_heads / n_kv_heads); softmax(q.k / sqrt(hs))
-            causal; out = Wo concat(heads)
+  attn      q,k,v = Wq a + bq, Wk a + bk, Wv a + bv (biases only where the
+            checkpoint has them: Qwen2); then, where the checkpoint has q/k norm
+            weights (Qwen3), each head of q and k RMS-normed with them (eps the
+            norm eps); RoPE (theta 10000 unless the checkpoint says) on
+            interleaved pairs (2i, 2i+1) of each head (LLMW, llama2.c) or on
+            (i, i + hs/2) (Hugging Face's rotate_half, for HF folders), angle
+            pos * f_i with f_i = theta^(-2i/hs), rescaled as HF's
+            modeling_rope_utils does: linear f_i / factor; llama3 keeps
+            wavelengths 2pi/f_i below orig/high_freq_factor, divides those
+            above orig/low_freq_factor by factor, and blends in between with
+            s = (orig/wavelength - low) / (high - low): (1 - s) f_i/factor + s f_i;
+            query head h reads kv head h // (n_heads / n_kv_heads);
+            softmax(q.k / sqrt(hs)) causal; out = Wo concat(heads); the head
+            size hs is the checkpoint's (dim / n_heads unless it says)
   ffn       W2 (silu(W1 a) * (W3 a))
 All weights are stored as (out_features, in_features), so y = W @ a.
 
@@ -31,6 +41,10 @@ Import use:
   logits = forward(w, [1, 5, 9], norm="rms", norm_pos="pre", final_norm=None, eps=1e-5)
   write_random_legacy(path, dim, hidden_dim, n_layers, n_heads, n_kv_heads,
                       vocab, seq_len, seed, shared_classifier)
+
+A Hugging Face folder (config.json + model.safetensors, Llama / Qwen2 /
+Qwen3) is read in HF's own layout by load_hf(): HF names, rotate_half RoPE,
+no permutation of any weight.
 
 Checkpoint formats: load_checkpoint() sniffs the first bytes and dispatches
 through FORMATS (see register_format); the headerless llama2.c legacy format
@@ -162,9 +176,15 @@ def load_llmw(path, data):
     if h["rope_layout"] != 0:
         raise ValueError(f"{path}: the reference rotates interleaved pairs only (rope_layout 0)")
     w = _empty_weights({k: h[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
-                                          "vocab_size", "seq_len", "shared_classifier")})
+                                          "vocab_size", "seq_len", "shared_classifier", "head_size")})
     w["config"].update(norm=("rms", "layer")[h["norm_type"]], norm_pos=("pre", "post")[h["norm_pos"]],
                        final_norm=bool(h["final_norm"]), norm_eps=h["norm_eps"], rope_theta=h["rope_theta"])
+    scaling = {0: None, 1: "linear", 2: "llama3"}[h["rope_scaling"]]
+    if scaling:
+        w["config"]["rope_scaling"] = dict(rope_type=scaling, factor=h["rope_factor"],
+                                           low_freq_factor=h["rope_low_freq_factor"],
+                                           high_freq_factor=h["rope_high_freq_factor"],
+                                           original_max_position_embeddings=h["rope_orig_ctx"])
     f64 = lambda name: torch.from_numpy(np.asarray(t[name], dtype=np.float64)) if name in t else None
     w["tok_embeddings"] = f64("tok_embeddings")
     w["classifier"] = w["tok_embeddings"] if h["shared_classifier"] else f64("classifier")
@@ -176,6 +196,68 @@ def load_llmw(path, data):
             "wq": f64(p + "wq"), "wk": f64(p + "wk"), "wv": f64(p + "wv"), "wo": f64(p + "wo"),
             "ffn_norm": f64(p + "ffn_norm"), "ffn_norm_bias": f64(p + "ffn_norm_bias"),
             "w1": f64(p + "w1"), "w2": f64(p + "w2"), "w3": f64(p + "w3"),
+            "q_bias": f64(p + "q_bias"), "k_bias": f64(p + "k_bias"), "v_bias": f64(p + "v_bias"),
+            "q_norm": f64(p + "q_norm"), "k_norm": f64(p + "k_norm"),
+        })
+    return w
+
+
+def read_safetensors(path):
+    """{name: float64 tensor} of a safetensors file (8-byte header length, JSON
+    header, raw little-endian data), F32, F16 and BF16."""
+    import json
+    data = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    meta = json.loads(data[8:8 + n])
+    base, out = 8 + n, {}
+    for name, info in meta.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        raw = data[base + b:base + e]
+        if info["dtype"] == "BF16":
+            a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            a = np.frombuffer(raw, {"F32": "<f4", "F16": "<f2"}[info["dtype"]])
+        out[name] = torch.from_numpy(a.astype(np.float64).reshape(info["shape"]))
+    return out
+
+
+def load_hf(folder):
+    """A Hugging Face folder (config.json, model.safetensors) of LlamaForCausalLM,
+    Qwen2ForCausalLM or Qwen3ForCausalLM in HF's layout: rotate_half RoPE on
+    the weights as stored; rope_scaling, q/k/v biases and q/k norms as the
+    config and the tensors give them."""
+    import json
+    conf = json.load(open(os.path.join(folder, "config.json")))
+    t = read_safetensors(os.path.join(folder, "model.safetensors"))
+    nh = conf["num_attention_heads"]
+    cfg = dict(dim=conf["hidden_size"], hidden_dim=conf["intermediate_size"],
+               n_layers=conf["num_hidden_layers"], n_heads=nh,
+               n_kv_heads=conf.get("num_key_value_heads") or nh, vocab_size=conf["vocab_size"],
+               seq_len=conf.get("max_position_embeddings", 2048),
+               shared_classifier=bool(conf.get("tie_word_embeddings", False)),
+               head_size=conf.get("head_dim") or conf["hidden_size"] // nh)
+    w = _empty_weights(cfg)
+    w["config"].update(norm="rms", norm_pos="pre", final_norm=True, rope_layout="half",
+                       norm_eps=conf.get("rms_norm_eps", 1e-6), rope_theta=conf.get("rope_theta", 10000.0),
+                       rope_scaling=conf.get("rope_scaling"))
+    w["tok_embeddings"] = t["model.embed_tokens.weight"]
+    w["classifier"] = w["tok_embeddings"] if cfg["shared_classifier"] else t["lm_head.weight"]
+    w["final_norm"] = t["model.norm.weight"]
+    for l in range(cfg["n_layers"]):
+        p = f"model.layers.{l}."
+        a = p + "self_attn."
+        w["layers"].append({
+            "att_norm": t[p + "input_layernorm.weight"], "att_norm_bias": None,
+            "wq": t[a + "q_proj.weight"], "wk": t[a + "k_proj.weight"], "wv": t[a + "v_proj.weight"],
+            "wo": t[a + "o_proj.weight"],
+            "q_bias": t.get(a + "q_proj.bias"), "k_bias": t.get(a + "k_proj.bias"),
+            "v_bias": t.get(a + "v_proj.bias"),
+            "q_norm": t.get(a + "q_norm.weight"), "k_norm": t.get(a + "k_norm.weight"),
+            "ffn_norm": t[p + "post_attention_layernorm.weight"], "ffn_norm_bias": None,
+            "w1": t[p + "mlp.gate_proj.weight"], "w2": t[p + "mlp.down_proj.weight"],
+            "w3": t[p + "mlp.up_proj.weight"],
         })
     return w
 
@@ -184,6 +266,8 @@ register_format("llmw", lambda head: head[:4] == b"LLMW", load_llmw)
 
 
 def load_checkpoint(path):
+    if os.path.isdir(path):
+        return load_hf(path)
     with open(path, "rb") as f:
         data = f.read()
     for name, sniff, loader in FORMATS:
@@ -203,13 +287,30 @@ def norm_apply(x, g, b, kind, eps):
     raise ValueError(f"unknown norm {kind!r}")
 
 
-def rope(x, theta, layout="interleaved"):
-    """x (T, heads, hs) at positions 0..T-1. Pair i (angle pos * theta^(-2i/hs))
-    is (2i, 2i+1) in the interleaved layout (llama2.c, Meta) and (i, i + hs/2)
-    in the half-split one (Hugging Face's rotate_half)."""
-    T, _, hs = x.shape
+def rope_freqs(hs, theta, scaling=None):
+    """f_i = theta^(-2i/hs), i < hs/2, rescaled by HF's rope_scaling (linear or llama3)."""
     i = torch.arange(hs // 2, dtype=DTYPE)
-    freq = theta ** (-2.0 * i / hs)                         # (hs/2,)
+    freq = theta ** (-2.0 * i / hs)
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind == "linear":
+        return freq / scaling["factor"]
+    if kind == "llama3":
+        factor, lo, hi = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        orig = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / freq
+        smooth = (orig / wavelen - lo) / (hi - lo)
+        blended = (1 - smooth) * freq / factor + smooth * freq
+        return torch.where(wavelen < orig / hi, freq, torch.where(wavelen > orig / lo, freq / factor, blended))
+    assert kind == "default", f"rope_type {kind!r}"
+    return freq
+
+
+def rope(x, theta, layout="interleaved", scaling=None):
+    """x (T, heads, hs) at positions 0..T-1. Pair i (angle pos * f_i, see
+    rope_freqs) is (2i, 2i+1) in the interleaved layout (llama2.c, Meta) and
+    (i, i + hs/2) in the half-split one (Hugging Face's rotate_half)."""
+    T, _, hs = x.shape
+    freq = rope_freqs(hs, theta, scaling)                    # (hs/2,)
     ang = torch.arange(T, dtype=DTYPE)[:, None] * freq      # (T, hs/2)
     cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
     first, second = (slice(0, None, 2), slice(1, None, 2)) if layout == "interleaved" else \
@@ -221,15 +322,20 @@ def rope(x, theta, layout="interleaved"):
     return out
 
 
-def attention(a, lw, cfg, theta):
+def attention(a, lw, cfg, theta, eps=DEFAULT_EPS, qk_norm=True):
     T = a.shape[0]
     nh, nkv = cfg["n_heads"], cfg["n_kv_heads"]
-    hs = cfg["dim"] // nh
-    q = (a @ lw["wq"].T).view(T, nh, hs)
-    k = (a @ lw["wk"].T).view(T, nkv, hs)
-    v = (a @ lw["wv"].T).view(T, nkv, hs)
+    hs = cfg.get("head_size") or cfg["dim"] // nh
+    q, k, v = a @ lw["wq"].T, a @ lw["wk"].T, a @ lw["wv"].T
+    if lw.get("q_bias") is not None:
+        q, k, v = q + lw["q_bias"], k + lw["k_bias"], v + lw["v_bias"]
+    q, k, v = q.view(T, nh, hs), k.view(T, nkv, hs), v.view(T, nkv, hs)
+    if qk_norm and lw.get("q_norm") is not None:
+        q = norm_apply(q, lw["q_norm"], None, "rms", eps)
+        k = norm_apply(k, lw["k_norm"], None, "rms", eps)
     layout = cfg.get("rope_layout", "interleaved")
-    q, k = rope(q, theta, layout), rope(k, theta, layout)
+    scaling = cfg.get("rope_scaling")
+    q, k = rope(q, theta, layout, scaling), rope(k, theta, layout, scaling)
     group = nh // nkv
     k = k.repeat_interleave(group, dim=1)   # query head h -> kv head h // group
     v = v.repeat_interleave(group, dim=1)
@@ -253,12 +359,15 @@ def _on_off(v):
     return bool(v)
 
 
-def forward(weights, tokens, norm=None, norm_pos=None, final_norm=None, eps=None):
+def forward(weights, tokens, norm=None, norm_pos=None, final_norm=None, eps=None, qk_norm=None):
     """Logits (T, vocab), float64, for tokens at positions 0..T-1.
 
     None for an option means: the checkpoint's config if it names one, else
-    the default (rms, pre, eps 1e-5; final norm on for pre, off for post).
+    the default (rms, pre, eps 1e-5; final norm on for pre, off for post;
+    q/k norm on where the checkpoint has its weights). eps is also the q/k
+    norm's.
     """
+    qk_norm = True if qk_norm is None else _on_off(qk_norm)
     cfg = weights["config"]
     norm = norm or cfg.get("norm", "rms")
     norm_pos = norm_pos or cfg.get("norm_pos", "pre")
@@ -285,10 +394,10 @@ def forward(weights, tokens, norm=None, norm_pos=None, final_norm=None, eps=None
             def n_ffn(z):
                 return norm_apply(z, lw["ffn_norm"], lw.get("ffn_norm_bias"), norm, eps)
             if norm_pos == "pre":
-                h = x + attention(n_att(x), lw, cfg, theta)
+                h = x + attention(n_att(x), lw, cfg, theta, eps, qk_norm)
                 x = h + ffn(n_ffn(h), lw)
             else:
-                h = n_att(x + attention(x, lw, cfg, theta))
+                h = n_att(x + attention(x, lw, cfg, theta, eps, qk_norm))
                 x = n_ffn(h + ffn(h, lw))
         if final_norm:
             x = norm_apply(x, weights["final_norm"], weights.get("final_norm_bias"), norm, eps)
@@ -371,13 +480,14 @@ def main(argv=None):
     ap.add_argument("--norm-pos", choices=("pre", "post"), default=None)
     ap.add_argument("--final-norm", choices=("on", "off"), default=None)
     ap.add_argument("--norm-eps", type=float, default=None)
+    ap.add_argument("--qk-norm", choices=("on", "off"), default=None)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     w = load_checkpoint(a.checkpoint)
     if len(a.tokens) > w["config"]["seq_len"]:
         ap.error(f"{len(a.tokens)} tokens exceed seq_len {w['config']['seq_len']}")
     try:
-        logits = forward(w, a.tokens, a.norm, a.norm_pos, a.final_norm, a.norm_eps)
+        logits = forward(w, a.tokens, a.norm, a.norm_pos, a.final_norm, a.norm_eps, a.qk_norm)
     except ValueError as e:
         ap.error(str(e))
     logits.numpy().astype("<f4").tofile(a.out)

@@ -133,7 +133,7 @@ def test_help():
     rc, out, err = run(["--help"])
     assert rc == 0
     for flag in (b"-t", b"-p", b"-k", b"-s", b"-n", b"-i", b"-z", b"-m", b"-y", b"--threads", b"--norm",
-                 b"--norm-pos", b"--final-norm", b"--norm-eps", b"--info", b"tokenize", b"eval", b"chat"):
+                 b"--norm-pos", b"--final-norm", b"--norm-eps", b"--qk-norm", b"--info", b"tokenize", b"eval", b"chat"):
         assert flag in out, flag
 
 
@@ -283,6 +283,7 @@ def test_bad_arguments():
         (["-n", "5"], ["checkpoint"]), (BASE + ["-m", "eval"], ["-f"]),
         (BASE + ["extra.bin"], ["extra.bin"]), (BASE + ["-s", "12x"], ["-s"]),
         (BASE + ["--wait", "busy"], ["--wait"]),
+        (BASE + ["--qk-norm", "maybe"], ["--qk-norm"]), (BASE + ["--qk-norm", "on"], ["--qk-norm", "q/k norm"]),
     ]
     for i, (args, words) in enumerate(cases):
         yield f"{i}_{'_'.join(a.strip('-') for a in args[3:5])}", (lambda a=args, w=words: expect_error(a, w, 2))

@@ -166,7 +166,7 @@ def test_header_and_alignment():
             else:
                 export_ok(*args, out)
             h, tensors, data = parse_llmw(out)
-            base = dict(magic=b"LLMW", version=1, header_size=256, alignment=64, rope_layout=0,
+            base = dict(magic=b"LLMW", version=2, header_size=256, alignment=64, rope_layout=0,
                         file_size=len(data))
             if args[0] != "random":
                 base.update(dim=64, hidden_dim=172, n_layers=5, n_heads=8, n_kv_heads=4,
@@ -862,8 +862,8 @@ def test_bad_inputs():
         expect_failure([f, out], out, "architectures", "MistralForCausalLM")
 
     def rope_scaling():
-        f = hf_case("rope", config_updates={"rope_scaling": {"type": "linear", "factor": 2.0}})
-        expect_failure([f, out], out, "rope_scaling")
+        f = hf_case("rope", config_updates={"rope_scaling": {"type": "yarn", "factor": 2.0}})
+        expect_failure([f, out], out, "rope_scaling", "yarn")
 
     def missing_field():
         f = hf_case("field", config_updates={"hidden_size": None})

@@ -436,6 +436,34 @@ def test_llmw():
     yield single("llmw NaN weight", in_file("in.bin", nan_weight), ["tok_embeddings", "NaN"])
 
 
+def write_llmw2(path):
+    """A valid version 2 file (q/k/v biases, q/k norms, unshared classifier) from
+    export.py's random writer, to patch."""
+    rc, err = run_export(["random", "--dim", DIM, "--hidden-dim", HIDDEN, "--layers", LAYERS, "--heads",
+                          HEADS, "--kv-heads", KV_HEADS, "--vocab", VOCAB, "--seq-len", SEQ, "--qkv-bias",
+                          "--qk-norm", "--unshared", path])
+    assert rc == 0, err
+
+
+def test_llmw_v2():
+    """export.py's own reader of version 2 (re-export): every cut of the file, and the
+    header fields and directory entries patched, refused with the file named."""
+    yield from file_cases("llmw2", write_llmw2)
+    entry = lambda i, field: 256 + 40 * i + field
+    bad = [("tensor_count", 96, "<I", 5), ("tensor_count huge", 96, "<I", U32),
+           ("directory_offset", 104, "<Q", 2**63), ("reserved", 200, "<B", 1),
+           ("rope_scaling", 100, "<I", 9), ("rope_factor", 100, "<IQf", 1, 256, float("nan")),
+           ("qk_norm flag", 132, "<I", 2), ("entry kind", entry(1, 0), "<I", 99),
+           ("entry layer", entry(1, 4), "<I", 5), ("entry type", entry(2, 8), "<I", 1),
+           ("entry rows", entry(2, 16), "<I", 7), ("entry offset misaligned", entry(3, 24), "<Q", 300),
+           ("entry offset past end", entry(3, 24), "<Q", 2**63), ("entry scales on f32", entry(3, 32), "<Q", 1024)]
+    for name, off, fmt, *vals in bad:
+        def write(p, off=off, fmt=fmt, vals=vals):
+            write_llmw2(p)
+            patch(p, off, fmt, *vals)
+        yield single(f"llmw2 {name}", in_file("in.bin", write), ["in.bin"])
+
+
 def test_legacy():
     yield from file_cases("legacy", write_legacy)
     good = [DIM, HIDDEN, LAYERS, HEADS, KV_HEADS, -VOCAB, SEQ]

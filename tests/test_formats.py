@@ -119,19 +119,23 @@ def test_compact_config_same_text_every_build():
 
 
 def test_llmw_with_norm_biases_matches_reference():
-    """export.py random with LayerNorm biases, GQA, unshared classifier, awkward sizes;
-    the engine against the reference for all 8 variants, prefill and decode."""
+    """export.py random with LayerNorm biases, q/k/v biases and q/k norms (a version 2
+    file), GQA, a head size apart from dim / heads (6 x 12 = 72 against dim 48),
+    unshared classifier, awkward sizes; the engine against the reference for every
+    norm variant: 8 block norms x q/k norm on and off, prefill and decode."""
     for dtype in ("f32", "f16"):
         path = scratch(f"fmt_random_bias_{dtype}.llmw")
         export("random", "--dim", 48, "--hidden-dim", 100, "--layers", 3, "--heads", 6, "--kv-heads", 2,
-               "--vocab", 97, "--seq-len", 64, "--unshared", "--norm-bias", "--seed", 5, "--dtype", dtype, path)
+               "--head-size", 12, "--vocab", 97, "--seq-len", 64, "--unshared", "--norm-bias", "--qkv-bias",
+               "--qk-norm", "--seed", 5, "--dtype", dtype, path)
         toks = [1] + [(i * 13 + 5) % 97 for i in range(40)]
-        combos = [(n, p, f) for n in ("rms", "layer") for p in ("pre", "post") for f in ("on", "off")]
+        combos = [(n, p, f, q) for n in ("rms", "layer") for p in ("pre", "post") for f in ("on", "off")
+                  for q in ("on", "off")]
         outs = {c: scratch(f"fmt_ref_{dtype}_{'_'.join(c)}.f32") for c in combos}
         py("import reference\n"
            f"w = reference.load_checkpoint({path!r})\n"
-           f"for (n, p, f), o in {list(outs.items())!r}:\n"
-           f"    reference.forward(w, {toks!r}, n, p, f, None).numpy().astype('<f4').tofile(o)\n")
+           f"for (n, p, f, q), o in {list(outs.items())!r}:\n"
+           f"    reference.forward(w, {toks!r}, n, p, f, None, q).numpy().astype('<f4').tofile(o)\n")
         for combo in combos:
             for mode in ("prefill", "decode"):
                 def one(path=path, combo=combo, mode=mode, toks=toks, out=outs[combo]):
@@ -139,11 +143,12 @@ def test_llmw_with_norm_biases_matches_reference():
                     ref = array.array("f")
                     with open(out, "rb") as f:
                         ref.frombytes(f.read())
-                    got = logits(path, toks, mode, ["--norm", combo[0], "--norm-pos", combo[1], "--final-norm", combo[2]])
+                    got = logits(path, toks, mode, ["--norm", combo[0], "--norm-pos", combo[1], "--final-norm", combo[2],
+                                                    "--qk-norm", combo[3]])
                     d = rel(got, ref)
                     print(f"   {'/'.join(combo)} {mode}: max rel diff {d:.3g}")
                     assert d <= TOL_REF, (combo, mode, d)
-                yield f"{dtype}-{'-'.join(combo)}-{mode}", one
+                yield f"{dtype}-{'-'.join(combo[:3])}-qk{combo[3]}-{mode}", one
 
 
 def test_llmw_header_defaults_used():
@@ -262,15 +267,26 @@ def test_ak42_files():
 def test_malformed_llmw_refused():
     good = open(exported("q8_0"), "rb").read()
 
-    def patched(off, fmt, value):
+    def patched(off, fmt, value, *more):
+        """good with value packed at off (and more (off, fmt, value) triples after it)."""
         b = bytearray(good)
-        struct.pack_into(fmt, b, off, value)
+        more = [(off, fmt, value)] + [more[i:i + 3] for i in range(0, len(more), 3)]
+        for o, f, v in more:
+            struct.pack_into(f, b, o, v)
         return bytes(b)
+
+    # version 2's directory: entry i at 256 + 40 i (kind, layer, type, group, rows,
+    # cols: u32; offset, scale offset: u64); stories260K's entry 1 is layer 0's
+    # attn_norm, 2 its wq (q8_0), the last one final_norm (the classifier is shared)
+    assert struct.unpack_from("<I", good, 4) == (2,), "export.py writes version 2"
+    count = struct.unpack_from("<I", good, 96)[0]
+    entry = lambda i, field: 256 + 40 * i + field
+    wq_off, wq_scales = struct.unpack_from("<QQ", good, entry(2, 24))
     cases = {
         "truncated": (good[:-100], "truncated"),
         "truncated_header": (good[:100], "truncated"),
         "trailing": (good + b"\0" * 64, "bytes"),
-        "newer_version": (patched(4, "<I", 2), "newer"),
+        "newer_version": (patched(4, "<I", 3), "newer"),
         "misaligned": (patched(12, "<I", 32), "alignment"),
         "header_size": (patched(8, "<I", 128), "header"),
         "file_size_field": (patched(88, "<Q", len(good) + 64), "records"),
@@ -282,6 +298,42 @@ def test_malformed_llmw_refused():
         "eps_nan": (patched(60, "<f", float("nan")), "eps"),
         "huge_dim": (patched(16, "<i", 1 << 30), "dim"),
         "rope_layout": (patched(68, "<I", 9), "rope_layout"),
+        # version 2's header fields
+        "v2_tensor_count": (patched(96, "<I", count + 1), "tensor_count"),
+        "v2_tensor_count_huge": (patched(96, "<I", 0xFFFFFFFF), "tensor_count"),
+        "v2_directory_offset": (patched(104, "<Q", 2**62), "directory"),
+        "v2_directory_offset_wraps": (patched(104, "<Q", 2**64 - 8), "directory"),
+        "v2_directory_inside_header": (patched(104, "<Q", 64), "directory"),
+        "v2_reserved": (patched(200, "<B", 1), "reserved"),
+        "v2_rope_scaling": (patched(100, "<I", 7), "rope_scaling"),
+        "v2_rope_factor_nan": (patched(100, "<I", 1, 112, "<f", float("nan")), "factor"),
+        "v2_rope_factor_zero": (patched(100, "<I", 2, 112, "<f", 0.0), "factor"),
+        "v2_llama3_high_below_low": (patched(100, "<I", 2, 112, "<f", 8.0, 116, "<f", 4.0, 120, "<f", 1.0,
+                                             124, "<i", 64), "high_freq_factor"),
+        "v2_llama3_orig_ctx": (patched(100, "<I", 2, 112, "<f", 8.0, 116, "<f", 1.0, 120, "<f", 4.0,
+                                       124, "<i", -5), "original context"),
+        "v2_qkv_bias_without_tensors": (patched(128, "<I", 1), "tensor_count"),
+        "v2_qk_norm_flag": (patched(132, "<I", 2), "qk_norm"),
+        # its directory entries
+        "v2_kind": (patched(entry(1, 0), "<I", 99), "kind"),
+        "v2_kind_not_flagged": (patched(entry(1, 0), "<I", 6), "flags"),
+        "v2_layer": (patched(entry(1, 4), "<I", 7), "layer"),
+        "v2_model_level_layer": (patched(entry(0, 4), "<I", 0), "layer"),
+        "v2_order": (good[:entry(3, 0)] + good[entry(4, 0):entry(5, 0)] + good[entry(3, 0):entry(4, 0)]
+                     + good[entry(5, 0):], "order"),   # wk and wv swapped
+        "v2_repeated": (patched(entry(3, 0), "<I", 3), "order"),
+        "v2_shape": (patched(entry(2, 16), "<I", 65), "shape"),
+        "v2_type": (patched(entry(2, 8), "<I", 0), "type"),
+        "v2_group": (patched(entry(2, 12), "<I", 16), "group"),
+        "v2_offset_misaligned": (patched(entry(2, 24), "<Q", wq_off + 4), "multiple of 64"),
+        "v2_scales_misaligned": (patched(entry(2, 32), "<Q", wq_scales + 4), "multiple of 64"),
+        "v2_overlap": (patched(entry(3, 24), "<Q", wq_off), "overlap"),
+        "v2_scales_missing": (patched(entry(2, 32), "<Q", 0), "needs scales"),
+        "v2_scales_inside_values": (patched(entry(2, 32), "<Q", wq_off), "overlap its values"),
+        "v2_scales_on_vector": (patched(entry(1, 32), "<Q", wq_off), "has no scales"),
+        "v2_offset_past_end": (patched(entry(count - 1, 24), "<Q", 2**64 - 64), "truncated"),
+        "v2_scales_past_end": (patched(entry(count - 2, 32), "<Q", 2**63), "truncated"),
+        "v2_directory_cut": (good[:256 + 40 * count - 8], "directory"),
     }
     for name, (blob, word) in cases.items():
         def one(blob=blob, word=word, name=name):
@@ -291,5 +343,5 @@ def test_malformed_llmw_refused():
             rc, out, err = run([path, "-z", TOK, "-n", "4"])
             lines = [l for l in err.splitlines() if l.strip()]
             assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
-            assert word in lines[0], lines[0]
+            assert word in lines[0].replace(path, ""), lines[0]   # the message, not the file's name
         yield name, one

@@ -212,7 +212,7 @@ static void put_header(llmw_writer *w, uint64_t file_size)
     uint32_t flags[2] = { (uint32_t)c->shared_classifier, (uint32_t)c->weight_type };
     memset(h, 0, sizeof h);
     memcpy(h, LLM_MAGIC, 4);
-    put_u32(h, 4, LLM_VERSION); put_u32(h, 8, LLM_HEADER_SIZE); put_u32(h, 12, LLM_ALIGN);
+    put_u32(h, 4, 1 /* the version 1 layout written below */); put_u32(h, 8, LLM_HEADER_SIZE); put_u32(h, 12, LLM_ALIGN);
     memcpy(h + 16, fields, sizeof fields);
     put_u32(h, 48, (uint32_t)c->norm_type); put_u32(h, 52, (uint32_t)c->norm_pos); put_u32(h, 56, (uint32_t)c->final_norm);
     memcpy(h + 60, &c->norm_eps, 4); memcpy(h + 64, &c->rope_theta, 4);

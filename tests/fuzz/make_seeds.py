@@ -144,6 +144,12 @@ def checkpoint_seeds(out):
         "LLMW_q8_0_g32_bias.bin": (SHAPE, "--dtype", "q8_0", "--group-size", "32", "--norm-bias"),
         "LLMW_q8_0_g5_wide.bin": (WIDE, "--dtype", "q8_0", "--group-size", "5"),
         "LLMW_q8_0_g2_odd.bin": (ODD, "--dtype", "q8_0", "--group-size", "2", "--unshared"),
+        # version 2 with the tensors only its directory holds (Qwen2's biases, Qwen3's
+        # q/k norms, a head size apart from dim / heads), and a version 1 file
+        "LLMW_f32_v2_qkv_bias_qk_norm_wide_heads.bin": (SHAPE, "--qkv-bias", "--qk-norm", "--head-size", "12"),
+        "LLMW_q8_0_g4_v2_qk_norm.bin": (SHAPE, "--dtype", "q8_0", "--group-size", "4", "--qk-norm", "--unshared"),
+        "LLMW_f16_v2_qkv_bias.bin": (MHA, "--dtype", "f16", "--qkv-bias"),
+        "LLMW_f32_v1.bin": (SHAPE, "--llmw-version", "1"),
     }
     for name, (shape, *options) in llmw.items():
         write_llmw(os.path.join(out, name), shape, *options)
