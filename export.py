@@ -2020,6 +2020,11 @@ def gguf_metadata(cfg, vocab, want):
     if why:
         raise ExportError(f"GGUF's llama architecture is pre-RMSNorm with a final norm: it cannot hold "
                           f"{', '.join(why)}")
+    later = [k for k, on in (("rope scaling", cfg.get("rope_scaling")), ("q/k/v biases", cfg.get("qkv_bias")),
+                             ("q/k norms", cfg.get("qk_norm"))) if on]
+    if later:
+        raise ExportError(f"--format gguf writes the llama architecture without {', '.join(later)} so far: "
+                          f"write LLMW for this model")
     kv = [("general.architecture", GV_STRING, "llama"),
           ("general.name", GV_STRING, "export.py"),
           ("general.alignment", GV_UINT32, GGUF_ALIGN),
