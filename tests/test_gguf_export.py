@@ -250,12 +250,16 @@ def test_errors_are_one_line():
         (["--format", "gguf", "--group-size", "64", "--tokenizer", tok, legacy, os.path.join(d, "x.gguf")],
          "blocks hold 32", False),
     ]
+    qk = os.path.join(d, "qk.llmw")
+    p = subprocess.run([sys.executable, EXPORT, "random", "--qk-norm", "--vocab", "512", qk], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    cases.append((["--format", "gguf", "--tokenizer", tok, qk, os.path.join(d, "x.gguf")], "without q/k norms", False))
     for args, needle, _ in cases:
         p = subprocess.run([sys.executable, EXPORT] + args, capture_output=True, text=True)
         lines = p.stderr.strip().splitlines()
         assert p.returncode != 0 and needle in lines[-1] and lines[-1].startswith("export.py: error:"), \
             (args, p.returncode, p.stderr)
-        assert not any(f.startswith("x.") for f in os.listdir(d)), os.listdir(d)
+        assert not any(f.startswith("x") for f in os.listdir(d)), os.listdir(d)
 
 
 # ---------------------------------------------------------------- helpers: the inputs, read here
