@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "engine/fmt.h"   /* llm__fmt: model.h's message formatter */
+#include "tokenizer_unicode.h"   /* \p{L}, \p{N} ranges (tools/gen_unicode_tables.py) */
 
 /* Alignment of the 4-byte types carved out of the arena and the scratch. */
 struct tok_align_probe { char c; union { int i; unsigned u; float f; } x; };
@@ -845,9 +846,7 @@ static long merge_rank(const tok_tokenizer *t, int l, int r, int *result)
     return -1;
 }
 
-/* ---- Unicode classes ---- */
-
-#include "tokenizer_unicode.h"
+/* ---- Unicode classes (tables: tokenizer_unicode.h) ---- */
 
 enum { CL_OTHER, CL_L, CL_N, CL_WS };
 
@@ -1002,6 +1001,33 @@ static size_t match_llama3(const unsigned char *s, size_t i, size_t e, int max_d
 typedef struct { int prev, next, id; } bl_symbol;
 typedef struct { int rank, left; } bl_pair;   /* ranks are below 2^31 (ltok_parse) */
 
+/* A direct-mapped cache of merge lookups (a word repeats its pairs: 1 MB of
+ * one letter asks for the same few thousand times over). */
+#define BL_CACHE 4096
+typedef struct { int left, right, rank, result; } bl_cached;
+
+typedef struct {      /* tok_encode's byte-level path: output and scratch */
+    const tok_tokenizer *t;
+    int *tokens;
+    int max_tokens, count;
+    bl_symbol *sym;
+    bl_pair *heap;
+    bl_cached *cache; /* (BL_CACHE,) */
+} bl_out;
+
+/* merge_rank through the cache */
+static int bl_rank(bl_out *o, int l, int r, int *result)
+{
+    bl_cached *c = &o->cache[((unsigned)l * 2654435761u ^ (unsigned)r * 40503u) % BL_CACHE];
+    if (c->left != l || c->right != r) {
+        c->rank = (int)merge_rank(o->t, l, r, &c->result);
+        c->left = l;
+        c->right = r;
+    }
+    *result = c->result;
+    return c->rank;
+}
+
 static int bl_better(const bl_pair *a, const bl_pair *b)
 {
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
@@ -1022,25 +1048,27 @@ static void bl_sift_down(bl_pair *h, int n, int i)
 }
 
 /* Is the heap entry p still the merge of its symbol with the next one? */
-static int bl_live(const tok_tokenizer *t, const bl_symbol *sym, bl_pair p, int *result)
+static int bl_live(bl_out *o, bl_pair p, int *result)
 {
+    const bl_symbol *sym = o->sym;
     int nx;
     if (sym[p.left].id < 0 || (nx = sym[p.left].next) < 0) return 0;
-    return merge_rank(t, sym[p.left].id, sym[nx].id, result) == p.rank;
+    return bl_rank(o, sym[p.left].id, sym[nx].id, result) == p.rank;
 }
 
-static void bl_push(const tok_tokenizer *t, bl_symbol *sym, bl_pair *h, int *hn, int cap, int left)
+static void bl_push(bl_out *o, int *hn, int cap, int left)
 {
-    bl_pair p;
+    bl_symbol *sym = o->sym;
+    bl_pair p, *h = o->heap;
     int res, i;
     if (left < 0 || sym[left].next < 0) return;
-    p.rank = merge_rank(t, sym[left].id, sym[sym[left].next].id, &res);
+    p.rank = bl_rank(o, sym[left].id, sym[sym[left].next].id, &res);
     if (p.rank < 0) return;
     p.left = left;
     if (*hn == cap) {   /* compact: keep the live entries, heapify */
         int k, m = 0;
         for (k = 0; k < *hn; k++)
-            if (bl_live(t, sym, h[k], &res)) h[m++] = h[k];
+            if (bl_live(o, h[k], &res)) h[m++] = h[k];
         *hn = m;
         for (k = m / 2 - 1; k >= 0; k--) bl_sift_down(h, m, k);
     }
@@ -1053,13 +1081,6 @@ static void bl_push(const tok_tokenizer *t, bl_symbol *sym, bl_pair *h, int *hn,
     }
     h[i] = p;
 }
-
-typedef struct {      /* where tok_encode's byte-level path writes */
-    int *tokens;
-    int max_tokens, count;
-    bl_symbol *sym;
-    bl_pair *heap;
-} bl_out;
 
 static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl_out *o)
 {
@@ -1082,21 +1103,21 @@ static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl
         sym[k].next = k + 1 < n ? k + 1 : -1;
         sym[k].id = t->byte_token[s[k]];
     }
-    for (k = 0; k + 1 < n; k++) bl_push(t, sym, o->heap, &hn, n, k);
+    for (k = 0; k + 1 < n; k++) bl_push(o, &hn, n, k);
     while (hn > 0) {
         bl_pair top = o->heap[0];
         int left = top.left, right, next;
         o->heap[0] = o->heap[--hn];
         if (hn > 0) bl_sift_down(o->heap, hn, 0);
-        if (!bl_live(t, sym, top, &res)) continue;
+        if (!bl_live(o, top, &res)) continue;
         right = sym[left].next;
         next = sym[right].next;
         sym[left].id = res;
         sym[left].next = next;
         if (next >= 0) sym[next].prev = left;
         sym[right].id = -1;
-        bl_push(t, sym, o->heap, &hn, n, sym[left].prev);
-        bl_push(t, sym, o->heap, &hn, n, left);
+        bl_push(o, &hn, n, sym[left].prev);
+        bl_push(o, &hn, n, left);
     }
     for (k = 0; k >= 0; k = sym[k].next) emit(o->tokens, o->max_tokens, &o->count, sym[k].id);
 }
@@ -1211,13 +1232,14 @@ static size_t utf8_replace(unsigned char *out, const unsigned char *s, size_t n)
  * of it a symbol and a heap entry. */
 static size_t bl_scratch_need(size_t n, size_t pad)
 {
-    return pad + 3 * n + TOK_ALIGN + 3 * n * (sizeof(bl_symbol) + sizeof(bl_pair));
+    return pad + 3 * n + TOK_ALIGN + BL_CACHE * sizeof(bl_cached) + 3 * n * (sizeof(bl_symbol) + sizeof(bl_pair));
 }
 
 static int bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int bos, int eos,
                      int *tokens, int max_tokens, void *scratch, size_t scratch_size)
 {
     bl_out o;
+    o.t = t;
     o.tokens = tokens;
     o.max_tokens = max_tokens;
     o.count = 0;
@@ -1231,8 +1253,10 @@ static int bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int 
             return TOK_ERR_SPACE;
         }
         norm = (unsigned char *)scratch + pad;
-        o.sym = (bl_symbol *)(void *)(norm + 3 * n + align_pad(norm + 3 * n));
+        o.cache = (bl_cached *)(void *)(norm + 3 * n + align_pad(norm + 3 * n));
+        o.sym = (bl_symbol *)(void *)(o.cache + BL_CACHE);
         o.heap = (bl_pair *)(void *)(o.sym + 3 * n);
+        for (i = 0; i < BL_CACHE; i++) o.cache[i].left = -1;
         p = utf8_replace(norm, text, n);
         if (t->normalizer == TOK_NORM_NFC) {
             for (i = 0; i < p; i++)

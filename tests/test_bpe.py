@@ -284,3 +284,92 @@ def test_against_huggingface_tokenizers():
     for name in BUILDERS:
         for special in (False, True):
             yield f"{name}{'-special' if special else ''}", (lambda n=name, s=special: check(n, s))
+
+
+# ---------------------------------------------------------------- the file and the API
+
+TOOL = os.path.join(common.BUILD, "bpe_tool")
+
+
+def header(ltok):
+    """The LTOK header's fields, read as FORMAT.md lays them out."""
+    import struct
+    with open(ltok, "rb") as f:
+        b = f.read()
+    names = ("magic version header_size kind pre_tokenizer normalizer flags vocab_size n_merges "
+             "bos_id eos_id eot_id chat_template max_token_length system_len pieces_size").split()
+    h = dict(zip(names, struct.unpack_from("<4s3I3I2i3iI3I", b, 0)))
+    V, M = h["vocab_size"], h["n_merges"]
+    off = 64 + ((V + 3) & ~3) + 8 * V + 16 * M
+    h["system"] = b[off:off + h["system_len"]].decode("utf-8")
+    return h
+
+
+def tool(*args):
+    assert os.path.exists(TOOL), f"{TOOL} missing: make build/bpe_tool"
+    p = subprocess.run([TOOL] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 0, f"bpe_tool {args}: {p.stderr.decode()}"
+    return p.stdout.decode("utf-8")
+
+
+QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+SMOL_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def test_header_and_ids():
+    d = node(["llama3-data"])
+    n_small = len(small_vocab()[0])
+    want = {   # ids from the vocabularies as built above, template and system prompt by hand
+        "llama3": dict(bos_id=128000 + d["special"].index("<|begin_of_text|>"), flags=1 | 2,
+                       eos_id=128000 + d["special"].index("<|eot_id|>"),
+                       eot_id=128000 + d["special"].index("<|eot_id|>"), chat_template=1, system="",
+                       pre_tokenizer=2, vocab_size=128256, n_merges=len(d["merges"])),
+        "gpt2": dict(bos_id=50256, eos_id=50256, eot_id=-1, chat_template=0, flags=0, system="",
+                     pre_tokenizer=1, vocab_size=50257, n_merges=50000),
+        "qwen2": dict(bos_id=-1, eos_id=n_small + 2, eot_id=n_small + 2, chat_template=2, flags=0,
+                      system=QWEN_SYSTEM, pre_tokenizer=3, vocab_size=n_small + 4),
+        "smollm": dict(bos_id=1, eos_id=2, eot_id=2, chat_template=2, flags=0, system=SMOL_SYSTEM,
+                       pre_tokenizer=4, vocab_size=n_small + 3),
+    }
+    for name, fields in want.items():
+        _, ltok = prepared(name)
+        h = header(ltok)
+        assert h["magic"] == b"LTOK" and h["version"] == 1 and h["kind"] == 1, h
+        for k, v in fields.items():
+            assert h[k] == v, f"{name}: {k} is {h[k]!r}, expected {v!r}"
+        # the C API reads the same
+        info = tool("info", ltok).rstrip("\n")
+        sysp = fields["system"]
+        assert info == (f"vocab {fields['vocab_size']} bos {fields['bos_id']} eos {fields['eos_id']} "
+                        f"eot {fields['eot_id']} add_bos {fields['flags'] & 1} template "
+                        f"{fields['chat_template']} system {sysp}"), info
+
+
+def test_piece_id_and_decode():
+    d = node(["llama3-data"])
+    _, l3 = prepared("llama3")
+    for i, s in enumerate(d["special"][:12]):
+        assert tool("piece", l3, s) == f"{128000 + i} {s}\n"
+    m = bytes_to_unicode()
+    index = {p: i for i, p in enumerate(d["vocab"])}
+    for raw in ("Hello", " world", "   ", "\n\n", "你好", "你好世界"):   # pieces are looked up by their bytes
+        out = tool("piece", l3, raw)
+        assert int(out.split(" ")[0]) == index.get("".join(m[b] for b in raw.encode()), -1), (raw, out)
+    _, qw = prepared("qwen2")
+    n = len(small_vocab()[0])
+    assert tool("piece", qw, "<|im_start|>") == f"{n + 1} <|im_start|>\n"
+    assert tool("piece", qw, "<tool_call>") == f"{n + 3} <tool_call>\n"
+    assert tool("piece", qw, "<|im_start") == "-1 \n"
+
+
+def test_1mb_degenerate_inputs_encode():
+    """1 MB texts of one character each encode (the bench prints the time;
+    here only that they finish and give the ids a count predicts)."""
+    _, gp = prepared("gpt2")
+    out = tool("bench", gp, "1")
+    lines = out.splitlines()
+    assert len(lines) == 9 and "error" not in out, out
+    # the ids a count predicts: GPT-2 has no piece of two spaces, so 1 MB of
+    # spaces is 2^20 ids; 2^20 / 4 of U+FFFD ("\xef\xbf\xbd" is one piece)
+    assert lines[1].split()[-4] == str(1 << 20), lines[1]
+    assert lines[8].split()[-4] == str(1 << 18), lines[8]
