@@ -632,7 +632,7 @@ static int ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_inf
         return -1;
     }
     if (h->flags & ~3u) {
-        llm__fmt(err, cap, "bad LTOK header: unknown flags 0x%lx", (unsigned long)h->flags);
+        llm__fmt(err, cap, "bad LTOK header: flags %lu has unknown bits (0..3)", (unsigned long)h->flags);
         return -1;
     }
     if (h->tmpl > TOK_CHAT_CHATML) {
@@ -683,7 +683,7 @@ static int ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_inf
     for (i = 0; i < h->vocab; i++) {
         unsigned f = b[h->off_flags + i];
         if (f & ~3u) {
-            llm__fmt(err, cap, "bad LTOK token %ld: unknown flags 0x%x", i, f);
+            llm__fmt(err, cap, "bad LTOK token %ld: flags %u has unknown bits (0..3)", i, f);
             return -1;
         }
         if (f) h->n_added++;
@@ -701,7 +701,7 @@ static int ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_inf
     }
     for (i = 0; i < 256; i++)
         if (!seen[i]) {
-            llm__fmt(err, cap, "bad LTOK vocabulary: no piece for the byte 0x%02lx "
+            llm__fmt(err, cap, "bad LTOK vocabulary: no piece for the byte %lu "
                      "(a byte-level vocabulary has all 256)", (unsigned long)i);
             return -1;
         }

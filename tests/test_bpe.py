@@ -373,3 +373,109 @@ def test_1mb_degenerate_inputs_encode():
     # spaces is 2^20 ids; 2^20 / 4 of U+FFFD ("\xef\xbf\xbd" is one piece)
     assert lines[1].split()[-4] == str(1 << 20), lines[1]
     assert lines[8].split()[-4] == str(1 << 18), lines[8]
+
+
+# ---------------------------------------------------------------- hostile files
+
+def refused(path, what):
+    """run -m tokenize must refuse the file: exit 1, one line naming the problem."""
+    cmd = [common.RUN, "-m", "tokenize", "-z", path, "-i", "hello world 123"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    err = p.stderr.decode("utf-8", "replace").strip()
+    assert p.returncode == 1, f"{what}: exit {p.returncode}, stderr {err[:400]!r}"
+    assert "\n" not in err and "tokenizer" in err, f"{what}: not one line naming the tokenizer: {err[:400]!r}"
+    assert p.stdout == b"", f"{what}: printed ids {p.stdout[:80]!r}"
+    return err
+
+
+def test_hostile_ltok_files():
+    import struct
+    _, good = prepared("smollm")
+    with open(good, "rb") as f:
+        b = f.read()
+    h = header(good)
+    V, M = h["vocab_size"], h["n_merges"]
+    ends = 64 + ((V + 3) & ~3)
+    srt = ends + 4 * V
+    mrg = srt + 4 * V
+
+    def put(data, off, fmt, *v):
+        data = bytearray(data)
+        struct.pack_into(fmt, data, off, *v)
+        return bytes(data)
+
+    def swap(data, a, c, n):
+        data = bytearray(data)
+        data[a:a + n], data[c:c + n] = data[c:c + n], data[a:a + n]
+        return bytes(data)
+
+    first_byte_piece = next(i for i in range(V)
+                            if struct.unpack_from("<I", b, ends + 4 * i)[0] - (struct.unpack_from("<I", b, ends + 4 * i - 4)[0] if i else 0) == 1)
+    cases = {f"truncated to {n}": b[:n] for n in (4, 63, 64, 64 + V // 2, ends + 2, srt + 5, mrg + 17, len(b) - 1)}
+    cases.update({
+        "a trailing byte": b + b"\0",
+        "version 2": put(b, 4, "<I", 2), "version 0": put(b, 4, "<I", 0),
+        "header_size 65": put(b, 8, "<I", 65), "kind 0": put(b, 12, "<I", 0), "kind 7": put(b, 12, "<I", 7),
+        "pre_tokenizer 0": put(b, 16, "<I", 0), "pre_tokenizer 9": put(b, 16, "<I", 9),
+        "normalizer 5": put(b, 20, "<I", 5), "flags 4": put(b, 24, "<I", 4),
+        "vocab 0": put(b, 28, "<i", 0), "vocab 255": put(b, 28, "<i", 255), "vocab -1": put(b, 28, "<i", -1),
+        "vocab 2^31-1": put(b, 28, "<i", 2**31 - 1), "vocab V+1": put(b, 28, "<i", V + 1),
+        "vocab V-1": put(b, 28, "<i", V - 1), "merges -1": put(b, 32, "<i", -1),
+        "merges 2^31-1": put(b, 32, "<i", 2**31 - 1), "merges M+1": put(b, 32, "<i", M + 1),
+        "bos V": put(b, 36, "<i", V), "eos -2": put(b, 40, "<i", -2), "eot 2^31-1": put(b, 44, "<i", 2**31 - 1),
+        "add_bos without bos": put(put(b, 24, "<I", 1), 36, "<i", -1),
+        "chat_template 3": put(b, 48, "<I", 3), "max_token_length 0": put(b, 52, "<I", 0),
+        "max_token_length 1": put(b, 52, "<I", 1), "system_len 2^32-1": put(b, 56, "<I", 2**32 - 1),
+        "pieces_size 2^32-1": put(b, 60, "<I", 2**32 - 1),
+        "token flag 4": put(b, 64 + 5, "<B", 4),
+        "byte piece flagged special": put(b, 64 + first_byte_piece, "<B", 1),
+        "piece_end decreasing": put(b, ends + 8, "<I", 0),
+        "piece_end past the pieces": put(b, ends + 4 * (V - 1), "<I", h["pieces_size"] + 1),
+        "sorted entry V": put(b, srt + 8, "<I", V), "sorted out of order": swap(b, srt, srt + 4, 4),
+        "merges out of order": swap(b, mrg, mrg + 16, 16),
+        "merge id past the vocabulary": put(b, mrg + 16 * (M - 1), "<I", V),
+        "merge result not its parts": put(b, mrg + 12, "<I", struct.unpack_from("<I", b, mrg + 16 + 12)[0]),
+        "merge rank 2^31": put(b, mrg + 8, "<I", 2**31),
+        "merge of a special token": put(b, mrg + 16 * (M - 1) + 4, "<I", 1),
+    })
+    for what, data in cases.items():
+        path = os.path.join(WORK, "hostile.ltok")
+        with open(path, "wb") as f:
+            f.write(data)
+        yield what, (lambda p=path, w=what, d=data: (open(p, "wb").write(d), refused(p, w)))
+
+
+def test_export_refuses_what_it_cannot_convert():
+    folder, _ = prepared("smollm")
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        good = json.load(f)
+    with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+        conf = json.load(f)
+
+    def variant(what, change, config_change=None, expect=""):
+        def run():
+            d = os.path.join(WORK, "refuse")
+            tok, cfg = json.loads(json.dumps(good)), dict(conf)
+            change(tok)
+            if config_change:
+                config_change(cfg)
+            write(d, tok, cfg)
+            p = subprocess.run([sys.executable, EXPORT, "tokenizer", os.path.join(d, "tokenizer.json"),
+                                os.path.join(d, "out.ltok")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            err = p.stderr.decode().strip().splitlines()
+            assert p.returncode == 1 and err and expect in err[-1], (what, p.returncode, err[-3:])
+        return what, run
+
+    def set_pre(p):
+        return lambda t: t.__setitem__("pre_tokenizer", p)
+    yield variant("Split pattern unknown", set_pre(split_pre(r"\w+|\s+")), expect="Split pattern")
+    yield variant("Metaspace", set_pre({"type": "Metaspace", "replacement": "\u2581"}), expect="pre_tokenizer")
+    yield variant("add_prefix_space", set_pre({"type": "ByteLevel", "add_prefix_space": True}), expect="add_prefix_space")
+    yield variant("NFKC", lambda t: t.__setitem__("normalizer", {"type": "NFKC"}), expect="normalizer 'NFKC'")
+    yield variant("dropout", lambda t: t["model"].__setitem__("dropout", 0.1), expect="dropout")
+    yield variant("merge not in vocab", lambda t: t["model"]["merges"].append(["a", "zzz"]), expect="merge #")
+    yield variant("missing byte", lambda t: t["model"]["vocab"].pop("a"), expect="not contiguous")
+    yield variant("unknown template", lambda t: None, lambda c: c.__setitem__("chat_template", "{{ messages }}"),
+                  expect="chat_template")
+    yield variant("eos not in vocab", lambda t: None, lambda c: c.__setitem__("eos_token", "<nope>"),
+                  expect="eos_token")
