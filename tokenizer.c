@@ -1012,13 +1012,14 @@ typedef struct {      /* tok_encode's byte-level path: output and scratch */
     int max_tokens, count;
     bl_symbol *sym;
     bl_pair *heap;
-    bl_cached *cache; /* (BL_CACHE,) */
+    bl_cached *cache; /* (cache_mask + 1,) */
+    size_t cache_mask;
 } bl_out;
 
 /* merge_rank through the cache */
 static int bl_rank(bl_out *o, int l, int r, int *result)
 {
-    bl_cached *c = &o->cache[((unsigned)l * 2654435761u ^ (unsigned)r * 40503u) % BL_CACHE];
+    bl_cached *c = &o->cache[((unsigned)l * 2654435761u ^ (unsigned)r * 40503u) & o->cache_mask];
     if (c->left != l || c->right != r) {
         c->rank = (int)merge_rank(o->t, l, r, &c->result);
         c->left = l;
@@ -1187,52 +1188,238 @@ static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t
     return best;
 }
 
-/* The text as UTF-8 with each maximal invalid subpart replaced by U+FFFD (the
- * WHATWG decoder's rule). out has room for 3n bytes; returns the length. */
+/* Bytes of the next well-formed character at s (*valid 1), or of the maximal
+ * invalid subpart there (*valid 0): the lead byte and the continuation bytes
+ * that could still have completed it, or one byte (the WHATWG decoder's rule). */
+static size_t utf8_step(const unsigned char *s, size_t n, int *valid)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t need, k, j;
+    *valid = 1;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        *valid = 0;
+        return 1;
+    }
+    for (j = 1, k = 0; k < need && j < n && s[j] >= lo && s[j] <= hi; k++, j++) {
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    *valid = k == need;
+    return j;
+}
+
+/* s[0..n) with each maximal invalid subpart replaced by U+FFFD; out has room
+ * for 3n bytes. Returns the length. */
 static size_t utf8_replace(unsigned char *out, const unsigned char *s, size_t n)
 {
     size_t i = 0, p = 0;
     while (i < n) {
-        unsigned char c = s[i];
-        unsigned char lo = 0x80, hi = 0xBF;
-        int need, k;
-        size_t j;
-        if (c < 0x80) {
-            out[p++] = c;
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else need = 0;
-        for (j = i + 1, k = 0; need && k < need && j < n && s[j] >= lo && s[j] <= hi; k++, j++) {
-            lo = 0x80;
-            hi = 0xBF;
-        }
-        if (need && k == need) {
-            memcpy(out + p, s + i, j - i);
-            p += j - i;
+        int valid;
+        size_t l = utf8_step(s + i, n - i, &valid);
+        if (valid) {
+            memcpy(out + p, s + i, l);
+            p += l;
         } else {
             out[p] = 0xEF; out[p + 1] = 0xBF; out[p + 2] = 0xBD;
             p += 3;
         }
-        i = need ? j : i + 1;
+        i += l;
     }
     return p;
 }
 
-/* Scratch of the byte-level path: the replaced text (3n bytes), then per byte
- * of it a symbol and a heap entry. */
+/* ---- NFC (tables: tokenizer_unicode.h) ---- */
+
+#define NFC_CP(w) ((w) & 0x1FFFFFu)
+#define NFC_CCC(w) ((w) >> 24)
+
+static unsigned nfc_ccc(uint32_t c)
+{
+    size_t lo = 0, hi = sizeof tok__ccc / sizeof tok__ccc[0];
+    if (c < 0x300) return 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c < tok__ccc[mid][0]) hi = mid;
+        else if (c > (tok__ccc[mid][1] & 0xFFFFFFu)) lo = mid + 1;
+        else return tok__ccc[mid][1] >> 24;
+    }
+    return 0;
+}
+
+/* The primary composite of a and b, or 0 (Hangul by its formula). */
+static uint32_t nfc_compose(uint32_t a, uint32_t b)
+{
+    size_t lo = 0, hi = sizeof tok__comp / sizeof tok__comp[0];
+    if (a >= 0x1100 && a <= 0x1112 && b >= 0x1161 && b <= 0x1175)
+        return 0xAC00 + ((a - 0x1100) * 21 + (b - 0x1161)) * 28;
+    if (a >= 0xAC00 && a <= 0xD7A3 && (a - 0xAC00) % 28 == 0 && b >= 0x11A8 && b <= 0x11C2)
+        return a + (b - 0x11A7);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tok__comp[mid][0] < a || (tok__comp[mid][0] == a && tok__comp[mid][1] < b)) lo = mid + 1;
+        else if (tok__comp[mid][0] == a && tok__comp[mid][1] == b) return tok__comp[mid][2];
+        else hi = mid;
+    }
+    return 0;
+}
+
+/* Append c's full canonical decomposition to w (code point | ccc << 24). */
+static size_t nfc_decompose(uint32_t c, uint32_t *w)
+{
+    size_t lo = 0, hi = sizeof tok__decomp / sizeof tok__decomp[0], k, n;
+    if (c >= 0xAC00 && c <= 0xD7A3) {
+        uint32_t s = c - 0xAC00;
+        w[0] = 0x1100 + s / 588;
+        w[1] = 0x1161 + (s % 588) / 28;
+        if (s % 28 == 0) return 2;
+        w[2] = 0x11A7 + s % 28;
+        return 3;
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c < tok__decomp[mid][0]) hi = mid;
+        else if (c > tok__decomp[mid][0]) lo = mid + 1;
+        else {
+            const uint32_t *p = tok__decomp_pool + (tok__decomp[mid][1] >> 3);
+            n = tok__decomp[mid][1] & 7;
+            for (k = 0; k < n; k++) w[k] = p[k] | (uint32_t)nfc_ccc(p[k]) << 24;
+            return n;
+        }
+    }
+    w[0] = c | (uint32_t)nfc_ccc(c) << 24;
+    return 1;
+}
+
+/* Stable sort of w[0..n) by combining class (bottom-up merge sort through tmp). */
+static void nfc_sort(uint32_t *w, size_t n, uint32_t *tmp)
+{
+    size_t width, i;
+    for (width = 1; width < n; width *= 2) {
+        for (i = 0; i < n; i += 2 * width) {
+            size_t a = i, m = i + width < n ? i + width : n, e = i + 2 * width < n ? i + 2 * width : n;
+            size_t x = a, y = m, k = a;
+            while (x < m && y < e) tmp[k++] = NFC_CCC(w[y]) < NFC_CCC(w[x]) ? w[y++] : w[x++];
+            while (x < m) tmp[k++] = w[x++];
+            while (y < e) tmp[k++] = w[y++];
+        }
+        memcpy(w, tmp, n * sizeof *w);
+    }
+}
+
+static size_t put_utf8(unsigned char *o, uint32_t c)
+{
+    if (c < 0x80) { o[0] = (unsigned char)c; return 1; }
+    if (c < 0x800) { o[0] = (unsigned char)(0xC0 | c >> 6); o[1] = (unsigned char)(0x80 | (c & 0x3F)); return 2; }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | c >> 12);
+        o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | c >> 18);
+    o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+/* NFC of the well-formed UTF-8 s[0..len), in place; returns the new length.
+ * The result is at most 3 times as long as the raw text it came from (the
+ * table generator checks it), which the caller leaves room for. work holds
+ * 2 * 3 * len code points. Canonical decomposition, canonical ordering, then
+ * the composition algorithm of UAX #15. */
+static size_t nfc_inplace(unsigned char *s, size_t len, uint32_t *work)
+{
+    size_t i, m = 0, k, out;
+    int unstable = 0;
+    for (i = 0; i < len && !unstable;) {
+        size_t l;
+        uint32_t c = cp_at(s, i, len, &l);
+        unstable = c >= 0x300 &&
+                   in_ranges(tok__nfc_unstable, sizeof tok__nfc_unstable / sizeof tok__nfc_unstable[0], c);
+        i += l;
+    }
+    if (!unstable) return len;   /* already NFC */
+    for (i = 0; i < len;) {
+        size_t l;
+        uint32_t c = cp_at(s, i, len, &l);
+        m += nfc_decompose(c, work + m);
+        i += l;
+    }
+    for (i = 0; i < m;) {   /* each run of non-starters in canonical order */
+        size_t e;
+        if (NFC_CCC(work[i]) == 0) { i++; continue; }
+        for (e = i + 1; e < m && NFC_CCC(work[e]) != 0; e++) {}
+        for (k = i + 1; k < e && NFC_CCC(work[k - 1]) <= NFC_CCC(work[k]); k++) {}
+        if (k < e) nfc_sort(work + i, e - i, work + m);
+        i = e;
+    }
+    {   /* compose */
+        size_t starter = 0, w = 1;
+        unsigned last = NFC_CCC(work[0]) ? 256 : 0;
+        int have_starter = NFC_CCC(work[0]) == 0;
+        for (i = 1; i < m; i++) {
+            uint32_t c = work[i], comp = 0;
+            unsigned cc = NFC_CCC(c);
+            if (have_starter && (last < cc || last == 0))
+                comp = nfc_compose(NFC_CP(work[starter]), NFC_CP(c));
+            if (comp) {
+                work[starter] = comp;   /* a composite is a starter (class 0) */
+                continue;
+            }
+            if (cc == 0) {
+                starter = w;
+                have_starter = 1;
+            }
+            last = cc;
+            work[w++] = c;
+        }
+        m = w;
+    }
+    for (i = 0, out = 0; i < m; i++) out += put_utf8(s + out, NFC_CP(work[i]));
+    return out;
+}
+
+/* Entries of the merge cache for a text of n bytes: a power of two, at most
+ * BL_CACHE, about one byte of scratch per byte of text. */
+static size_t bl_cache_size(size_t n)
+{
+    size_t c = 1;
+    while (c < BL_CACHE && c * 2 * sizeof(bl_cached) <= n) c *= 2;
+    return c;
+}
+
+/* The text between two special tokens, text[a..e): invalid UTF-8 replaced,
+ * normalized, written at norm + *p, pre-tokenized and merged. Each raw byte
+ * becomes at most 3 bytes, so norm needs 3n bytes in all. */
+static void bl_flush(const tok_tokenizer *t, const unsigned char *text, size_t a, size_t e,
+                     unsigned char *norm, size_t *p, bl_out *o)
+{
+    size_t q = *p, len;
+    if (a == e) return;
+    len = utf8_replace(norm + q, text + a, e - a);
+    if (t->normalizer == TOK_NORM_NFC)   /* the symbols' room is free until bl_segment */
+        len = nfc_inplace(norm + q, len, (uint32_t *)(void *)o->sym);
+    bl_segment(t, norm, q, q + len, o);
+    *p = q + len;
+}
+
+/* Scratch of the byte-level path: the normalized text (3n bytes), the merge
+ * cache, then per byte of text a symbol and a heap entry (NFC's code points,
+ * 24 bytes per byte of text at most, use their room first). */
 static size_t bl_scratch_need(size_t n, size_t pad)
 {
-    return pad + 3 * n + TOK_ALIGN + BL_CACHE * sizeof(bl_cached) + 3 * n * (sizeof(bl_symbol) + sizeof(bl_pair));
+    return pad + 3 * n + TOK_ALIGN + bl_cache_size(n) * sizeof(bl_cached) + 3 * n * (sizeof(bl_symbol) + sizeof(bl_pair));
 }
 
 static int bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int bos, int eos,
@@ -1245,7 +1432,7 @@ static int bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int 
     o.count = 0;
     if (bos && t->bos_id >= 0) emit(tokens, max_tokens, &o.count, t->bos_id);
     if (n > 0) {
-        size_t pad = scratch ? align_pad(scratch) : 0, need = bl_scratch_need(n, pad), p, i, seg;
+        size_t pad = scratch ? align_pad(scratch) : 0, need = bl_scratch_need(n, pad), p = 0, i, seg;
         unsigned char *norm;
         if (!scratch || scratch_size < need) {
             llm__fmt(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
@@ -1254,33 +1441,25 @@ static int bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int 
         }
         norm = (unsigned char *)scratch + pad;
         o.cache = (bl_cached *)(void *)(norm + 3 * n + align_pad(norm + 3 * n));
-        o.sym = (bl_symbol *)(void *)(o.cache + BL_CACHE);
+        o.cache_mask = bl_cache_size(n) - 1;
+        o.sym = (bl_symbol *)(void *)(o.cache + o.cache_mask + 1);
         o.heap = (bl_pair *)(void *)(o.sym + 3 * n);
-        for (i = 0; i < BL_CACHE; i++) o.cache[i].left = -1;
-        p = utf8_replace(norm, text, n);
-        if (t->normalizer == TOK_NORM_NFC) {
-            for (i = 0; i < p; i++)
-                if (norm[i] >= 0xCC) {   /* below U+0300 every character is NFC-stable */
-                    llm__fmt(t->error, sizeof t->error, "this tokenizer normalizes text to NFC, "
-                             "which this build implements only for text below U+0300");
-                    return TOK_ERR_ARG;
-                }
-        }
-        for (i = 0, seg = 0; i < p;) {
-            int id;
-            size_t m = t->n_added ? match_added(t, norm + i, p - i, &id) : 0;
+        for (i = 0; i <= o.cache_mask; i++) o.cache[i].left = -1;
+        /* special and added tokens are found in the raw text, at character
+         * boundaries (their text is well-formed UTF-8) */
+        for (i = 0, seg = 0; i < n;) {
+            int id, valid;
+            size_t m = t->n_added ? match_added(t, text + i, n - i, &id) : 0;
             if (m) {
-                bl_segment(t, norm, seg, i, &o);
+                bl_flush(t, text, seg, i, norm, &p, &o);
                 emit(tokens, max_tokens, &o.count, id);
                 i += m;
                 seg = i;
             } else {
-                size_t l;
-                cp_at(norm, i, p, &l);
-                i += l;
+                i += utf8_step(text + i, n - i, &valid);
             }
         }
-        bl_segment(t, norm, seg, p, &o);
+        bl_flush(t, text, seg, n, norm, &p, &o);
     }
     if (eos && t->eos_id >= 0) emit(tokens, max_tokens, &o.count, t->eos_id);
     if (o.count > max_tokens) {

@@ -79,7 +79,7 @@ int main(int argc, char **argv)
         printf("\n");
     } else if (!strcmp(argv[1], "bench")) {
         static const char *units[] = {"a", " ", "7", "\n", "<", "é", "Hello world, it's 12345 text. ",
-                                      "你好世界", "\xff"};
+                                      "你好世界", "\xff", "e\xcc\x81", "\xcc\x81\xcc\xa3"};
         size_t mb = argc > 3 ? (size_t)atol(argv[3]) : 1, u;
         size_t len = mb << 20;
         char *text = (char *)malloc(len + 1);
@@ -96,7 +96,7 @@ int main(int argc, char **argv)
             t0 = now();
             got = tok_encode(&t, text, 0, 0, ids, (int)mt, scratch, ss);
             printf("%-34s %8lu bytes  %8d ids  %7.3f s\n", u == 6 ? "\"Hello world, it's 12345 text. \"" :
-                   u == 8 ? "byte 0xff (U+FFFD each)" : units[u][0] == '\n' ? "\"\\n\"" : units[u],
+                   u == 8 ? "byte 0xff (U+FFFD each)" : u == 9 ? "e U+0301 (NFC: é)" : u == 10 ? "U+0301 U+0323 (NFC reorders)" : units[u][0] == '\n' ? "\"\\n\"" : units[u],
                    (unsigned long)i, got, now() - t0);
             if (got < 0) printf("  error: %s\n", tok_error(&t));
         }

@@ -11,8 +11,10 @@ vocabularies are real or built here, never by the code under test:
 Each tokenizer.json is converted with `export.py tokenizer`, and
 `run -m tokenize` must print the reference's ids for every corpus text
 (multilingual, digits of many scripts, whitespace runs, CRLF, emoji and ZWJ,
-combining marks, code, contractions, invalid UTF-8), without and with
---special; the ids decode back to the text (as TextDecoder reads it).
+combining marks and NFC cases, code, contractions, invalid UTF-8), without and
+with --special; the ids' pieces, read from the LTOK file, must give the
+library's own decoding of its ids (the text as TextDecoder reads it, NFC for
+Qwen2's normalizer).
 """
 import base64
 import hashlib
@@ -47,7 +49,10 @@ CORPUS = [
     "snake_case camelCase SCREAMING_CASE kebab-case", "!!!??? ... --- *** ((()))", "x" * 300, " " * 40 + "x",
     "a\n \n b", "  \n\n  word", "\n", "\r", "\t", "'", "'s", "''", "a'", "  'll",
     "<|im_start|>user\nhi<|im_end|>\n", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
-    "<|endoftext|> text <tool_call> after", "<|im_start<|im_end|>>",
+    "<|endoftext|> text <tool_call> after", "<|im_start<|im_end|>>", "<|im_end|>\u0338 <|eot_id|>\u0301",
+    # NFC: composition, canonical reordering, Hangul, exclusions, singletons
+    "a\u0323\u0301 a\u0301\u0323 o\u0308\u0304 \u1100\u1161\u11a8 \uac00\u11a8 \u0958 \u0344 \u212b \u2126",
+    "\u0301 leading mark, q\u0307\u0323 s\u0323\u0307 \u1e9b\u0323 \u0b47\u0b3e \u0dd9\u0dcf \u00c5\u030a",
 ]
 INVALID = [b"bad \xff byte", b"\xc3\x28 two", b"\xe2\x82 cut", b"\xf0\x9f\x98 emoji cut", b"\xed\xa0\x80 surrogate",
            b"\xc0\xaf overlong", b"\xf4\x90\x80\x80 too big", b"\x80\x80\x80", b"end \xe2\x82"]
@@ -190,7 +195,7 @@ def build_qwen2(folder):
     n = len(pieces)
     added = [(n, "<|endoftext|>", True), (n + 1, "<|im_start|>", True), (n + 2, "<|im_end|>", True),
              (n + 3, "<tool_call>", False)]
-    tok = byte_level(split_pre(QWEN2_PATTERN), vocab, merges, added,
+    tok = byte_level(split_pre(QWEN2_PATTERN), vocab, merges, added, normalizer={"type": "NFC"},
                      post={"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False})
     write(folder, tok, {"bos_token": None, "eos_token": "<|im_end|>", "chat_template": CHATML_TEMPLATE,
                         "add_bos_token": False})
@@ -226,7 +231,7 @@ def prepared(name):
 
 
 def reference(name, folder, batch, special):
-    """@huggingface/tokenizers' ids (no BOS) and TextDecoder's bytes for each text; cached."""
+    """@huggingface/tokenizers' ids (no BOS) and its decoding of them (bytes) for each text; cached."""
     payload = json.dumps({"texts": [base64.b64encode(t).decode() for t in batch], "special": special}).encode()
     key = hashlib.sha256(payload + open(os.path.join(folder, "tokenizer.json"), "rb").read()).hexdigest()[:16]
     cache = os.path.join(folder, f"ref-{key}.json")

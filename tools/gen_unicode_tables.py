@@ -6,7 +6,10 @@ tokenizer.c's byte-level pre-tokenizers, from Python's unicodedata.
 
 The header holds sorted, non-overlapping code point ranges of the letter class
 \\p{L} (general categories Lu Ll Lt Lm Lo) and the number class \\p{N}
-(Nd Nl No), as the regex engines of the tokenizers define them. The White_Space
+(Nd Nl No), as the regex engines of the tokenizers define them, and what NFC
+needs: canonical combining classes, full canonical decompositions (Hangul
+syllables are algorithmic), the primary composites, and the characters that
+can change under NFC (a text without them is already NFC). The White_Space
 property (PropList.txt) is not in unicodedata; it has not changed since
 Unicode 6.3 and tokenizer.c lists it by hand. The committed header comes from
 /usr/bin/python3 3.11 (Debian 12): Unicode 14.0.0. Characters assigned after
@@ -30,6 +33,52 @@ def ranges(pred):
     return out
 
 
+def emit_pairs(name, rows, w, what):
+    w(f"/* {len(rows)} {what} */\n")
+    w(f"static const uint32_t {name}[][{len(rows[0])}] = {{\n")
+    per = 4 if len(rows[0]) == 2 else 3
+    for i in range(0, len(rows), per):
+        w("    " + " ".join("{" + ", ".join(f"0x{v:05X}" for v in r) + "}," for r in rows[i:i + per]) + "\n")
+    w("};\n\n")
+
+
+def nfc_tables():
+    """(ccc ranges, decompositions, pool, compositions, unstable ranges), checked
+    against the bounds tokenizer.c relies on."""
+    u = unicodedata
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+    nfc = lambda s: u.normalize("NFC", s)
+    nfd = lambda s: u.normalize("NFD", s)
+    ccc = []
+    for cp in cps:
+        c = u.combining(chr(cp))
+        if c and ccc and ccc[-1][1] == cp - 1 and ccc[-1][2] == c:
+            ccc[-1][1] = cp
+        elif c:
+            ccc.append([cp, cp, c])
+    decomp, pool = [], []
+    for cp in cps:
+        d = nfd(chr(cp))
+        if d != chr(cp) and not 0xAC00 <= cp <= 0xD7A3:
+            assert len(d) <= 7 and len(d.encode()) <= 3 * len(chr(cp).encode())   # NFC grows text 3x at most
+            decomp.append((cp, len(pool) << 3 | len(d)))
+            pool += [ord(x) for x in d]
+    comp = []
+    for cp in cps:
+        d = u.decomposition(chr(cp))
+        if d and not d.startswith("<"):
+            parts = [chr(int(x, 16)) for x in d.split()]
+            if len(parts) == 2 and nfc("".join(parts)) == chr(cp):
+                assert len(chr(cp).encode()) <= len("".join(parts).encode())
+                comp.append((ord(parts[0]), ord(parts[1]), cp))
+    comp.sort()
+    seconds = {b for _, b, _ in comp}
+    unstable = ranges(lambda cp: not 0xD800 <= cp <= 0xDFFF and (
+        u.combining(chr(cp)) or cp in seconds or nfc(chr(cp)) != chr(cp)))
+    assert all(lo >= 0x300 for lo, _ in unstable)   # below U+0300 text is always NFC
+    return ([(lo, hi | c << 24) for lo, hi, c in ccc], decomp, pool, comp, unstable)
+
+
 def emit(name, rs, w):
     w(f"/* {len(rs)} ranges */\n")
     w(f"static const uint32_t {name}[][2] = {{\n")
@@ -51,6 +100,22 @@ def main():
     w(f'#define TOK_UNICODE_VERSION "{unicodedata.unidata_version}"\n\n')
     emit("tok__letters", letters, w)
     emit("tok__numbers", numbers, w)
+    ccc, decomp, pool, comp, unstable = nfc_tables()
+    w("/* NFC. tok__ccc: {first, last | combining class << 24} of the characters whose\n"
+      " * canonical combining class is not 0. tok__decomp: {code point, pool offset << 3 |\n"
+      " * length} of the full canonical decomposition (Hangul syllables excluded: they\n"
+      " * are algorithmic) in tok__decomp_pool. tok__comp: {first, second, composite},\n"
+      " * the primary composites (composition exclusions left out), sorted by\n"
+      " * (first, second). tok__nfc_unstable: the characters that may change under NFC\n"
+      " * (combining class not 0, a composite's second part, or NFC of it alone differs). */\n")
+    emit_pairs("tok__ccc", ccc, w, "ranges")
+    emit_pairs("tok__decomp", decomp, w, "decompositions")
+    w(f"static const uint32_t tok__decomp_pool[{len(pool)}] = {{\n")
+    for i in range(0, len(pool), 10):
+        w("    " + " ".join(f"0x{v:05X}," for v in pool[i:i + 10]) + "\n")
+    w("};\n\n")
+    emit_pairs("tok__comp", comp, w, "compositions")
+    emit("tok__nfc_unstable", unstable, w)
     w("#endif\n")
 
 

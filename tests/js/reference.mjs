@@ -5,6 +5,7 @@
 //                                                (llama3-tokenizer-js: ids in order, merges by priority)
 //   node reference.mjs encode TOKENIZER_DIR   < {"texts": [base64...], "special": bool}
 //                                             -> {"ids": [[...], ...], "decoded": [base64...]}
+//                                                (decoded: the library's decode of its ids, as UTF-8)
 //
 // Texts travel as base64 of their bytes; @huggingface/tokenizers gets them as
 // TextDecoder decodes them (each maximal invalid UTF-8 subpart -> U+FFFD).
@@ -39,7 +40,8 @@ if (mode === "llama3-data") {
         const text = dec.decode(Buffer.from(b64, "base64"));
         const got = tok.encode(text, { add_special_tokens: false }).ids;
         ids.push(got);
-        decoded.push(Buffer.from(text, "utf8").toString("base64"));
+        const back = got.length ? tok.decode(got, { skip_special_tokens: false, clean_up_tokenization_spaces: false }) : "";
+        decoded.push(Buffer.from(back, "utf8").toString("base64"));
     }
     process.stdout.write(JSON.stringify({ ids, decoded }));
 } else {
