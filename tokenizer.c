@@ -461,9 +461,15 @@ static size_t scratch_need(size_t n, size_t pad)
 }
 
 /* Short enough for int offsets and for scratch_need not to overflow size_t? */
+/* Scratch bytes per byte of text of the byte-level path (bl_scratch_need): 3
+ * bytes of normalized text, each with a symbol (3 ints) and a heap entry (2
+ * ints), and at most one byte of merge cache; its constant part is below 64. */
+#define BL_PER_BYTE (3 * (1 + 5 * sizeof(int)) + 1)
+
 static int text_len_ok(size_t n)
 {
-    size_t per = 3 * (1 + 2 * sizeof(int) + 2 * sizeof(long)) + sizeof(tok_symbol) + 2 * sizeof(tok_pair);
+    size_t sp = sizeof(tok_symbol) + 2 * sizeof(tok_pair) + 3;
+    size_t per = sp > BL_PER_BYTE ? sp : BL_PER_BYTE;
     return n <= TOK_MAX_TEXT && n <= (SIZE_MAX - 64 - sizeof(tok_symbol)) / per;
 }
 
@@ -1000,6 +1006,8 @@ static size_t match_llama3(const unsigned char *s, size_t i, size_t e, int max_d
  * (at most L - 1 are live). */
 typedef struct { int prev, next, id; } bl_symbol;
 typedef struct { int rank, left; } bl_pair;   /* ranks are below 2^31 (ltok_parse) */
+/* BL_PER_BYTE counts on these sizes */
+typedef char bl_sizes_checked[sizeof(bl_symbol) == 3 * sizeof(int) && sizeof(bl_pair) == 2 * sizeof(int) ? 1 : -1];
 
 /* A direct-mapped cache of merge lookups (a word repeats its pairs: 1 MB of
  * one letter asks for the same few thousand times over). */

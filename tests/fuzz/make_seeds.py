@@ -212,6 +212,7 @@ TEXTS = {
     "spaces": b"  a   b  \t\n c ",
     "ab": b"a b ab aab a\xe2\x96\x81b once upon",
     "special": b"<|im_start|>the 123 <x> it's\r\n\n  e\xcc\x81 <|im_start",
+    "nfc": "a\u0323\u0301 \u1100\u1161\u11a8 \u0958 \u0344 \u212b \U0001d160\U0001d160 \u0301\u0323x".encode() + b"\xff\xcc",
 }
 
 
