@@ -558,6 +558,7 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
     double t0 = now_seconds();
     prefill(e, prompt, n_prompt, 0);
     double t_prefill = now_seconds() - t0;
+    if (prompt[0] != e->tok.bos_id) print_token(e, -1, prompt[0]);   /* a tokenizer that adds no BOS */
     for (int i = 1; i < n_prompt; i++) print_token(e, prompt[i - 1], prompt[i]);
 
     /* as llama2.c: the forward at position pos yields the next token, up to position steps-1 */

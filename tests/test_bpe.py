@@ -485,3 +485,27 @@ def test_export_refuses_what_it_cannot_convert():
                   expect="chat_template")
     yield variant("eos not in vocab", lambda t: None, lambda c: c.__setitem__("eos_token", "<nope>"),
                   expect="eos_token")
+
+
+def test_generate_and_eval_without_bos():
+    """A checkpoint whose vocabulary is larger than the tokenizer's (a padded
+    embedding) runs with an LTOK file that has no BOS (Qwen2 style): the
+    prompt starts with its first token (printed), an empty prompt is refused,
+    eval scores the text's ids without a BOS."""
+    folder, qwen = prepared("qwen2")
+    ckpt = os.path.join(folder, "random600.llmw")
+    if not os.path.exists(ckpt):
+        p = subprocess.run([sys.executable, EXPORT, "random", "--dim", "32", "--layers", "1", "--heads", "2",
+                            "--vocab", "600", "--seq-len", "64", "--seed", "3", ckpt],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.returncode == 0, p.stderr.decode()
+    rc, out, err = common.run([ckpt, "-z", qwen, "-i", "hello world", "-n", "12", "-t", "0"])
+    assert rc == 0 and out.startswith(b"hello world"), (rc, out, err)   # the prompt, first token too
+    rc, out, err = common.run([ckpt, "-z", qwen, "-n", "12", "-t", "0"])
+    assert rc == 2 and "prompt is empty" in err and err.count("\n") == 1, (rc, err)
+    text = os.path.join(folder, "eval.txt")
+    with open(text, "w") as f:
+        f.write("hello world, it is a test of the scoring")
+    ids = tokenize(qwen, b"hello world, it is a test of the scoring")
+    rc, out, err = common.run([ckpt, "-z", qwen, "-m", "eval", "-f", text])
+    assert rc == 0 and out.split()[1] == str(len(ids) - 1).encode(), (out, ids)   # no BOS: n - 1 scored
