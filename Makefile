@@ -11,6 +11,7 @@
 #   make mutation-check   deliberate bugs that the suite must catch (not in CI)
 #   make run        build and tell a story with the default model
 #   make bench      speed against the machine's limits (README's table)
+#   make bench-bpe  byte-level BPE encoding of 1 MB texts (CPU seconds)
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),$(if $(wildcard ../shared/models/stories260K.bin),../shared/models,models))
