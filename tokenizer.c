@@ -1,6 +1,9 @@
-/* tokenizer.c -- sentencepiece-BPE encoder/decoder over llama2.c's tokenizer.bin.
+/* tokenizer.c -- BPE encoders/decoders: sentencepiece BPE over llama2.c's
+ * tokenizer.bin (here), byte-level BPE over LTOK files (the section
+ * "byte-level BPE" below; FORMAT.md, "The tokenizer file"). tok_init tells
+ * them apart by the magic "LTOK".
  *
- * File format (little-endian): int32 max_token_length, then per entry a float32
+ * tokenizer.bin format (little-endian): int32 max_token_length, then per entry a float32
  * score, an int32 byte length and that many bytes (sentencepiece's U+2581 '▁'
  * already replaced by a space). The entry count is not stored.
  *
@@ -29,7 +32,7 @@
 #include <string.h>
 
 #include "engine/fmt.h"   /* llm__fmt: model.h's message formatter */
-#include "tokenizer_unicode.h"   /* \p{L}, \p{N} ranges (tools/gen_unicode_tables.py) */
+#include "tokenizer_unicode.h"   /* \p{L}, \p{N} and NFC tables (tools/gen_unicode_tables.py) */
 
 /* Alignment of the 4-byte types carved out of the arena and the scratch. */
 struct tok_align_probe { char c; union { int i; unsigned u; float f; } x; };
@@ -554,7 +557,14 @@ static void emit(int *tokens, int max_tokens, int *count, int id)
  * u8 token_flags[V] (padded to 4), u32 piece_end[V], u32 sorted[V],
  * n_merges x {u32 left, right, rank, result}, the default system prompt,
  * the piece bytes. Everything is read in place; tok_init copies offsets,
- * lengths and the sorted index into the arena. */
+ * lengths and the sorted index into the arena.
+ *
+ * Encoding, as @huggingface/tokenizers (JavaScript) does it: added tokens (and
+ * special ones when asked) are cut out of the raw text; each piece between them
+ * gets U+FFFD for its invalid UTF-8, NFC when the file asks, and the family's
+ * pre-tokenizer regex, written out as a matcher per pattern; each pre-token's
+ * bytes are then merged by rank with a min-heap of candidate pairs checked
+ * when popped. O(n log n) in the text's length. */
 #define LTOK_HEADER 64
 #define LTOK_MAX_VOCAB (1L << 22)
 #define LTOK_MAX_MERGES (1L << 26)
