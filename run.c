@@ -107,6 +107,7 @@ typedef struct options {
     int topk, steps, threads, ctx, info, kv_type;
     int wait;                              /* WAIT_*: how idle threads wait */
     int tokenizer_given;                   /* -z was on the command line */
+    int special;                           /* --special: text may produce special tokens */
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
     int qk_norm;                           /* -1: the checkpoint's */
@@ -148,6 +149,8 @@ static void usage(FILE *out) {
         "               tokenizer's; llama2 for llama2.c's tokenizer.bin)\n"
         "  --date D     llama3.1 template's \"Today Date\", default " TOK_CHAT_DEFAULT_DATE " (its own);\n"
         "               today: the current date\n"
+        "  --special    special tokens (<|eot_id|>, <|im_start|>, ...) in -i/-f text are\n"
+        "               matched as those tokens; default: encoded as plain text\n"
         "  --info       print the model's configuration and memory plan, then exit\n"
         "               (the tokenizer's share only when -z is given; nothing is allocated)\n"
         "  --help       this text\n"
@@ -158,7 +161,8 @@ static void usage(FILE *out) {
         "            model's end-of-turn token; each turn is appended to the KV cache, and the\n"
         "            chat ends when the context (-n, --ctx) is full\n"
         "  eval      mean negative log-likelihood and perplexity of the text in -f FILE\n"
-        "  tokenize  print the prompt's token ids (BOS first); needs only -z and -i\n");
+        "  tokenize  print the prompt's token ids (BOS first when the tokenizer adds one);\n"
+        "            needs only -z and -i\n");
 }
 
 static long long parse_int(const char *flag, const char *v, long long lo, long long hi) {
@@ -301,6 +305,7 @@ static options parse_options(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         if (!strcmp(a, "--info")) { o.info = 1; continue; }
+        if (!strcmp(a, "--special")) { o.special = 1; continue; }
         if (a[0] != '-' || a[1] == '\0') {
             if (o.checkpoint) die(2, "unexpected argument '%s' (one checkpoint only; see --help)", a);
             o.checkpoint = a;
@@ -587,6 +592,7 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
     double t0 = now_seconds();
     prefill(e, prompt, n_prompt, 0);
     double t_prefill = now_seconds() - t0;
+    if (prompt[0] != e->tok.bos_id) print_token(e, -1, prompt[0]);   /* a tokenizer that adds no BOS */
     for (int i = 1; i < n_prompt; i++) print_token(e, prompt[i - 1], prompt[i]);
 
     /* as llama2.c: the forward at position pos yields the next token, up to position steps-1 */
@@ -720,7 +726,7 @@ static int *read_eval_tokens(engine *e, const char *path, int *n_out) {
     fclose(f);
     text[len] = '\0';
     if (strlen(text) != len) die(1, "eval file %s contains a NUL byte: not a text file", path);
-    int *ids = encode_text(e, text, 1, 0, n_out);
+    int *ids = encode_text(e, text, e->tok.add_bos, 0, n_out);
     free(text);
     if (*n_out < 2) die(1, "eval file %s has no text to score", path);
     return ids;
@@ -760,7 +766,7 @@ static void eval(engine *e, const int *ids, int n) {
 
 static void tokenize(engine *e, const options *o) {
     int n;
-    int *ids = encode_text(e, o->prompt, 1, 0, &n);
+    int *ids = encode_text(e, o->prompt, e->tok.add_bos, 0, &n);
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     printf("\n");
     free(ids);
@@ -782,6 +788,7 @@ int main(int argc, char **argv) {
 
     if (!strcmp(o.mode, "tokenize")) {
         load_tokenizer(&e, o.tokenizer, 0);
+        e.tok.parse_special = o.special;
         tokenize(&e, &o);
         close_engine(&e);
         return 0;
@@ -791,9 +798,13 @@ int main(int argc, char **argv) {
     /* the state's batch is the prompt's length, known only after encoding */
     load_checkpoint(&e, &o);
     if (!o.info || o.tokenizer_given) load_tokenizer(&e, o.tokenizer, e.model.cfg.vocab_size);
+    e.tok.parse_special = o.special;
 
     int n_prompt = 0, *prompt = NULL;
-    if (!strcmp(o.mode, "generate") && e.tok_file.data) prompt = encode_text(&e, o.prompt, 1, 0, &n_prompt);
+    if (!strcmp(o.mode, "generate") && e.tok_file.data) {
+        prompt = encode_text(&e, o.prompt, e.tok.add_bos, 0, &n_prompt);
+        if (n_prompt == 0) die(2, "the prompt is empty and this tokenizer adds no BOS: give a prompt with -i");
+    }
     if (is_eval && e.tok_file.data) prompt = read_eval_tokens(&e, o.eval_file, &n_prompt);
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;
     if (max_batch > PREFILL_BATCH_MAX) max_batch = PREFILL_BATCH_MAX;

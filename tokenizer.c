@@ -1,6 +1,9 @@
-/* tokenizer.c -- sentencepiece-BPE encoder/decoder over llama2.c's tokenizer.bin.
+/* tokenizer.c -- BPE encoders/decoders: sentencepiece BPE over llama2.c's
+ * tokenizer.bin (here), byte-level BPE over LTOK files (the section
+ * "byte-level BPE" below; FORMAT.md, "The tokenizer file"). tok_init tells
+ * them apart by the magic "LTOK".
  *
- * File format (little-endian): int32 max_token_length, then per entry a float32
+ * tokenizer.bin format (little-endian): int32 max_token_length, then per entry a float32
  * score, an int32 byte length and that many bytes (sentencepiece's U+2581 '▁'
  * already replaced by a space). The entry count is not stored.
  *
@@ -29,6 +32,7 @@
 #include <string.h>
 
 #include "engine/fmt.h"   /* llm__fmt: model.h's message formatter */
+#include "tokenizer_unicode.h"   /* \p{L}, \p{N} and NFC tables (tools/gen_unicode_tables.py) */
 
 /* Alignment of the 4-byte types carved out of the arena and the scratch. */
 struct tok_align_probe { char c; union { int i; unsigned u; float f; } x; };
@@ -38,6 +42,14 @@ struct tok_align_probe { char c; union { int i; unsigned u; float f; } x; };
  * then 257 ints of first-byte ranges into the sorted index */
 #define TOK_PER_ENTRY (sizeof(unsigned int) + sizeof(int) + sizeof(float) + sizeof(int))
 #define TOK_ARENA_FIXED (257 * sizeof(int))
+
+/* An LTOK file's header fields and section offsets (byte-level BPE, below). */
+typedef struct {
+    long vocab, merges, n_added;
+    uint32_t pre, norm, flags, tmpl, max_len, sys_len, pieces_size;
+    long bos, eos, eot;
+    uint64_t off_flags, off_ends, off_sorted, off_merges, off_sys, off_pieces;
+} ltok_info;
 
 typedef struct {      /* one symbol of the text being encoded */
     int start;        /* offset in the normalized text */
@@ -167,9 +179,19 @@ static long parse_file(const unsigned char *b, size_t n, int vocab_size, char *e
     return count;
 }
 
+static size_t ltok_arena_need(const ltok_info *h);
+static int ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info *h, char *err, size_t cap);
+static int is_ltok(const unsigned char *b, size_t n);
+
 size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size)
 {
-    long count = parse_file((const unsigned char *)bytes, n_bytes, vocab_size, NULL, 0);
+    long count;
+    if (is_ltok((const unsigned char *)bytes, n_bytes)) {
+        ltok_info h;
+        if (ltok_parse((const unsigned char *)bytes, n_bytes, vocab_size, &h, NULL, 0)) return 0;
+        return ltok_arena_need(&h) + (TOK_ALIGN - 1);
+    }
+    count = parse_file((const unsigned char *)bytes, n_bytes, vocab_size, NULL, 0);
     if (count < 0) return 0;
     return (size_t)count * TOK_PER_ENTRY + TOK_ARENA_FIXED + (TOK_ALIGN - 1);
 }
@@ -193,7 +215,7 @@ static int byte_of(const tok_tokenizer *t, int id)
 {
     const unsigned char *p;
     int hi, lo;
-    if (t->piece_len[id] != 6) return -1;
+    if (t->kind == TOK_KIND_BYTE_LEVEL || t->piece_len[id] != 6) return -1;
     p = t->bytes + t->piece_offset[id];
     if (p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
     hi = hexval(p[3]);
@@ -205,6 +227,7 @@ static int byte_of(const tok_tokenizer *t, int id)
 /* Pieces that lookup and merges may produce: not <unk>/<s>/</s>, not <0xNN>. */
 static int is_normal(const tok_tokenizer *t, int id)
 {
+    if (t->kind == TOK_KIND_BYTE_LEVEL) return t->token_flags[id] == 0;
     return id > TOK_EOS && byte_of(t, id) < 0;   /* the file's control ids are 0..2 */
 }
 
@@ -253,6 +276,9 @@ static void sort_ids(const tok_tokenizer *t, int *a, int n)
     }
 }
 
+static int ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab_size,
+                     void *arena, size_t arena_size);
+
 int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size,
              void *arena, size_t arena_size)
 {
@@ -280,11 +306,23 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     t->sorted = NULL;
     t->first_byte = NULL;
     t->word_split = 0;
+    t->parse_special = 0;
+    t->kind = TOK_KIND_SENTENCEPIECE;
+    t->pre_tokenizer = 0;
+    t->normalizer = TOK_NORM_NONE;
+    t->ignore_merges = 0;
+    t->token_flags = NULL;
+    t->merges = NULL;
+    t->n_merges = 0;
+    t->added = NULL;
+    t->n_added = 0;
+    t->added_first = NULL;
     for (i = 0; i < 256; i++) {
         t->byte_token[i] = -1;
         t->byte_value[i] = (unsigned char)i;
     }
     t->error[0] = '\0';
+    if (is_ltok(b, n_bytes)) return ltok_init(t, b, n_bytes, vocab_size, arena, arena_size);
 
     count = parse_file(b, n_bytes, vocab_size, t->error, sizeof t->error);
     if (count < 0) return TOK_ERR_FORMAT;
@@ -426,15 +464,27 @@ static size_t scratch_need(size_t n, size_t pad)
 }
 
 /* Short enough for int offsets and for scratch_need not to overflow size_t? */
+/* Scratch bytes per byte of text of the byte-level path (bl_scratch_need): 3
+ * bytes of normalized text, each with a symbol (3 ints) and a heap entry (2
+ * ints), and at most one byte of merge cache; its constant part is below 64. */
+#define BL_PER_BYTE (3 * (1 + 5 * sizeof(int)) + 1)
+
 static int text_len_ok(size_t n)
 {
-    size_t per = sizeof(tok_symbol) + 2 * sizeof(tok_pair) + 3;
+    size_t sp = sizeof(tok_symbol) + 2 * sizeof(tok_pair) + 3;
+    size_t per = sp > BL_PER_BYTE ? sp : BL_PER_BYTE;
     return n <= TOK_MAX_TEXT && n <= (SIZE_MAX - 64 - sizeof(tok_symbol)) / per;
 }
 
+static size_t bl_scratch_need(size_t n, size_t pad);
+
 size_t tok_encode_scratch_size(size_t text_len)
 {
-    return text_len_ok(text_len) ? scratch_need(text_len, TOK_ALIGN - 1) : 0;
+    size_t sp, bl;
+    if (!text_len_ok(text_len)) return 0;
+    sp = scratch_need(text_len, TOK_ALIGN - 1);
+    bl = bl_scratch_need(text_len, TOK_ALIGN - 1);
+    return sp > bl ? sp : bl;   /* either kind of file */
 }
 
 size_t tok_max_tokens(size_t text_len)
@@ -501,6 +551,942 @@ static void emit(int *tokens, int max_tokens, int *count, int id)
     if (*count < INT_MAX) (*count)++;
 }
 
+/* ---- byte-level BPE (LTOK files) ---- */
+
+/* LTOK file (FORMAT.md, "The tokenizer file"): a 64-byte header, then
+ * u8 token_flags[V] (padded to 4), u32 piece_end[V], u32 sorted[V],
+ * n_merges x {u32 left, right, rank, result}, the default system prompt,
+ * the piece bytes. Everything is read in place; tok_init copies offsets,
+ * lengths and the sorted index into the arena.
+ *
+ * Encoding, as @huggingface/tokenizers (JavaScript) does it: added tokens (and
+ * special ones when asked) are cut out of the raw text; each piece between them
+ * gets U+FFFD for its invalid UTF-8, NFC when the file asks, and the family's
+ * pre-tokenizer regex, written out as a matcher per pattern; each pre-token's
+ * bytes are then merged by rank with a min-heap of candidate pairs checked
+ * when popped. O(n log n) in the text's length. */
+#define LTOK_HEADER 64
+#define LTOK_MAX_VOCAB (1L << 22)
+#define LTOK_MAX_MERGES (1L << 26)
+
+
+static int is_ltok(const unsigned char *b, size_t n)
+{
+    return b && n >= 4 && b[0] == 'L' && b[1] == 'T' && b[2] == 'O' && b[3] == 'K';
+}
+
+static uint32_t ltok_start(const unsigned char *b, const ltok_info *h, long i)
+{
+    return i ? rd_u32(b + h->off_ends + 4 * (uint64_t)(i - 1)) : 0;
+}
+
+static uint32_t ltok_end(const unsigned char *b, const ltok_info *h, long i)
+{
+    return rd_u32(b + h->off_ends + 4 * (uint64_t)i);
+}
+
+/* bytes of piece i compared with piece j: <0, 0, >0 */
+static int ltok_cmp(const unsigned char *b, const ltok_info *h, long i, long j)
+{
+    const unsigned char *p = b + h->off_pieces + ltok_start(b, h, i);
+    const unsigned char *q = b + h->off_pieces + ltok_start(b, h, j);
+    uint32_t pl = ltok_end(b, h, i) - ltok_start(b, h, i), ql = ltok_end(b, h, j) - ltok_start(b, h, j);
+    uint32_t m = pl < ql ? pl : ql, k;
+    for (k = 0; k < m; k++)
+        if (p[k] != q[k]) return p[k] < q[k] ? -1 : 1;
+    return pl < ql ? -1 : pl > ql;
+}
+
+/* Validate the whole LTOK file (every offset in 64 bits). 0 or -1 with a message. */
+static int ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info *h, char *err, size_t cap)
+{
+    uint32_t version, hsize, kind;
+    uint64_t end;
+    long i;
+    int seen[256];
+
+    if (n < LTOK_HEADER) {
+        llm__fmt(err, cap, "LTOK tokenizer truncated: %lu bytes, the header alone is %d",
+                 (unsigned long)n, LTOK_HEADER);
+        return -1;
+    }
+    version = rd_u32(b + 4);
+    hsize = rd_u32(b + 8);
+    kind = rd_u32(b + 12);
+    if (version != 1) {
+        llm__fmt(err, cap, "LTOK tokenizer version %lu: this build reads version 1%s",
+                 (unsigned long)version, version > 1 ? " (update the engine)" : "");
+        return -1;
+    }
+    if (hsize != LTOK_HEADER) {
+        llm__fmt(err, cap, "bad LTOK header: header_size %lu, expected %d", (unsigned long)hsize, LTOK_HEADER);
+        return -1;
+    }
+    if (kind != TOK_KIND_BYTE_LEVEL) {
+        llm__fmt(err, cap, "LTOK tokenizer kind %lu not supported (1: byte-level BPE; "
+                 "sentencepiece vocabularies use llama2.c's tokenizer.bin)", (unsigned long)kind);
+        return -1;
+    }
+    h->pre = rd_u32(b + 16);
+    h->norm = rd_u32(b + 20);
+    h->flags = rd_u32(b + 24);
+    h->vocab = rd_i32(b + 28);
+    h->merges = rd_i32(b + 32);
+    h->bos = rd_i32(b + 36);
+    h->eos = rd_i32(b + 40);
+    h->eot = rd_i32(b + 44);
+    h->tmpl = rd_u32(b + 48);
+    h->max_len = rd_u32(b + 52);
+    h->sys_len = rd_u32(b + 56);
+    h->pieces_size = rd_u32(b + 60);
+    if (h->pre < TOK_PRE_GPT2 || h->pre > TOK_PRE_SMOLLM) {
+        llm__fmt(err, cap, "bad LTOK header: unknown pre_tokenizer %lu", (unsigned long)h->pre);
+        return -1;
+    }
+    if (h->norm > TOK_NORM_NFC) {
+        llm__fmt(err, cap, "bad LTOK header: unknown normalizer %lu", (unsigned long)h->norm);
+        return -1;
+    }
+    if (h->flags & ~3u) {
+        llm__fmt(err, cap, "bad LTOK header: flags %lu has unknown bits (0..3)", (unsigned long)h->flags);
+        return -1;
+    }
+    if (h->tmpl > TOK_CHAT_CHATML) {
+        llm__fmt(err, cap, "bad LTOK header: unknown chat_template %lu", (unsigned long)h->tmpl);
+        return -1;
+    }
+    if (h->vocab < 256 || h->vocab > LTOK_MAX_VOCAB) {
+        llm__fmt(err, cap, "bad LTOK header: vocab_size %ld outside 256..%ld", h->vocab, LTOK_MAX_VOCAB);
+        return -1;
+    }
+    if (vocab_size > 0 && h->vocab > vocab_size) {
+        llm__fmt(err, cap, "tokenizer has %ld entries, the model only %d: wrong tokenizer file?",
+                 h->vocab, vocab_size);
+        return -1;
+    }
+    if (h->merges < 0 || h->merges > LTOK_MAX_MERGES) {
+        llm__fmt(err, cap, "bad LTOK header: n_merges %ld outside 0..%ld", h->merges, LTOK_MAX_MERGES);
+        return -1;
+    }
+    if (h->bos < -1 || h->bos >= h->vocab || h->eos < -1 || h->eos >= h->vocab ||
+        h->eot < -1 || h->eot >= h->vocab) {
+        llm__fmt(err, cap, "bad LTOK header: bos %ld / eos %ld / eot %ld not -1 or an id below %ld",
+                 h->bos, h->eos, h->eot, h->vocab);
+        return -1;
+    }
+    if ((h->flags & 1) && h->bos < 0) {
+        llm__fmt(err, cap, "bad LTOK header: add_bos is set but bos_id is -1");
+        return -1;
+    }
+    if (h->max_len < 1 || h->max_len > 65536) {
+        llm__fmt(err, cap, "bad LTOK header: max_token_length %lu outside 1..65536", (unsigned long)h->max_len);
+        return -1;
+    }
+    h->off_flags = LTOK_HEADER;
+    h->off_ends = h->off_flags + (((uint64_t)h->vocab + 3) & ~(uint64_t)3);
+    h->off_sorted = h->off_ends + 4 * (uint64_t)h->vocab;
+    h->off_merges = h->off_sorted + 4 * (uint64_t)h->vocab;
+    h->off_sys = h->off_merges + 16 * (uint64_t)h->merges;
+    h->off_pieces = h->off_sys + h->sys_len;
+    end = h->off_pieces + h->pieces_size;
+    if (end != (uint64_t)n) {
+        llm__fmt(err, cap, "LTOK tokenizer %s: the header implies %llu bytes, the file has %lu",
+                 end > (uint64_t)n ? "truncated" : "has trailing bytes", (unsigned long long)end,
+                 (unsigned long)n);
+        return -1;
+    }
+    h->n_added = 0;
+    for (i = 0; i < h->vocab; i++) {
+        unsigned f = b[h->off_flags + i];
+        if (f & ~3u) {
+            llm__fmt(err, cap, "bad LTOK token %ld: flags %u has unknown bits (0..3)", i, f);
+            return -1;
+        }
+        if (f) h->n_added++;
+    }
+    for (i = 0; i < 256; i++) seen[i] = 0;
+    for (i = 0; i < h->vocab; i++) {
+        uint32_t s = ltok_start(b, h, i), e = ltok_end(b, h, i);
+        if (e < s || e > h->pieces_size || e - s == 0 || e - s > h->max_len) {
+            llm__fmt(err, cap, "bad LTOK token %ld: piece bytes %lu..%lu (pieces hold %lu, "
+                     "max_token_length %lu; pieces are not empty)", i, (unsigned long)s,
+                     (unsigned long)e, (unsigned long)h->pieces_size, (unsigned long)h->max_len);
+            return -1;
+        }
+        if (e - s == 1 && !b[h->off_flags + i]) seen[b[h->off_pieces + s]] = 1;
+    }
+    for (i = 0; i < 256; i++)
+        if (!seen[i]) {
+            llm__fmt(err, cap, "bad LTOK vocabulary: no piece for the byte %lu "
+                     "(a byte-level vocabulary has all 256)", (unsigned long)i);
+            return -1;
+        }
+    for (i = 0; i < h->vocab; i++) {
+        uint32_t id = rd_u32(b + h->off_sorted + 4 * (uint64_t)i);
+        if (id >= (uint32_t)h->vocab) {
+            llm__fmt(err, cap, "bad LTOK sorted index: entry %ld is %lu, not an id", i, (unsigned long)id);
+            return -1;
+        }
+        if (i > 0 && ltok_cmp(b, h, (long)rd_u32(b + h->off_sorted + 4 * (uint64_t)(i - 1)), (long)id) >= 0) {
+            llm__fmt(err, cap, "bad LTOK sorted index: entries %ld and %ld out of order or "
+                     "equal pieces", i - 1, i);
+            return -1;
+        }
+    }
+    for (i = 0; i < h->merges; i++) {
+        const unsigned char *m = b + h->off_merges + 16 * (uint64_t)i;
+        uint32_t l = rd_u32(m), r = rd_u32(m + 4), res = rd_u32(m + 12), ls, rs, os;
+        if (l >= (uint32_t)h->vocab || r >= (uint32_t)h->vocab || res >= (uint32_t)h->vocab) {
+            llm__fmt(err, cap, "bad LTOK merge %ld: ids %lu %lu -> %lu not below %ld", i,
+                     (unsigned long)l, (unsigned long)r, (unsigned long)res, h->vocab);
+            return -1;
+        }
+        if (i > 0) {
+            uint32_t pl = rd_u32(m - 16), pr = rd_u32(m - 12);
+            if (pl > l || (pl == l && pr >= r)) {
+                llm__fmt(err, cap, "bad LTOK merge %ld: not sorted by (left, right) ids", i);
+                return -1;
+            }
+        }
+        if (rd_u32(m + 8) > (uint32_t)INT_MAX) {
+            llm__fmt(err, cap, "bad LTOK merge %ld: rank %lu above 2^31 - 1", i, (unsigned long)rd_u32(m + 8));
+            return -1;
+        }
+        if (b[h->off_flags + l] || b[h->off_flags + r] || b[h->off_flags + res]) {
+            llm__fmt(err, cap, "bad LTOK merge %ld: involves a special or added token", i);
+            return -1;
+        }
+        ls = ltok_end(b, h, l) - ltok_start(b, h, l);
+        rs = ltok_end(b, h, r) - ltok_start(b, h, r);
+        os = ltok_start(b, h, res);
+        if (ltok_end(b, h, res) - os != ls + rs ||
+            memcmp(b + h->off_pieces + os, b + h->off_pieces + ltok_start(b, h, l), ls) ||
+            memcmp(b + h->off_pieces + os + ls, b + h->off_pieces + ltok_start(b, h, r), rs)) {
+            llm__fmt(err, cap, "bad LTOK merge %ld: token %lu is not tokens %lu and %lu joined", i,
+                     (unsigned long)res, (unsigned long)l, (unsigned long)r);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static size_t ltok_arena_need(const ltok_info *h)
+{
+    return (size_t)h->vocab * 3 * sizeof(int) + (size_t)h->n_added * sizeof(int) + 2 * TOK_ARENA_FIXED;
+}
+
+static int ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab_size,
+                     void *arena, size_t arena_size)
+{
+    ltok_info h;
+    size_t pad, need;
+    unsigned char *a;
+    long i;
+    int c, k;
+
+    if (ltok_parse(b, n, vocab_size, &h, t->error, sizeof t->error)) return TOK_ERR_FORMAT;
+    pad = arena ? align_pad(arena) : 0;
+    need = pad + ltok_arena_need(&h);
+    if (!arena || arena_size < need) {
+        llm__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
+                 (unsigned long)(arena ? arena_size : 0), (unsigned long)need);
+        return TOK_ERR_ARENA;
+    }
+    a = (unsigned char *)arena + pad;
+    t->piece_offset = (unsigned int *)(void *)a;
+    a += (size_t)h.vocab * sizeof(unsigned int);
+    t->piece_len = (int *)(void *)a;
+    a += (size_t)h.vocab * sizeof(int);
+    t->sorted = (int *)(void *)a;
+    a += (size_t)h.vocab * sizeof(int);
+    t->first_byte = (int *)(void *)a;
+    a += TOK_ARENA_FIXED;
+    t->added_first = (int *)(void *)a;
+    a += TOK_ARENA_FIXED;
+    t->added = (int *)(void *)a;
+
+    t->kind = TOK_KIND_BYTE_LEVEL;
+    t->pre_tokenizer = (int)h.pre;
+    t->normalizer = (int)h.norm;
+    t->ignore_merges = (h.flags & 2) != 0;
+    t->add_bos = (h.flags & 1) != 0;
+    t->bos_id = (int)h.bos;
+    t->eos_id = (int)h.eos;
+    t->eot_id = (int)h.eot;
+    t->chat_template = (int)h.tmpl;
+    t->max_token_length = (int)h.max_len;
+    t->default_system = h.sys_len ? (const char *)(b + h.off_sys) : NULL;
+    t->default_system_len = h.sys_len;
+    t->token_flags = b + h.off_flags;
+    t->merges = b + h.off_merges;
+    t->n_merges = (int)h.merges;
+    t->vocab_size = (int)h.vocab;
+    for (i = 0; i < h.vocab; i++) {
+        uint32_t s = ltok_start(b, &h, i);
+        t->piece_offset[i] = (unsigned int)(h.off_pieces + s);
+        t->piece_len[i] = (int)(ltok_end(b, &h, i) - s);
+        t->sorted[i] = (int)rd_u32(b + h.off_sorted + 4 * (uint64_t)i);
+    }
+    for (i = 0; i < h.vocab; i++)
+        if (t->piece_len[i] == 1 && !t->token_flags[i]) t->byte_token[b[t->piece_offset[i]]] = (int)i;
+    /* first-byte ranges of the sorted index, and the special/added ids in sorted order */
+    t->n_added = 0;
+    for (c = 0, k = 0; k < t->vocab_size; k++) {
+        int id = t->sorted[k];
+        while (c <= b[t->piece_offset[id]]) t->first_byte[c++] = k;
+        if (t->token_flags[id]) t->added[t->n_added++] = id;
+    }
+    while (c <= 256) t->first_byte[c++] = t->vocab_size;
+    for (c = 0, k = 0; k < t->n_added; k++) {
+        int id = t->added[k];
+        while (c <= b[t->piece_offset[id]]) t->added_first[c++] = k;
+    }
+    while (c <= 256) t->added_first[c++] = t->n_added;
+    return 0;
+}
+
+/* Rank and result of merging pieces l and r, or -1 when no merge joins them. */
+static long merge_rank(const tok_tokenizer *t, int l, int r, int *result)
+{
+    long lo = 0, hi = t->n_merges;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        const unsigned char *m = t->merges + 16 * (size_t)mid;
+        uint32_t ml = rd_u32(m), mr = rd_u32(m + 4);
+        if (ml < (uint32_t)l || (ml == (uint32_t)l && mr < (uint32_t)r)) lo = mid + 1;
+        else if (ml == (uint32_t)l && mr == (uint32_t)r) {
+            *result = (int)rd_u32(m + 12);
+            return (long)rd_u32(m + 8);
+        } else hi = mid;
+    }
+    return -1;
+}
+
+/* ---- Unicode classes (tables: tokenizer_unicode.h) ---- */
+
+enum { CL_OTHER, CL_L, CL_N, CL_WS };
+
+static int in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c < r[mid][0]) hi = mid;
+        else if (c > r[mid][1]) lo = mid + 1;
+        else return 1;
+    }
+    return 0;
+}
+
+/* Whitespace: the White_Space property (PropList.txt, unchanged since Unicode
+ * 6.3) as the tokenizers' rewritten Split patterns use it; js: JavaScript's \s
+ * (White_Space without U+0085, with U+FEFF) as their built-in ByteLevel
+ * pattern has it. */
+static int is_space(uint32_t c, int js)
+{
+    if (c == 0x85) return !js;
+    if (c == 0xFEFF) return js;
+    return (c >= 9 && c <= 13) || c == 0x20 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+static int char_class(uint32_t c, int js)
+{
+    if (c < 0x80) {
+        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return CL_L;
+        if (c >= '0' && c <= '9') return CL_N;
+        return (c >= 9 && c <= 13) || c == ' ' ? CL_WS : CL_OTHER;
+    }
+    if (is_space(c, js)) return CL_WS;
+    if (in_ranges(tok__letters, sizeof tok__letters / sizeof tok__letters[0], c)) return CL_L;
+    if (in_ranges(tok__numbers, sizeof tok__numbers / sizeof tok__numbers[0], c)) return CL_N;
+    return CL_OTHER;
+}
+
+/* The code point at s[i] (well-formed UTF-8, i < e) and its length. */
+static uint32_t cp_at(const unsigned char *s, size_t i, size_t e, size_t *len)
+{
+    unsigned char c = s[i];
+    (void)e;
+    if (c < 0x80) { *len = 1; return c; }
+    if (c < 0xE0) { *len = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[i + 1] & 0x3F); }
+    if (c < 0xF0) {
+        *len = 3;
+        return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+    }
+    *len = 4;
+    return ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
+           ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+}
+
+/* End of the run of class `cl` characters starting at i. */
+static size_t run_of(const unsigned char *s, size_t i, size_t e, int cl, int js)
+{
+    while (i < e) {
+        size_t l;
+        uint32_t c = cp_at(s, i, e, &l);
+        if (char_class(c, js) != cl) break;
+        i += l;
+    }
+    return i;
+}
+
+/* The whitespace alternatives shared by the patterns, at a whitespace char:
+ * \s+(?!\S) (the run but its last char when a non-space follows), else \s+
+ * (one char). Llama 3 and Qwen2 try \s*[\r\n]+ first (up to the run's last
+ * \r or \n). */
+static size_t match_space(const unsigned char *s, size_t i, size_t e, int js, int newlines)
+{
+    size_t j = i, last = i, nl_end = 0;
+    while (j < e) {
+        size_t l;
+        uint32_t c = cp_at(s, j, e, &l);
+        if (char_class(c, js) != CL_WS) break;
+        if (newlines && (c == '\r' || c == '\n')) nl_end = j + l;
+        last = j;
+        j += l;
+    }
+    if (nl_end) return nl_end - i;
+    if (j == e || last == i) return j - i;   /* \s+(?!\S) to the end; \s+ of one char */
+    return last - i;                          /* \s+(?!\S): all but the last */
+}
+
+/* Length of GPT-2's pattern match at i (JavaScript's \s). */
+static size_t match_gpt2(const unsigned char *s, size_t i, size_t e)
+{
+    size_t l0, l1;
+    uint32_t c0 = cp_at(s, i, e, &l0);
+    int cl;
+    if (c0 == '\'' && i + 1 < e) {
+        unsigned char a = s[i + 1], b2 = i + 2 < e ? s[i + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+        if ((a == 'r' && b2 == 'e') || (a == 'v' && b2 == 'e') || (a == 'l' && b2 == 'l')) return 3;
+    }
+    if (c0 == ' ' && i + 1 < e) {
+        cl = char_class(cp_at(s, i + 1, e, &l1), 1);
+        if (cl != CL_WS) return run_of(s, i + 1, e, cl, 1) - i;
+    }
+    cl = char_class(c0, 1);
+    if (cl != CL_WS) return run_of(s, i, e, cl, 1) - i;
+    return match_space(s, i, e, 1, 0);
+}
+
+/* Length of Llama 3's (max_digits 3) or Qwen2's (1) pattern match at i (White_Space). */
+static size_t match_llama3(const unsigned char *s, size_t i, size_t e, int max_digits)
+{
+    size_t l0, l1, j;
+    uint32_t c0 = cp_at(s, i, e, &l0);
+    int cl0 = char_class(c0, 0), k;
+    if (c0 == '\'' && i + 1 < e) {   /* (?i:'s|'t|'re|'ve|'m|'ll|'d), ASCII case folding */
+        unsigned char a = s[i + 1] | 0x20, b2 = i + 2 < e ? s[i + 2] | 0x20 : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+        if ((a == 'r' && b2 == 'e') || (a == 'v' && b2 == 'e') || (a == 'l' && b2 == 'l')) return 3;
+    }
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (cl0 == CL_L) return run_of(s, i, e, CL_L, 0) - i;
+    if (c0 != '\r' && c0 != '\n' && cl0 != CL_N && i + l0 < e &&
+        char_class(cp_at(s, i + l0, e, &l1), 0) == CL_L)
+        return run_of(s, i + l0, e, CL_L, 0) - i;
+    /* \p{N}{1,3} */
+    if (cl0 == CL_N) {
+        for (j = i, k = 0; j < e && k < max_digits; k++) {
+            size_t l;
+            if (char_class(cp_at(s, j, e, &l), 0) != CL_N) break;
+            j += l;
+        }
+        return j - i;
+    }
+    /* ' '?[^\s\p{L}\p{N}]+[\r\n]* */
+    j = (size_t)-1;
+    if (cl0 == CL_OTHER) j = run_of(s, i, e, CL_OTHER, 0);
+    else if (c0 == ' ' && i + 1 < e && char_class(cp_at(s, i + 1, e, &l1), 0) == CL_OTHER)
+        j = run_of(s, i + 1, e, CL_OTHER, 0);
+    if (j != (size_t)-1) {
+        while (j < e && (s[j] == '\r' || s[j] == '\n')) j++;
+        return j - i;
+    }
+    /* \s*[\r\n]+ | \s+(?!\S) | \s+ */
+    return match_space(s, i, e, 0, 1);
+}
+
+/* The bytes-to-symbols BPE of one pre-token s[0..L): byte pieces merged by
+ * rank, lowest first, ties to the leftmost pair. Symbol k starts at byte k;
+ * a merged-away symbol has id -1. The heap holds (rank, left symbol) pairs
+ * checked when popped; when full (L entries) it drops its stale entries
+ * (at most L - 1 are live). */
+typedef struct { int prev, next, id; } bl_symbol;
+typedef struct { int rank, left; } bl_pair;   /* ranks are below 2^31 (ltok_parse) */
+/* BL_PER_BYTE counts on these sizes */
+typedef char bl_sizes_checked[sizeof(bl_symbol) == 3 * sizeof(int) && sizeof(bl_pair) == 2 * sizeof(int) ? 1 : -1];
+
+/* A direct-mapped cache of merge lookups (a word repeats its pairs: 1 MB of
+ * one letter asks for the same few thousand times over). */
+#define BL_CACHE 4096
+typedef struct { int left, right, rank, result; } bl_cached;
+
+typedef struct {      /* tok_encode's byte-level path: output and scratch */
+    const tok_tokenizer *t;
+    int *tokens;
+    int max_tokens, count;
+    bl_symbol *sym;
+    bl_pair *heap;
+    bl_cached *cache; /* (cache_mask + 1,) */
+    size_t cache_mask;
+} bl_out;
+
+/* merge_rank through the cache */
+static int bl_rank(bl_out *o, int l, int r, int *result)
+{
+    bl_cached *c = &o->cache[((unsigned)l * 2654435761u ^ (unsigned)r * 40503u) & o->cache_mask];
+    if (c->left != l || c->right != r) {
+        c->rank = (int)merge_rank(o->t, l, r, &c->result);
+        c->left = l;
+        c->right = r;
+    }
+    *result = c->result;
+    return c->rank;
+}
+
+static int bl_better(const bl_pair *a, const bl_pair *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static void bl_sift_down(bl_pair *h, int n, int i)
+{
+    bl_pair x = h[i];
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bl_better(&h[c + 1], &h[c])) c++;
+        if (!bl_better(&h[c], &x)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+/* Is the heap entry p still the merge of its symbol with the next one? */
+static int bl_live(bl_out *o, bl_pair p, int *result)
+{
+    const bl_symbol *sym = o->sym;
+    int nx;
+    if (sym[p.left].id < 0 || (nx = sym[p.left].next) < 0) return 0;
+    return bl_rank(o, sym[p.left].id, sym[nx].id, result) == p.rank;
+}
+
+static void bl_push(bl_out *o, int *hn, int cap, int left)
+{
+    bl_symbol *sym = o->sym;
+    bl_pair p, *h = o->heap;
+    int res, i;
+    if (left < 0 || sym[left].next < 0) return;
+    p.rank = bl_rank(o, sym[left].id, sym[sym[left].next].id, &res);
+    if (p.rank < 0) return;
+    p.left = left;
+    if (*hn == cap) {   /* compact: keep the live entries, heapify */
+        int k, m = 0;
+        for (k = 0; k < *hn; k++)
+            if (bl_live(o, h[k], &res)) h[m++] = h[k];
+        *hn = m;
+        for (k = m / 2 - 1; k >= 0; k--) bl_sift_down(h, m, k);
+    }
+    i = (*hn)++;
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!bl_better(&p, &h[parent])) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = p;
+}
+
+static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl_out *o)
+{
+    int k, n = (int)L, hn = 0, res;
+    bl_symbol *sym = o->sym;
+    if (L == 0) return;
+    if (L == 1) {
+        emit(o->tokens, o->max_tokens, &o->count, t->byte_token[s[0]]);
+        return;
+    }
+    if (t->ignore_merges && L <= (size_t)t->max_token_length) {
+        int id = lookup(t, s, n);
+        if (id >= 0) {
+            emit(o->tokens, o->max_tokens, &o->count, id);
+            return;
+        }
+    }
+    for (k = 0; k < n; k++) {
+        sym[k].prev = k - 1;
+        sym[k].next = k + 1 < n ? k + 1 : -1;
+        sym[k].id = t->byte_token[s[k]];
+    }
+    for (k = 0; k + 1 < n; k++) bl_push(o, &hn, n, k);
+    while (hn > 0) {
+        bl_pair top = o->heap[0];
+        int left = top.left, right, next;
+        o->heap[0] = o->heap[--hn];
+        if (hn > 0) bl_sift_down(o->heap, hn, 0);
+        if (!bl_live(o, top, &res)) continue;
+        right = sym[left].next;
+        next = sym[right].next;
+        sym[left].id = res;
+        sym[left].next = next;
+        if (next >= 0) sym[next].prev = left;
+        sym[right].id = -1;
+        bl_push(o, &hn, n, sym[left].prev);
+        bl_push(o, &hn, n, left);
+    }
+    for (k = 0; k >= 0; k = sym[k].next) emit(o->tokens, o->max_tokens, &o->count, sym[k].id);
+}
+
+/* Pre-tokenize s[a..e) (text between special tokens) and merge each pre-token. */
+static void bl_segment(const tok_tokenizer *t, const unsigned char *s, size_t a, size_t e, bl_out *o)
+{
+    size_t i = a, len;
+    while (i < e) {
+        if (t->pre_tokenizer == TOK_PRE_SMOLLM) {
+            /* Digits(individual_digits): each ASCII digit alone (the JavaScript
+             * tokenizers' \d), the runs between them through GPT-2's pattern */
+            size_t j = i;
+            if (s[i] >= '0' && s[i] <= '9') {
+                bl_word(t, s + i, 1, o);
+                i++;
+                continue;
+            }
+            while (j < e && !(s[j] >= '0' && s[j] <= '9')) j++;
+            while (i < j) {
+                len = match_gpt2(s, i, j);
+                bl_word(t, s + i, len, o);
+                i += len;
+            }
+            continue;
+        }
+        if (t->pre_tokenizer == TOK_PRE_GPT2) len = match_gpt2(s, i, e);
+        else len = match_llama3(s, i, e, t->pre_tokenizer == TOK_PRE_LLAMA3 ? 3 : 1);
+        bl_word(t, s + i, len, o);
+        i += len;
+    }
+}
+
+/* The longest special (when t->parse_special) or added token at s[0..n), or 0. */
+static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t n, int *id)
+{
+    int lo = t->added_first[s[0]], hi = t->added_first[s[0] + 1];
+    size_t k = 1, best = 0;
+    for (;;) {
+        while (lo < hi && (size_t)t->piece_len[t->added[lo]] == k) {
+            int a = t->added[lo++];
+            if (t->parse_special || !(t->token_flags[a] & TOK_FLAG_SPECIAL)) {
+                best = k;
+                *id = a;
+            }
+        }
+        if (lo >= hi || k >= n) break;
+        {   /* narrow to the pieces whose byte k is s[k] */
+            unsigned char c = s[k];
+            int x = lo, y = hi;
+            while (x < y) {
+                int mid = x + (y - x) / 2;
+                if (t->bytes[t->piece_offset[t->added[mid]] + k] < c) x = mid + 1;
+                else y = mid;
+            }
+            lo = x;
+            y = hi;
+            while (x < y) {
+                int mid = x + (y - x) / 2;
+                if (t->bytes[t->piece_offset[t->added[mid]] + k] <= c) x = mid + 1;
+                else y = mid;
+            }
+            hi = x;
+        }
+        k++;
+    }
+    return best;
+}
+
+/* Bytes of the next well-formed character at s (*valid 1), or of the maximal
+ * invalid subpart there (*valid 0): the lead byte and the continuation bytes
+ * that could still have completed it, or one byte (the WHATWG decoder's rule). */
+static size_t utf8_step(const unsigned char *s, size_t n, int *valid)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t need, k, j;
+    *valid = 1;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        *valid = 0;
+        return 1;
+    }
+    for (j = 1, k = 0; k < need && j < n && s[j] >= lo && s[j] <= hi; k++, j++) {
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    *valid = k == need;
+    return j;
+}
+
+/* s[0..n) with each maximal invalid subpart replaced by U+FFFD; out has room
+ * for 3n bytes. Returns the length. */
+static size_t utf8_replace(unsigned char *out, const unsigned char *s, size_t n)
+{
+    size_t i = 0, p = 0;
+    while (i < n) {
+        int valid;
+        size_t l = utf8_step(s + i, n - i, &valid);
+        if (valid) {
+            memcpy(out + p, s + i, l);
+            p += l;
+        } else {
+            out[p] = 0xEF; out[p + 1] = 0xBF; out[p + 2] = 0xBD;
+            p += 3;
+        }
+        i += l;
+    }
+    return p;
+}
+
+/* ---- NFC (tables: tokenizer_unicode.h) ---- */
+
+#define NFC_CP(w) ((w) & 0x1FFFFFu)
+#define NFC_CCC(w) ((w) >> 24)
+
+static unsigned nfc_ccc(uint32_t c)
+{
+    size_t lo = 0, hi = sizeof tok__ccc / sizeof tok__ccc[0];
+    if (c < 0x300) return 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c < tok__ccc[mid][0]) hi = mid;
+        else if (c > (tok__ccc[mid][1] & 0xFFFFFFu)) lo = mid + 1;
+        else return tok__ccc[mid][1] >> 24;
+    }
+    return 0;
+}
+
+/* The primary composite of a and b, or 0 (Hangul by its formula). */
+static uint32_t nfc_compose(uint32_t a, uint32_t b)
+{
+    size_t lo = 0, hi = sizeof tok__comp / sizeof tok__comp[0];
+    if (a >= 0x1100 && a <= 0x1112 && b >= 0x1161 && b <= 0x1175)
+        return 0xAC00 + ((a - 0x1100) * 21 + (b - 0x1161)) * 28;
+    if (a >= 0xAC00 && a <= 0xD7A3 && (a - 0xAC00) % 28 == 0 && b >= 0x11A8 && b <= 0x11C2)
+        return a + (b - 0x11A7);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tok__comp[mid][0] < a || (tok__comp[mid][0] == a && tok__comp[mid][1] < b)) lo = mid + 1;
+        else if (tok__comp[mid][0] == a && tok__comp[mid][1] == b) return tok__comp[mid][2];
+        else hi = mid;
+    }
+    return 0;
+}
+
+/* Append c's full canonical decomposition to w (code point | ccc << 24). */
+static size_t nfc_decompose(uint32_t c, uint32_t *w)
+{
+    size_t lo = 0, hi = sizeof tok__decomp / sizeof tok__decomp[0], k, n;
+    if (c >= 0xAC00 && c <= 0xD7A3) {
+        uint32_t s = c - 0xAC00;
+        w[0] = 0x1100 + s / 588;
+        w[1] = 0x1161 + (s % 588) / 28;
+        if (s % 28 == 0) return 2;
+        w[2] = 0x11A7 + s % 28;
+        return 3;
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c < tok__decomp[mid][0]) hi = mid;
+        else if (c > tok__decomp[mid][0]) lo = mid + 1;
+        else {
+            const uint32_t *p = tok__decomp_pool + (tok__decomp[mid][1] >> 3);
+            n = tok__decomp[mid][1] & 7;
+            for (k = 0; k < n; k++) w[k] = p[k] | (uint32_t)nfc_ccc(p[k]) << 24;
+            return n;
+        }
+    }
+    w[0] = c | (uint32_t)nfc_ccc(c) << 24;
+    return 1;
+}
+
+/* Stable sort of w[0..n) by combining class (bottom-up merge sort through tmp). */
+static void nfc_sort(uint32_t *w, size_t n, uint32_t *tmp)
+{
+    size_t width, i;
+    for (width = 1; width < n; width *= 2) {
+        for (i = 0; i < n; i += 2 * width) {
+            size_t a = i, m = i + width < n ? i + width : n, e = i + 2 * width < n ? i + 2 * width : n;
+            size_t x = a, y = m, k = a;
+            while (x < m && y < e) tmp[k++] = NFC_CCC(w[y]) < NFC_CCC(w[x]) ? w[y++] : w[x++];
+            while (x < m) tmp[k++] = w[x++];
+            while (y < e) tmp[k++] = w[y++];
+        }
+        memcpy(w, tmp, n * sizeof *w);
+    }
+}
+
+static size_t put_utf8(unsigned char *o, uint32_t c)
+{
+    if (c < 0x80) { o[0] = (unsigned char)c; return 1; }
+    if (c < 0x800) { o[0] = (unsigned char)(0xC0 | c >> 6); o[1] = (unsigned char)(0x80 | (c & 0x3F)); return 2; }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | c >> 12);
+        o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | c >> 18);
+    o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+/* NFC of the well-formed UTF-8 s[0..len), in place; returns the new length.
+ * The result is at most 3 times as long as the raw text it came from (the
+ * table generator checks it), which the caller leaves room for. work holds
+ * 2 * 3 * len code points. Canonical decomposition, canonical ordering, then
+ * the composition algorithm of UAX #15. */
+static size_t nfc_inplace(unsigned char *s, size_t len, uint32_t *work)
+{
+    size_t i, m = 0, k, out;
+    int unstable = 0;
+    for (i = 0; i < len && !unstable;) {
+        size_t l;
+        uint32_t c = cp_at(s, i, len, &l);
+        unstable = c >= 0x300 &&
+                   in_ranges(tok__nfc_unstable, sizeof tok__nfc_unstable / sizeof tok__nfc_unstable[0], c);
+        i += l;
+    }
+    if (!unstable) return len;   /* already NFC */
+    for (i = 0; i < len;) {
+        size_t l;
+        uint32_t c = cp_at(s, i, len, &l);
+        m += nfc_decompose(c, work + m);
+        i += l;
+    }
+    for (i = 0; i < m;) {   /* each run of non-starters in canonical order */
+        size_t e;
+        if (NFC_CCC(work[i]) == 0) { i++; continue; }
+        for (e = i + 1; e < m && NFC_CCC(work[e]) != 0; e++) {}
+        for (k = i + 1; k < e && NFC_CCC(work[k - 1]) <= NFC_CCC(work[k]); k++) {}
+        if (k < e) nfc_sort(work + i, e - i, work + m);
+        i = e;
+    }
+    {   /* compose */
+        size_t starter = 0, w = 1;
+        unsigned last = NFC_CCC(work[0]) ? 256 : 0;
+        int have_starter = NFC_CCC(work[0]) == 0;
+        for (i = 1; i < m; i++) {
+            uint32_t c = work[i], comp = 0;
+            unsigned cc = NFC_CCC(c);
+            if (have_starter && (last < cc || last == 0))
+                comp = nfc_compose(NFC_CP(work[starter]), NFC_CP(c));
+            if (comp) {
+                work[starter] = comp;   /* a composite is a starter (class 0) */
+                continue;
+            }
+            if (cc == 0) {
+                starter = w;
+                have_starter = 1;
+            }
+            last = cc;
+            work[w++] = c;
+        }
+        m = w;
+    }
+    for (i = 0, out = 0; i < m; i++) out += put_utf8(s + out, NFC_CP(work[i]));
+    return out;
+}
+
+/* Entries of the merge cache for a text of n bytes: a power of two, at most
+ * BL_CACHE, about one byte of scratch per byte of text. */
+static size_t bl_cache_size(size_t n)
+{
+    size_t c = 1;
+    while (c < BL_CACHE && c * 2 * sizeof(bl_cached) <= n) c *= 2;
+    return c;
+}
+
+/* The text between two special tokens, text[a..e): invalid UTF-8 replaced,
+ * normalized, written at norm + *p, pre-tokenized and merged. Each raw byte
+ * becomes at most 3 bytes, so norm needs 3n bytes in all. */
+static void bl_flush(const tok_tokenizer *t, const unsigned char *text, size_t a, size_t e,
+                     unsigned char *norm, size_t *p, bl_out *o)
+{
+    size_t q = *p, len;
+    if (a == e) return;
+    len = utf8_replace(norm + q, text + a, e - a);
+    if (t->normalizer == TOK_NORM_NFC)   /* the symbols' room is free until bl_segment */
+        len = nfc_inplace(norm + q, len, (uint32_t *)(void *)o->sym);
+    bl_segment(t, norm, q, q + len, o);
+    *p = q + len;
+}
+
+/* Scratch of the byte-level path: the normalized text (3n bytes), the merge
+ * cache, then per byte of text a symbol and a heap entry (NFC's code points,
+ * 24 bytes per byte of text at most, use their room first). */
+static size_t bl_scratch_need(size_t n, size_t pad)
+{
+    return pad + 3 * n + TOK_ALIGN + bl_cache_size(n) * sizeof(bl_cached) + 3 * n * (sizeof(bl_symbol) + sizeof(bl_pair));
+}
+
+static int bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int bos, int eos,
+                     int *tokens, int max_tokens, void *scratch, size_t scratch_size)
+{
+    bl_out o;
+    o.t = t;
+    o.tokens = tokens;
+    o.max_tokens = max_tokens;
+    o.count = 0;
+    if (bos && t->bos_id >= 0) emit(tokens, max_tokens, &o.count, t->bos_id);
+    if (n > 0) {
+        size_t pad = scratch ? align_pad(scratch) : 0, need = bl_scratch_need(n, pad), p = 0, i, seg;
+        unsigned char *norm;
+        if (!scratch || scratch_size < need) {
+            llm__fmt(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
+                     (unsigned long)(scratch ? scratch_size : 0), (unsigned long)need);
+            return TOK_ERR_SPACE;
+        }
+        norm = (unsigned char *)scratch + pad;
+        o.cache = (bl_cached *)(void *)(norm + 3 * n + align_pad(norm + 3 * n));
+        o.cache_mask = bl_cache_size(n) - 1;
+        o.sym = (bl_symbol *)(void *)(o.cache + o.cache_mask + 1);
+        o.heap = (bl_pair *)(void *)(o.sym + 3 * n);
+        for (i = 0; i <= o.cache_mask; i++) o.cache[i].left = -1;
+        /* special and added tokens are found in the raw text, at character
+         * boundaries (their text is well-formed UTF-8) */
+        for (i = 0, seg = 0; i < n;) {
+            int id, valid;
+            size_t m = t->n_added ? match_added(t, text + i, n - i, &id) : 0;
+            if (m) {
+                bl_flush(t, text, seg, i, norm, &p, &o);
+                emit(tokens, max_tokens, &o.count, id);
+                i += m;
+                seg = i;
+            } else {
+                i += utf8_step(text + i, n - i, &valid);
+            }
+        }
+        bl_flush(t, text, seg, n, norm, &p, &o);
+    }
+    if (eos && t->eos_id >= 0) emit(tokens, max_tokens, &o.count, t->eos_id);
+    if (o.count > max_tokens) {
+        llm__fmt(t->error, sizeof t->error, "too many tokens: the text needs %d, room for %d", o.count, max_tokens);
+        return TOK_ERR_SPACE;
+    }
+    return o.count;
+}
+
 int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
                int *tokens, int max_tokens, void *scratch, size_t scratch_size)
 {
@@ -516,6 +1502,13 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
     if (!text) text = "";
     if (!tokens || max_tokens < 0) max_tokens = 0;
     n = strlen(text);
+    if (t->kind == TOK_KIND_BYTE_LEVEL) {
+        if (!text_len_ok(n)) {
+            llm__fmt(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
+            return TOK_ERR_SPACE;
+        }
+        return bl_encode(t, (const unsigned char *)text, n, bos, eos, tokens, max_tokens, scratch, scratch_size);
+    }
 
     if (bos) emit(tokens, max_tokens, &count, t->bos_id);
     if (n > 0) {
@@ -634,6 +1627,10 @@ const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
     if (!len) len = &dummy;
     *len = 0;
     if (!t || token < 0 || token >= t->vocab_size) return "";
+    if (t->kind == TOK_KIND_BYTE_LEVEL) {
+        *len = (size_t)t->piece_len[token];
+        return (const char *)(t->bytes + t->piece_offset[token]);
+    }
     b = byte_of(t, token);
     if (b >= 0) {
         *len = 1;

@@ -1,4 +1,7 @@
-/* tokenizer.h -- sentencepiece-BPE encoder/decoder over llama2.c's tokenizer.bin.
+/* tokenizer.h -- BPE encoder/decoder: sentencepiece BPE over llama2.c's
+ * tokenizer.bin, and byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM2) over the
+ * LTOK file export.py writes (FORMAT.md, "The tokenizer file"). tok_init tells
+ * them apart by the magic "LTOK".
  *
  * Contract: the tokenizer reads the file's bytes in place (they may live in
  * flash); everything it needs besides them lives in a caller-provided arena
@@ -60,6 +63,22 @@ typedef struct tok_tokenizer {
     unsigned char byte_value[256];/* byte_value[i] == i: what tok_decode returns for <0xNN> */
     int word_split;               /* no normal piece has a space after a non-space byte:
                                      tok_encode merges word by word (same result, faster) */
+    int parse_special;            /* 1: tok_encode matches special tokens (<|eot_id|>, ...)
+                                     in the text as whole tokens; 0 (tok_init's default):
+                                     never, their text is encoded as text. Added tokens
+                                     that are not special always match. */
+    /* LTOK files only (kind TOK_KIND_BYTE_LEVEL); tokenizer.bin leaves them 0/NULL */
+    int kind;                     /* tok_kind */
+    int pre_tokenizer;            /* tok_pre_tokenizer */
+    int normalizer;               /* tok_normalizer */
+    int ignore_merges;            /* 1: a pre-token that is a piece is that piece (Llama 3) */
+    const unsigned char *token_flags; /* (vocab,) TOK_FLAG_* bits, in the file */
+    const unsigned char *merges;  /* (n_merges, 4) u32 left, right, rank, result, sorted by
+                                     (left, right), in the file */
+    int n_merges;
+    int *added;                   /* (n_added,) special and added ids, sorted by bytes */
+    int n_added;
+    int *added_first;             /* (257,) added[added_first[c] .. added_first[c+1]) start with byte c */
     char error[160];
 } tok_tokenizer;
 
@@ -77,7 +96,13 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
  * byte; 0 if the text is too long to encode). */
 size_t tok_encode_scratch_size(size_t text_len);
 
-/* Encode the NUL-terminated text like sentencepiece (dummy-prefix space, code
+/* Byte-level files (LTOK): the text is read as UTF-8, each maximal invalid
+ * subpart becoming U+FFFD as TextDecoder and @huggingface/tokenizers see it;
+ * special and added tokens are cut out first, the pieces between them are
+ * normalized, pre-tokenized and merged by rank (lowest first, ties to the
+ * left). bos adds bos_id only when the file has one.
+ *
+ * tokenizer.bin: encode the NUL-terminated text like sentencepiece (dummy-prefix space, code
  * points, byte fallback, merges by score, O(n log n)). Writes at most
  * max_tokens ids; returns the count, or negative (too many tokens, scratch too
  * small) with tok_error set. At most 3*strlen(text) + 1 + bos + eos ids.
@@ -92,12 +117,40 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
 size_t tok_max_tokens(size_t text_len);
 
 /* Bytes of `token` when it follows `prev`: the leading space of a piece after
- * BOS is dropped; <0xNN> gives the single raw byte. Not NUL-terminated.
+ * BOS is dropped; <0xNN> gives the single raw byte. Byte-level files: the
+ * piece's raw bytes (a special token's text), whatever prev is. Not NUL-terminated.
  * An out-of-range id gives "" with *len 0. */
 const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len);
 
 const char *tok_error(const tok_tokenizer *t);
 const char *tok_status_text(int status);
+
+/* What a tokenizer file holds (tok_tokenizer.kind). */
+enum tok_kind {
+    TOK_KIND_SENTENCEPIECE = 0,   /* llama2.c's tokenizer.bin (LTOK reserves this kind) */
+    TOK_KIND_BYTE_LEVEL = 1       /* byte-level BPE: pieces are raw bytes, merges by rank */
+};
+
+/* Pre-tokenizers of byte-level BPE (the split before merging), as
+ * @huggingface/tokenizers runs them. */
+enum tok_pre_tokenizer {
+    TOK_PRE_GPT2 = 1,     /* ByteLevel(use_regex): 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+                             ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ (JavaScript's \s) */
+    TOK_PRE_LLAMA3 = 2,   /* Split: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|
+                             \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+                             (\s: White_Space) */
+    TOK_PRE_QWEN2 = 3,    /* Llama 3's with \p{N} one at a time */
+    TOK_PRE_SMOLLM = 4    /* Digits(individual_digits): each 0-9 alone, then GPT-2's */
+};
+
+/* Normalizers (applied to the text between special tokens). */
+enum tok_normalizer { TOK_NORM_NONE = 0, TOK_NORM_NFC = 1 };
+
+/* token_flags bits */
+enum {
+    TOK_FLAG_SPECIAL = 1, /* matched in text only with parse_special; never merged into */
+    TOK_FLAG_ADDED = 2    /* an added token that is not special: always matched whole */
+};
 
 /* The id of the piece with exactly these bytes (a special token such as
  * "<|im_start|>" included), or -1 when the vocabulary has none. */

@@ -14,7 +14,9 @@
  * the same ids as merging the whole text; the ids decode back to the text as
  * sentencepiece normalizes it (dummy-prefix space, each byte outside
  * well-formed UTF-8 as U+FFFD, U+2581 as a space) unless <unk> stood in for
- * a missing byte token.
+ * a missing byte token. Byte-level (LTOK) files: BOS/EOS only where the file
+ * has them, and the ids decode to the text with each maximal invalid UTF-8
+ * subpart as U+FFFD (unless the file asks for NFC, which may change it).
  */
 #include "tokenizer.h"
 #include "fuzz.h"
@@ -78,6 +80,40 @@ static size_t normalize(unsigned char *out, const unsigned char *s, size_t n)
     return len;
 }
 
+/* Is p[0..m) (m >= 2) the start of some well-formed sequence? Completed
+ * with continuation bytes, it must become one. */
+static int utf8_prefix(const unsigned char *p, size_t m)
+{
+    unsigned char buf[4];
+    for (size_t k = m + 1; k <= 4; k++) {
+        memcpy(buf, p, m);
+        memset(buf + m, 0x80, k - m);
+        if (utf8_sequence(buf, k) == k) return 1;
+    }
+    return 0;
+}
+
+/* The text as TextDecoder reads it: each maximal invalid subpart (the longest
+ * start of a well-formed sequence, or one byte) as U+FFFD; out has 3n bytes. */
+static size_t replace_invalid(unsigned char *out, const unsigned char *s, size_t n)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_sequence(s + i, n - i), m = 1;
+        if (k) {
+            memcpy(out + len, s + i, k);
+            len += k;
+            i += k;
+            continue;
+        }
+        while (m < 3 && i + m < n && utf8_prefix(s + i, m + 1)) m++;
+        memcpy(out + len, "\xEF\xBF\xBD", 3);
+        len += 3;
+        i += m;
+    }
+    return len;
+}
+
 /* Decode every id (after BOS and after another id): each piece lies in the
  * file or is one byte, and is no longer than max_token_length. */
 static void check_decode_all(const tok_tokenizer *t, const unsigned char *file, size_t file_size)
@@ -126,12 +162,20 @@ static int check_round_trip(const tok_tokenizer *t, const int *ids, int count, c
 {
     unsigned char *want, *got;
     size_t want_len, got_len = 0;
-    for (int i = 1; i + 1 < count; i++)
-        if (ids[i] == 0) return 0;
+    int first = 1, last = count - 1;   /* the ids between BOS and EOS */
+    if (t->kind == TOK_KIND_BYTE_LEVEL) {
+        if (t->normalizer != TOK_NORM_NONE) return 0;
+        first = t->bos_id >= 0;
+        last = t->eos_id >= 0 ? count - 1 : count;
+    } else {
+        for (int i = 1; i + 1 < count; i++)
+            if (ids[i] == 0) return 0;
+    }
     want = (unsigned char *)malloc_shifted(3 * n + 1, 0);
     got = (unsigned char *)malloc_shifted(3 * n + 1, 0);
-    want_len = normalize(want, (const unsigned char *)text, n);
-    for (int i = 1; i + 1 < count; i++) {
+    want_len = t->kind == TOK_KIND_BYTE_LEVEL ? replace_invalid(want, (const unsigned char *)text, n)
+                                              : normalize(want, (const unsigned char *)text, n);
+    for (int i = first; i < last; i++) {
         size_t len;
         const char *piece = tok_decode(t, -1, ids[i], &len);
         if (got_len + len > want_len) fuzz_fail("the ids decode to more than the %zu bytes of the normalized text", want_len);
@@ -151,7 +195,12 @@ static int check_encode(tok_tokenizer *t, const char *text, size_t shift)
     size_t n = strlen(text);
     int count, count_whole, round_trip;
     int *ids = encode(t, text, n, shift, &count);
-    if (count < 2 || ids[0] != TOK_BOS || ids[count - 1] != TOK_EOS)
+    if (t->kind == TOK_KIND_BYTE_LEVEL) {
+        int want = (t->bos_id >= 0) + (t->eos_id >= 0);
+        if (count < want || (t->bos_id >= 0 && ids[0] != t->bos_id) ||
+            (t->eos_id >= 0 && ids[count - 1] != t->eos_id))
+            fuzz_fail("encoded text does not start with the file's BOS and end with its EOS");
+    } else if (count < 2 || ids[0] != TOK_BOS || ids[count - 1] != TOK_EOS)
         fuzz_fail("encoded text does not start with BOS and end with EOS");
     for (int i = 0; i < count; i++)
         if (ids[i] < 0 || ids[i] >= t->vocab_size) fuzz_fail("id %d out of range", ids[i]);
@@ -192,13 +241,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fuzz_fail("tok_init refused the arena tok_arena_size asked for: %s", tok_error(&t));
         if (tok_arena_size(file, file_size, t.vocab_size) != need)
             fuzz_fail("the arena size differs when the vocabulary size %d is given", t.vocab_size);
-        if (t.vocab_size < 0x7fffffff && tok_arena_size(file, file_size, t.vocab_size + 1) != 0)
+        if (t.kind == TOK_KIND_BYTE_LEVEL) {   /* LTOK: the model may have more ids, not fewer */
+            if (tok_arena_size(file, file_size, t.vocab_size - 1) != 0)
+                fuzz_fail("a vocabulary of %d entries passed for %d", t.vocab_size, t.vocab_size - 1);
+        } else if (t.vocab_size < 0x7fffffff && tok_arena_size(file, file_size, t.vocab_size + 1) != 0)
             fuzz_fail("a vocabulary of %d entries passed for %d", t.vocab_size, t.vocab_size + 1);
         check_decode_all(&t, file, file_size);
         int round_trip = check_encode(&t, text, shift);
         fuzz_note("loaded %d entries, encoded %zu bytes%s, %s", t.vocab_size, strlen(text),
                   t.word_split ? " (word by word == whole text)" : "",
-                  round_trip ? "decoded back to the text" : "<unk> stood in for a byte");
+                  round_trip ? "decoded back to the text" :
+                  t.kind == TOK_KIND_BYTE_LEVEL ? "NFC: the decoded text not compared" : "<unk> stood in for a byte");
         free_shifted(arena, shift);
     }
     free(text);

@@ -185,6 +185,31 @@ TOKENIZERS = {
     "spaces_inside": tokenizer(BYTE_TOKENS[:128] + CHARS + ["a\u2581b", "o\u2581u"] + MERGES),  # not word by word
     "odd": tokenizer(["<0x41>", "<0x41>", "<0x4a>", "", "<0xZZ>", "<0x4", "a", "\u2581", "a\u2581"] + BYTE_TOKENS[::7]),
 }
+
+
+def ltok(pre, normalizer=0, ignore_merges=False, bos=-1, eos=-1):
+    """A byte-level LTOK file: the 256 bytes, a few merges, a special and an added token."""
+    pieces = [bytes([b]) for b in range(256)]
+    merges = {}
+    for a, b in ((b"t", b"h"), (b"th", b"e"), (b" ", b"the"), (b"o", b"n"), (b"c", b"e"), (b"on", b"ce"),
+                 (b" ", b"a"), (b"\xc3", b"\xa9"), (b"\xef", b"\xbf"), (b"\xef\xbf", b"\xbd"), (b"1", b"2"),
+                 (b" ", b" "), (b"\n", b"\n"), (b"'", b"s")):
+        if a + b not in pieces:
+            pieces.append(a + b)
+        merges[(pieces.index(a), pieces.index(b))] = (len(merges), pieces.index(a + b))
+    pieces += [b"<|im_start|>", b"<x>"]
+    flags = [0] * (len(pieces) - 2) + [1, 2]
+    return export.ltok_bytes(dict(pieces=pieces, flags=flags, merges=merges, pre=pre, normalizer=normalizer,
+                                  ignore_merges=ignore_merges, add_bos=bos >= 0, bos=bos, eos=eos,
+                                  eot=len(pieces) - 2, chat=2, system=b"Be brief."))
+
+
+TOKENIZERS.update({
+    "ltok_gpt2": ltok(export.PRE_GPT2, bos=len(BYTE_TOKENS) + 4, eos=len(BYTE_TOKENS) + 3),
+    "ltok_llama3": ltok(export.PRE_LLAMA3, ignore_merges=True, bos=0),
+    "ltok_qwen2_nfc": ltok(export.PRE_QWEN2, normalizer=export.NORM_NFC, eos=3),
+    "ltok_smollm": ltok(export.PRE_SMOLLM),
+})
 TEXTS = {
     "story": b"Once upon a time, there was a little cat.",
     "empty": b"",
@@ -192,6 +217,8 @@ TEXTS = {
     "bad_utf8": b"\xff\xc3(\xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80 \x80end",
     "spaces": b"  a   b  \t\n c ",
     "ab": b"a b ab aab a\xe2\x96\x81b once upon",
+    "special": b"<|im_start|>the 123 <x> it's\r\n\n  e\xcc\x81 <|im_start",
+    "nfc": "a\u0323\u0301 \u1100\u1161\u11a8 \u0958 \u0344 \u212b \U0001d160\U0001d160 \u0301\u0323x".encode() + b"\xff\xcc",
 }
 
 
