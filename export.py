@@ -1785,8 +1785,8 @@ LTOK_VERSION = 1
 LTOK_KIND_BYTE_LEVEL = 1
 PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM = 1, 2, 3, 4
 NORM_NONE, NORM_NFC = 0, 1
-CHAT_LLAMA2, CHAT_LLAMA3, CHAT_CHATML = 0, 1, 2
-CHAT_NAMES = {CHAT_LLAMA2: "llama2", CHAT_LLAMA3: "llama3", CHAT_CHATML: "chatml"}
+CHAT_LLAMA2, CHAT_LLAMA3, CHAT_CHATML, CHAT_LLAMA31 = 0, 1, 2, 3
+CHAT_NAMES = {CHAT_LLAMA2: "llama2", CHAT_LLAMA3: "llama3", CHAT_CHATML: "chatml", CHAT_LLAMA31: "llama3.1"}
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
@@ -1853,7 +1853,8 @@ def chat_template_of(template, where):
         log(f"warning: {where}: no chat_template; -m chat uses Llama 2's [INST] format")
         return CHAT_LLAMA2, None
     if "<|start_header_id|>" in template:
-        kind = CHAT_LLAMA3
+        # Llama 3.1 and 3.2 open every conversation with a dated system block
+        kind = CHAT_LLAMA31 if "Cutting Knowledge Date" in template else CHAT_LLAMA3
     elif "<|im_start|>" in template:
         kind = CHAT_CHATML
     elif "[INST]" in template:
@@ -1868,7 +1869,7 @@ def chat_template_of(template, where):
         m = re.search(r"<\|im_start\|>system(?:\\n|\n)([^'\"{}+]*?)<\|im_end\|>", template)
         if m:
             system = _jinja_unescape(m.group(1))
-    elif kind == CHAT_LLAMA3 and "system" in template:
+    elif kind in (CHAT_LLAMA3, CHAT_LLAMA31) and "system" in template:
         log(f"warning: {where}: the Llama 3 template's default system text (if any) is not "
             f"a literal; none recorded")
     return kind, system
@@ -2006,7 +2007,7 @@ def byte_level_tokenizer(path, data):
     if template is not None and not isinstance(template, str):
         raise ExportError(f"{tc}: chat_template must be a string")
     chat, system = chat_template_of(template, tc)
-    eot_piece = {CHAT_LLAMA3: "<|eot_id|>", CHAT_CHATML: "<|im_end|>"}.get(chat)
+    eot_piece = {CHAT_LLAMA3: "<|eot_id|>", CHAT_LLAMA31: "<|eot_id|>", CHAT_CHATML: "<|im_end|>"}.get(chat)
     eot = piece_ids.get(eot_piece, -1) if eot_piece else -1
     if eot_piece and eot < 0:
         log(f"warning: {path}: no {eot_piece} token: no end-of-turn id")

@@ -579,6 +579,14 @@ static void print_token(engine *e, int prev, int token) {
 
 #define PREFILL_BATCH_MAX 512
 
+/* The tokens that end a generated text: BOS, as in llama2.c (whose tokenizer.bin
+ * models end a story with it); for a byte-level vocabulary also its end of text
+ * and end of turn, which such models emit instead. */
+static int stops_generation(const tok_tokenizer *t, int token) {
+    if (token == t->bos_id) return 1;
+    return t->kind == TOK_KIND_BYTE_LEVEL && (token == t->eos_id || token == t->eot_id);
+}
+
 static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm_sampler *smp) {
     int steps = o->steps;
     int ctx = e->state.ctx_len;
@@ -601,7 +609,7 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
     for (;;) {
         int next = llm_sample(smp, e->state.logits);
         if (generated++ == 0) t_first = (t_decode0 = now_seconds()) - t0;
-        if (next == e->tok.bos_id) break;
+        if (stops_generation(&e->tok, next)) break;
         print_token(e, token, next);
         token = next;
         if (++pos >= steps) break;

@@ -651,7 +651,7 @@ static int ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_inf
         llm__fmt(err, cap, "bad LTOK header: flags %lu has unknown bits (0..3)", (unsigned long)h->flags);
         return -1;
     }
-    if (h->tmpl > TOK_CHAT_CHATML) {
+    if (h->tmpl >= TOK_CHAT_COUNT) {
         llm__fmt(err, cap, "bad LTOK header: unknown chat_template %lu", (unsigned long)h->tmpl);
         return -1;
     }
