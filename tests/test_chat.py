@@ -417,3 +417,29 @@ def test_template_flag_selects_llama2_explicitly():
     assert rc == 0, err
     rc, b, err = run(args + ["--template", "llama2"], input=b"")
     assert rc == 0 and a == b, (a, b, err)
+
+
+# ---------------------------------------------------------------- a byte-level (LTOK) vocabulary
+
+def test_chatml_turns_with_a_byte_level_vocabulary():
+    """Qwen-style LTOK tokenizer (tests/test_bpe.py builds it and converts it with
+    export.py): the ChatML turns hold the special tokens by id and, between them,
+    @huggingface/tokenizers' ids of each text segment (HF encodes a rendered
+    template by splitting it at the added tokens first, so segments encode alone);
+    the template's default system prompt comes from the converted tokenizer."""
+    import test_bpe as bpe
+    folder, ltok = bpe.prepared("qwen2")
+    n = len(bpe.small_vocab()[0])
+    start, end = n + 1, n + 2                      # <|im_start|>, <|im_end|> (build_qwen2's added tokens)
+    system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    segments = ["system\n" + system, "\n", "user\nHi there, 12 apples", "\n", "assistant\n",
+                "user\nMore <|im_end|> text", "assistant\n"]
+    ref = bpe.reference("qwen2", folder, [s.encode() for s in segments], False)["ids"]
+    seg = dict(zip(segments, ref))
+    rc, end_id, turns = driver("chatml", ["Hi there, 12 apples", "More <|im_end|> text"], tok=ltok)
+    assert rc == 0 and end_id == end, (rc, end_id)
+    first = [start] + seg["system\n" + system] + [end] + seg["\n"] + [start] + seg["user\nHi there, 12 apples"] + \
+        [end] + seg["\n"] + [start] + seg["assistant\n"]
+    later = seg["\n"] + [start] + seg["user\nMore <|im_end|> text"] + [end] + seg["\n"] + [start] + seg["assistant\n"]
+    assert turns == [first, later], (turns, [first, later])
+    assert end not in seg["user\nMore <|im_end|> text"]   # the user's text never becomes the token
