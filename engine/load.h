@@ -321,6 +321,8 @@ static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n, void *
     return LLM_OK;
 }
 
+static int llm__load_gguf(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size); /* gguf.h */
+
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size) {
     const unsigned char *b = (const unsigned char *)bytes;
     memset(m, 0, sizeof *m);
@@ -328,6 +330,7 @@ int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_
     if ((uintptr_t)b % 4 != 0) return llm__fail(m, LLM_ERR_ARG, "checkpoint bytes must be 4-byte aligned in memory");
     if (n_bytes >= 4 && memcmp(b, LLM_MAGIC, 4) == 0) return llm__load_llmw(m, b, n_bytes, arena, arena_size);
     if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u) return llm__load_ak42(m, b, n_bytes, arena, arena_size);
+    if (n_bytes >= 4 && memcmp(b, "GGUF", 4) == 0) return llm__load_gguf(m, b, n_bytes, arena, arena_size);
     return llm__load_legacy(m, b, n_bytes, arena, arena_size);
 }
 
