@@ -162,7 +162,7 @@ static int llm__gg_find(llm__gg *g, uint64_t n_kv, const char *key, llm__gv *v) 
             }
         }
         char name[64];
-        llm__fmt(name, sizeof name, "metadata value %llu", (unsigned long long)i);
+        llm__fmt(name, sizeof name, "value %llu", (unsigned long long)i);
         if (!llm__gg_skip_value(g, t, name)) return -1;
     }
     return found;

@@ -149,7 +149,7 @@ def random_blocks(ggml_type, rows, cols, rng, scale=0.02):
 # ---------------------------------------------------------------- decoding
 
 def _f16(raw_u8_pairs):
-    return raw_u8_pairs.copy().view("<u2").astype(np.uint16).view(np.float16).astype(np.float32)
+    return np.ascontiguousarray(raw_u8_pairs).view("<u2").reshape(-1).astype(np.uint16).view(np.float16).astype(np.float32)
 
 
 def dequantize(ggml_type, data, rows, cols):
