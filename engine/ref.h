@@ -219,7 +219,13 @@ static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
  * fma(m * sum(xq), -(dmin * xs), acc). q6_K's group has two scales:
  * isum = sc[2k] * (first 16) + sc[2k + 1] * (last 16), still exact
  * (|isum| < 2^24, so its float is too). */
-static float llm__gg_half(const unsigned char *p) { return llm_f16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8)); }
+/* f16 to f32 is exact, so F16C's instruction gives the portable bits */
+#if defined(__F16C__) && !defined(MODEL_NO_SIMD)
+#include <immintrin.h>
+static inline float llm__gg_half(const unsigned char *p) { return _cvtsh_ss((unsigned short)(p[0] | (unsigned)p[1] << 8)); }
+#else
+static inline float llm__gg_half(const unsigned char *p) { return llm_f16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8)); }
+#endif
 static float llm__bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
     float f;

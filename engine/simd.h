@@ -343,30 +343,32 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
 #define LLM__GG_ROW_SUMS(name, isum, row, xq, G) \
     for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #endif
+/* out doubles as each row's accumulator between chunks of 64 groups, so a
+ * chunk's activation sums (q4_K's) are taken once for all the rows */
 #define LLM__GG_TILE(name, with_xsum)                                                                            \
     static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
                                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
-        int32_t isum[64];   /* a chunk of up to 64 groups (2048 columns) at a time */               \
+        size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
+                             (size_t)llm__traits[w->type].qblock_bytes;                                        \
+        int32_t isum[64], xsum[64];   /* a chunk of up to 64 groups (2048 columns) at a time */              \
         (void)x;                                                                                               \
         for (int b = 0; b < nc; b++) {                                                                         \
             const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
             const float *sb = xs + (size_t)(t + b) * G;                                                        \
-            for (int a = 0; a < nr; a++) {                                                                     \
-                const unsigned char *row = llm__block_row(w, r + a);                                           \
-                float acc = 0.0f;                                                                              \
-                for (int c0 = 0; c0 < G; c0 += 64) {   /* c0 a multiple of 8: whole 256-blocks */              \
-                    int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
-                    const unsigned char *rc = row + (size_t)(c0 * LLM__GQ / llm__traits[w->type].qblock) *     \
-                                                        (size_t)llm__traits[w->type].qblock_bytes;             \
+            float *o = out + (size_t)b * ldo;                                                                  \
+            for (int c0 = 0; c0 < G; c0 += 64) {   /* c0 a multiple of 8: whole 256-blocks */                  \
+                int cg = G - c0 < 64 ? G - c0 : 64;                                                            \
+                for (int g = 0; g < cg; g++)                                                                   \
+                    xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;           \
+                for (int a = 0; a < nr; a++) {                                                                 \
+                    const unsigned char *rc = llm__block_row(w, r + a) + (size_t)(c0 / 64) * chunk_bytes;      \
+                    float acc = c0 ? o[a] : 0.0f;                                                              \
                     LLM__GG_ROW_SUMS(name, isum, rc, xb + (size_t)c0 * LLM__GQ, cg);                           \
-                    for (int g = 0; g < cg; g++) {                                                             \
-                        int32_t xsum = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;  \
-                        (void)xsum;                                                                            \
-                        acc = llm__gstep_##name(rc, g, isum[g], xsum, sb[c0 + g], acc);                        \
-                    }                                                                                          \
+                    for (int g = 0; g < cg; g++) acc = llm__gstep_##name(rc, g, isum[g], xsum[g], sb[c0 + g], acc); \
+                    o[a] = acc;                                                                                \
                 }                                                                                              \
-                out[(size_t)b * ldo + a] = acc;                                                                \
+                (void)xsum;                                                                                    \
             }                                                                                                  \
         }                                                                                                      \
     }
