@@ -522,3 +522,80 @@ LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const in
 #define llm__gg_sums_q4_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_k(row, g, xq))
 #define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q6_k(row, g, xq))
 #endif
+
+#if defined(LLM__HAVE_GG_SUMS) && defined(__F16C__) && defined(__FMA__)
+/* The GGUF tiles with the float steps across eight rows at once: lane i of
+ * each vector is row a0 + i, and each lane does exactly the twin's steps
+ * (fma(isum, d * xs, acc), q4_K's two), group after group, so every row's
+ * bits are the twin's. */
+#define LLM__HAVE_GG_TILES 1
+LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /* eight rows' f16 at off */
+    uint16_t h[8];
+    for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+}
+#define LLM__GG_TILE8(name, with_xsum, d_off)                                                                  \
+    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
+                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
+        int n = w->cols, G = n / LLM__GQ;                                                                      \
+        size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
+                             (size_t)llm__traits[w->type].qblock_bytes;                                        \
+        int32_t isum[8][64], xsum[64];                                                                         \
+        (void)x; (void)xsum;                                                                                   \
+        memset(isum, 0, sizeof isum);                                                                          \
+        for (int b = 0; b < nc; b++) {                                                                         \
+            const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
+            const float *sb = xs + (size_t)(t + b) * G;                                                        \
+            float *o = out + (size_t)b * ldo;                                                                  \
+            for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
+                int na = nr - a0 < 8 ? nr - a0 : 8;                                                            \
+                const unsigned char *rows[8], *rc[8];                                                          \
+                for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));            \
+                __m256 acc = _mm256_setzero_ps();                                                              \
+                for (int c0 = 0; c0 < G; c0 += 64) {                                                           \
+                    int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
+                    for (int g = 0; g < cg; g++)                                                               \
+                        xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;       \
+                    for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
+                    for (int i = 0; i < na; i++) llm__gg_sums_##name(isum[i], rc[i], xb + (size_t)c0 * LLM__GQ, cg); \
+                    for (int g = 0; g < cg; g++) {                                                             \
+                        __m256i iv = _mm256_setr_epi32(isum[0][g], isum[1][g], isum[2][g], isum[3][g], isum[4][g], \
+                                                       isum[5][g], isum[6][g], isum[7][g]);                   \
+                        __m256 xsv = _mm256_set1_ps(sb[c0 + g]);                                               \
+                        LLM__GG_STEP8_##name(acc, rc, g, iv, xsum[g], xsv, d_off);                             \
+                    }                                                                                          \
+                }                                                                                              \
+                float lane[8];                                                                                 \
+                _mm256_storeu_ps(lane, acc);                                                                   \
+                for (int i = 0; i < na; i++) o[a0 + i] = lane[i];                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+/* acc = fma(isum, d * xs, acc), d the f16 at d_off(g) */
+#define LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off) \
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc)
+#define LLM__GG_STEP8_q8_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q4_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q6_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+/* q4_K: fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
+#define LLM__GG_STEP8_q4_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+    do {                                                                                                      \
+        int32_t sc_[8], m_[8];                                                                                \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * 144 + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
+        __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
+        size_t o_ = (size_t)((g) / 8) * 144;                                                                  \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, o_), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, o_ + 2), xsv);                                              \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
+                              _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
+    } while (0)
+#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * 34)
+#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * 18)
+#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
+#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
+LLM__GG_TILE8(q8_0, 0, LLM__GG_DOFF_q8_0)
+LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0)
+LLM__GG_TILE8(q4_k, 1, LLM__GG_DOFF_q4_k)
+LLM__GG_TILE8(q6_k, 0, LLM__GG_DOFF_q6_k)
+#endif
