@@ -200,7 +200,7 @@ typedef struct llm_state {
  * table and the RoPE frequencies, plus alignment: any address will do), or
  * 0 when llm_load would refuse the bytes (call it for the message). */
 size_t llm_model_size(const void *bytes, size_t n_bytes);
-/* Parse and validate a checkpoint (llama2.c legacy, ak42 or LLMW) in place;
+/* Parse and validate a checkpoint (llama2.c legacy, ak42, LLMW or GGUF) in place;
  * the tensor table is carved from the arena, which must outlive the model. */
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size);
 /* Check the config after the caller changed norm settings. */

@@ -190,6 +190,10 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
     c->group_size = (int)llm__u32(b + 80); c->norm_bias = (int)llm__u32(b + 84);
     c->format = LLM_FORMAT_LLMW;
     uint64_t file_size = llm__u64(b + 88);
+    if (c->weight_type > LLM_TYPE_Q8_0) { /* the types after q8_0 are GGUF's block layouts */
+        llm__fmt(m->error, sizeof m->error, "weight type %d unknown to LLMW version %d (f32, f16, q8_0)", c->weight_type, LLM_VERSION);
+        return LLM_ERR_CONFIG;
+    }
     int st = llm_check_config(m);
     if (st != LLM_OK) return st;
     if (c->head_size * c->n_heads != c->dim) return llm__fail(m, LLM_ERR_CONFIG, "head_size * n_heads != dim");
