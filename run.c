@@ -515,12 +515,16 @@ static void print_plan(const engine *e, const options *o) {
     printf("  activations  %12llu bytes  %8.2f MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, q8 %llu; each part 64-aligned)\n",
            act, act / MB, (ull)p.x, (ull)p.xb, (ull)p.xb2, (ull)p.q, (ull)p.kv_new, (ull)p.hb, (ull)p.hb2, (ull)p.rope,
            (ull)p.logits, (ull)p.act_q);
-    if (e->tok_file.data)
+    size_t tok_image = e->tok_image ? e->tok_file.size : 0;   /* built from a GGUF's arrays */
+    if (e->tok_image)
+        printf("  tokenizer    %12zu bytes  %8.2f MiB  (its %zu-byte tokenizer.bin image built from the GGUF, and tables)\n",
+               e->tok_arena_size + tok_image, (e->tok_arena_size + tok_image) / MB, tok_image);
+    else if (e->tok_file.data)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
                e->tok_arena_size / MB, e->tok_file.size);
     else
         printf("  tokenizer    (none given: add -z FILE to include it)\n");
-    ull total = p.total + e->tok_arena_size, need = total + e->model_arena_size;
+    ull total = p.total + e->tok_arena_size + tok_image, need = total + e->model_arena_size;
     printf("  total RAM    %12llu bytes  %8.2f MiB  (state arena %llu + tokenizer)\n", total, total / MB, (ull)p.total);
     printf("  limit        %12llu bytes  %8.2f MiB  (--max-memory)%s\n", o->max_memory, o->max_memory / MB,
            need > o->max_memory ? ": this plan is above it, and a run would refuse it" : "");
