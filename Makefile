@@ -190,10 +190,9 @@ mutation-check:
 # tests/test_fuzz_regressions.py runs every seed and every regression input
 # through it. The libFuzzer builds run this machine's kernels (-march=native,
 # as ./run), the drivers the scalar ones (as ./run-asan).
-# The GGUF metadata reader's harness comes with the GGUF reader.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 300
-FUZZ_HARNESSES = checkpoint tokenizer chat
+FUZZ_HARNESSES = checkpoint tokenizer chat gguf
 FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c
 FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c
 CFLAGS_FUZZ = -std=c99 -g -O1 -march=native -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(FP) $(WARN)

@@ -58,11 +58,14 @@ typedef enum llm_status {
 enum llm_norm_type { LLM_NORM_RMS = 0, LLM_NORM_LAYER = 1 };
 enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1 };
 /* The weight types: each is one row of the engine's traits table (engine/types.h). */
-typedef enum llm_type { LLM_TYPE_F32 = 0, LLM_TYPE_F16 = 1, LLM_TYPE_Q8_0 = 2, LLM_TYPE_COUNT } llm_type;
+typedef enum llm_type { LLM_TYPE_F32 = 0, LLM_TYPE_F16 = 1, LLM_TYPE_Q8_0 = 2,
+    /* GGUF's types, read in place in GGUF's block layouts (engine/gguf.h) */
+    LLM_TYPE_BF16 = 3, LLM_TYPE_GGUF_Q8_0 = 4, LLM_TYPE_GGUF_Q4_0 = 5, LLM_TYPE_GGUF_Q4_K = 6, LLM_TYPE_GGUF_Q6_K = 7,
+    LLM_TYPE_COUNT } llm_type;
 enum llm_rope_layout { LLM_ROPE_INTERLEAVED = 0, LLM_ROPE_HALF = 1 };
 /* How the RoPE frequencies are rescaled for long contexts (applied at load). */
 enum llm_rope_scaling { LLM_ROPE_SCALING_NONE = 0, LLM_ROPE_SCALING_LINEAR = 1, LLM_ROPE_SCALING_LLAMA3 = 2 };
-enum llm_format { LLM_FORMAT_LEGACY = 0, LLM_FORMAT_LLMW = 1, LLM_FORMAT_AK42_V1 = 2, LLM_FORMAT_AK42_V2 = 3 };
+enum llm_format { LLM_FORMAT_LEGACY = 0, LLM_FORMAT_LLMW = 1, LLM_FORMAT_AK42_V1 = 2, LLM_FORMAT_AK42_V2 = 3, LLM_FORMAT_GGUF = 4 };
 enum llm_logits { LLM_LOGITS_LAST = 0, LLM_LOGITS_ALL = 1 };
 /* The KV cache's element types (int8 here: one f16 scale per head and position). */
 enum llm_kv_type { LLM_KV_F32 = 0, LLM_KV_F16 = 1, LLM_KV_Q8 = 2 };
@@ -197,7 +200,7 @@ typedef struct llm_state {
  * table and the RoPE frequencies, plus alignment: any address will do), or
  * 0 when llm_load would refuse the bytes (call it for the message). */
 size_t llm_model_size(const void *bytes, size_t n_bytes);
-/* Parse and validate a checkpoint (llama2.c legacy, ak42 or LLMW) in place;
+/* Parse and validate a checkpoint (llama2.c legacy, ak42, LLMW or GGUF) in place;
  * the tensor table is carved from the arena, which must outlive the model. */
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size);
 /* Check the config after the caller changed norm settings. */
@@ -226,6 +229,22 @@ const char *llm_kv_type_name(int t);
 int llm_parse_kv_type(const char *s);   /* "f32", "f16", "q8", or -1 */
 const char *llm_simd_name(void);        /* the kernels this build runs: "avx512", "neon", ... */
 
+/* GGUF metadata, for what the engine itself does not read (the tokenizer's
+ * arrays): llm_gguf_find returns 1 and the value (an array: its element type
+ * and count), 0 when the key is absent, -1 when the file is not a sound GGUF. */
+typedef struct llm_gguf_value {
+    int type;                   /* GGUF value type (8: string); an array's element type */
+    int is_array;
+    uint64_t count;             /* elements (1 for a scalar) */
+    const unsigned char *data;  /* the first element; bytes to the file's end */
+    uint64_t bytes;
+} llm_gguf_value;
+int llm_gguf_find(const void *bytes, size_t n_bytes, const char *key, llm_gguf_value *out);
+int llm_gguf_int(const llm_gguf_value *v, uint64_t i, int64_t *out);     /* 1: element i read */
+int llm_gguf_float(const llm_gguf_value *v, uint64_t i, float *out);
+/* the string at byte *pos of a string value (start at 0), advancing *pos */
+int llm_gguf_next_string(const llm_gguf_value *v, uint64_t *pos, const char **s, uint64_t *len);
+
 /* Scalar kernels, public so tests can check them against their formulas. */
 void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps);
 void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n,
@@ -249,6 +268,7 @@ uint16_t llm_f32_to_f16(float f);
 #include "engine/base.h"     /* formatting, checked size math, little-endian reads, f16 */
 #include "engine/types.h"    /* the type traits table, the KV cache's types             */
 #include "engine/load.h"     /* the checkpoint formats                                  */
+#include "engine/gguf.h"     /* GGUF v2/v3: metadata, tensor table, the tokenizer arrays */
 #include "engine/plan.h"     /* options, the arena plan, state init                     */
 #include "engine/ref.h"      /* the scalar kernels: every fast kernel's twin            */
 #include "engine/simd.h"     /* the vector mapping, tiles, matmul (ISA files inside)    */

@@ -378,6 +378,7 @@ typedef struct engine {
     void *model_arena;        /* the model's layer table and RoPE frequencies */
     size_t model_arena_size;
     tok_tokenizer tok;
+    void *tok_image;          /* a tokenizer.bin image built from a GGUF's arrays, or NULL */
     void *tok_arena;
     size_t tok_arena_size;
 } engine;
@@ -388,6 +389,96 @@ static void load_tokenizer(engine *e, const char *path, int vocab_size) {
     e->tok_arena = xmalloc(e->tok_arena_size, "the tokenizer");
     if (tok_init(&e->tok, e->tok_file.data, e->tok_file.size, vocab_size, e->tok_arena, e->tok_arena_size) != 0)
         die(1, "tokenizer %s: %s", path, tok_error(&e->tok));
+}
+
+/* A GGUF's own tokenizer (no -z): tokenizer.ggml.model "llama" (sentencepiece
+ * pieces with U+2581 for spaces, scores, token types, bos/eos ids) becomes a
+ * llama2.c tokenizer.bin image in memory (spaces back as ' ', as llama2.c's
+ * export writes them), which tok_init reads as if it were a file.
+ * "gpt2" (byte-level BPE with merges) is not read yet. */
+static void load_gguf_tokenizer(engine *e, const char *path) {
+    const void *b = e->ckpt_file.data;
+    size_t n = e->ckpt_file.size;
+    llm_gguf_value model, tokens, scores, types, v;
+    if (llm_gguf_find(b, n, "tokenizer.ggml.model", &model) != 1 || model.is_array || model.type != 8)
+        die(1, "checkpoint %s: GGUF has no tokenizer.ggml.model string: give a tokenizer with -z", path);
+    uint64_t pos = 0, len;
+    const char *s;
+    if (!llm_gguf_next_string(&model, &pos, &s, &len)) die(1, "checkpoint %s: GGUF tokenizer.ggml.model is corrupt", path);
+    if (len == 4 && !memcmp(s, "gpt2", 4))
+        die(1, "checkpoint %s: its GGUF tokenizer is byte-level BPE (gpt2), which this build does not read yet: give a tokenizer with -z", path);
+    if (len != 5 || memcmp(s, "llama", 5))
+        die(1, "checkpoint %s: GGUF tokenizer model '%.*s' is not supported (llama is): give a tokenizer with -z", path,
+            (int)(len < 40 ? len : 40), s);
+    if (llm_gguf_find(b, n, "tokenizer.ggml.tokens", &tokens) != 1 || !tokens.is_array || tokens.type != 8)
+        die(1, "checkpoint %s: GGUF has no tokenizer.ggml.tokens string array", path);
+    int vocab = e->model.cfg.vocab_size;
+    if (tokens.count != (uint64_t)vocab)
+        die(1, "checkpoint %s: GGUF tokenizer has %llu tokens, the model's vocabulary %d", path,
+            (unsigned long long)tokens.count, vocab);
+    int have_scores = llm_gguf_find(b, n, "tokenizer.ggml.scores", &scores) == 1;
+    if (have_scores && (!scores.is_array || scores.count != tokens.count || scores.type != 6))
+        die(1, "checkpoint %s: GGUF tokenizer.ggml.scores is not %d f32 values", path, vocab);
+    int have_types = llm_gguf_find(b, n, "tokenizer.ggml.token_type", &types) == 1;
+    if (have_types && (!types.is_array || types.count != tokens.count))
+        die(1, "checkpoint %s: GGUF tokenizer.ggml.token_type is not %d values", path, vocab);
+    /* the image: int32 max length, then per token f32 score, int32 length, bytes
+     * (a piece shrinks or keeps its size: U+2581's three bytes become one) */
+    size_t size = 4 + (size_t)vocab * 8 + (size_t)tokens.bytes;
+    unsigned char *img = (unsigned char *)xmalloc(size, "the GGUF tokenizer");
+    size_t at = 4;
+    int max_len = 0;
+    pos = 0;
+    for (int i = 0; i < vocab; i++) {
+        if (!llm_gguf_next_string(&tokens, &pos, &s, &len) || len > INT32_MAX)
+            die(1, "checkpoint %s: GGUF tokenizer token %d is corrupt", path, i);
+        float score = 0.0f;
+        int64_t type = 1;
+        if (have_scores) llm_gguf_float(&scores, (uint64_t)i, &score);
+        if (have_types && !llm_gguf_int(&types, (uint64_t)i, &type))
+            die(1, "checkpoint %s: GGUF tokenizer.ggml.token_type is not integers", path);
+        size_t start = at + 8, k = start;
+        for (uint64_t j = 0; j < len; j++) {
+            if (type == 1 && j + 2 < len && (unsigned char)s[j] == 0xE2 && (unsigned char)s[j + 1] == 0x96 &&
+                (unsigned char)s[j + 2] == 0x81) { img[k++] = ' '; j += 2; }
+            else img[k++] = (unsigned char)s[j];
+        }
+        int32_t l = (int32_t)(k - start);
+        memcpy(img + at, &score, 4);
+        memcpy(img + at + 4, &l, 4);
+        if (l > max_len) max_len = l;
+        at = k;
+    }
+    memcpy(img, &max_len, 4);
+    e->tok_image = img;
+    e->tok_file.data = img;
+    e->tok_file.size = at;
+    e->tok_arena_size = tok_arena_size(img, at, vocab);
+    e->tok_arena = xmalloc(e->tok_arena_size ? e->tok_arena_size : 1, "the tokenizer");
+    if (tok_init(&e->tok, img, at, vocab, e->tok_arena, e->tok_arena_size) != 0)
+        die(1, "checkpoint %s: its GGUF tokenizer: %s", path, tok_error(&e->tok));
+    const char *ids[2] = { "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id" };
+    int *fields[2] = { &e->tok.bos_id, &e->tok.eos_id };
+    for (int k = 0; k < 2; k++) {
+        int64_t id;
+        if (llm_gguf_find(b, n, ids[k], &v) != 1) continue;
+        if (v.is_array || !llm_gguf_int(&v, 0, &id) || id < 0 || id >= vocab)
+            die(1, "checkpoint %s: GGUF %s is not a token id (0..%d)", path, ids[k], vocab - 1);
+        *fields[k] = (int)id;
+    }
+    int64_t add_bos;
+    if (llm_gguf_find(b, n, "tokenizer.ggml.add_bos_token", &v) == 1 && !v.is_array && llm_gguf_int(&v, 0, &add_bos))
+        e->tok.add_bos = add_bos != 0;
+    /* the chat template by the markers it uses */
+    if (llm_gguf_find(b, n, "tokenizer.chat_template", &v) == 1 && !v.is_array && v.type == 8) {
+        pos = 0;
+        if (llm_gguf_next_string(&v, &pos, &s, &len)) {
+            for (uint64_t j = 0; j < len; j++) {
+                if (len - j >= 19 && !memcmp(s + j, "<|start_header_id|>", 19)) { e->tok.chat_template = TOK_CHAT_LLAMA3; break; }
+                if (len - j >= 12 && !memcmp(s + j, "<|im_start|>", 12)) { e->tok.chat_template = TOK_CHAT_CHATML; break; }
+            }
+        }
+    }
 }
 
 /* Encode text with BOS; the ids go to a malloc'd array. */
@@ -463,12 +554,16 @@ static void print_plan(const engine *e, const options *o) {
     printf("  activations  %12llu bytes  %8.2f MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, q8 %llu; each part 64-aligned)\n",
            act, act / MB, (ull)p.x, (ull)p.xb, (ull)p.xb2, (ull)p.q, (ull)p.kv_new, (ull)p.hb, (ull)p.hb2, (ull)p.rope,
            (ull)p.logits, (ull)p.act_q);
-    if (e->tok_file.data)
+    size_t tok_image = e->tok_image ? e->tok_file.size : 0;   /* built from a GGUF's arrays */
+    if (e->tok_image)
+        printf("  tokenizer    %12zu bytes  %8.2f MiB  (its %zu-byte tokenizer.bin image built from the GGUF, and tables)\n",
+               e->tok_arena_size + tok_image, (e->tok_arena_size + tok_image) / MB, tok_image);
+    else if (e->tok_file.data)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
                e->tok_arena_size / MB, e->tok_file.size);
     else
         printf("  tokenizer    (none given: add -z FILE to include it)\n");
-    ull total = p.total + e->tok_arena_size, need = total + e->model_arena_size;
+    ull total = p.total + e->tok_arena_size + tok_image, need = total + e->model_arena_size;
     printf("  total RAM    %12llu bytes  %8.2f MiB  (state arena %llu + tokenizer)\n", total, total / MB, (ull)p.total);
     printf("  limit        %12llu bytes  %8.2f MiB  (--max-memory)%s\n", o->max_memory, o->max_memory / MB,
            need > o->max_memory ? ": this plan is above it, and a run would refuse it" : "");
@@ -785,6 +880,7 @@ static void close_engine(engine *e) {
     free(e->tok_arena);
     free(e->model_arena);
     unmap_file(&e->ckpt_file);
+    if (e->tok_image) { free(e->tok_image); e->tok_file.data = NULL; }
     unmap_file(&e->tok_file);
 }
 
@@ -805,7 +901,8 @@ int main(int argc, char **argv) {
     int is_eval = !strcmp(o.mode, "eval");
     /* the state's batch is the prompt's length, known only after encoding */
     load_checkpoint(&e, &o);
-    if (!o.info || o.tokenizer_given) load_tokenizer(&e, o.tokenizer, e.model.cfg.vocab_size);
+    if (!o.tokenizer_given && e.model.cfg.format == LLM_FORMAT_GGUF) load_gguf_tokenizer(&e, o.checkpoint);
+    else if (!o.info || o.tokenizer_given) load_tokenizer(&e, o.tokenizer, e.model.cfg.vocab_size);
     e.tok.parse_special = o.special;
 
     int n_prompt = 0, *prompt = NULL;

@@ -412,6 +412,10 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
         c->rope_high_freq_factor = llm__f32(b + 120); c->rope_orig_ctx = llm__i32(b + 124);
         c->qkv_bias = (int)llm__u32(b + 128); c->qk_norm = (int)llm__u32(b + 132);
     }
+    if (c->weight_type > LLM_TYPE_Q8_0) { /* the types after q8_0 are GGUF's block layouts */
+        llm__fmt(m->error, sizeof m->error, "weight type %d unknown to LLMW version %d (f32, f16, q8_0)", c->weight_type, LLM_VERSION);
+        return LLM_ERR_CONFIG;
+    }
     int st = llm_check_config(m);
     if (st != LLM_OK) return st;
     if (c->shared_classifier > 1 || c->norm_bias > 1 || c->shared_classifier < 0 || c->norm_bias < 0)
@@ -544,6 +548,8 @@ static int llm__load_ak42(llm_model *m, const unsigned char *b, size_t n, void *
     return LLM_OK;
 }
 
+static int llm__load_gguf(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size); /* gguf.h */
+
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size) {
     const unsigned char *b = (const unsigned char *)bytes;
     memset(m, 0, sizeof *m);
@@ -551,6 +557,7 @@ int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_
     if ((uintptr_t)b % 4 != 0) return llm__fail(m, LLM_ERR_ARG, "checkpoint bytes must be 4-byte aligned in memory");
     if (n_bytes >= 4 && memcmp(b, LLM_MAGIC, 4) == 0) return llm__load_llmw(m, b, n_bytes, arena, arena_size);
     if (n_bytes >= 4 && llm__u32(b) == 0x616b3432u) return llm__load_ak42(m, b, n_bytes, arena, arena_size);
+    if (n_bytes >= 4 && memcmp(b, "GGUF", 4) == 0) return llm__load_gguf(m, b, n_bytes, arena, arena_size);
     return llm__load_legacy(m, b, n_bytes, arena, arena_size);
 }
 

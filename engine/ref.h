@@ -197,3 +197,178 @@ static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
     const float *sc = w->scale + (size_t)r * (size_t)llm__groups(w);
     for (size_t j = 0; j < n; j++) out[j] = (float)p[j] * sc[j / G];
 }
+
+/* ---- GGUF's types, read in place (engine/gguf.h) ----
+ * bf16: the top half of an f32. The block types, each row a run of blocks
+ * (ggml's layouts, little-endian):
+ *   q8_0 (34 bytes / 32): f16 d, int8 q[32];                        w = d q
+ *   q4_0 (18 bytes / 32): f16 d, uint8 qs[16]; q[j] = qs[j] & 15,
+ *        q[j + 16] = qs[j] >> 4;                                     w = d (q - 8)
+ *   q4_K (144 bytes / 256): f16 d, f16 dmin, 12 bytes packing eight 6-bit
+ *        scales sc[j] and mins m[j], uint8 qs[128]: sub-blocks 2p and 2p + 1
+ *        (32 each) are the low and high nibbles of qs[32p .. 32p + 31];
+ *                                                                    w = d sc q - dmin m
+ *   q6_K (210 bytes / 256): uint8 ql[128] (low four bits), qh[64] (high two),
+ *        int8 sc[16] (one per 16), f16 d;                           w = d sc (q - 32)
+ * The float order of a product, which every fast kernel reproduces: the
+ * activations in int8 groups of 32 with one f32 scale xs each
+ * (llm__quantize_q8); per group, an integer sum of weight codes times
+ * activation codes (exact, so any lane order gives it), then one step
+ * acc = fma(isum, d * xs, acc) along the row, group after group. q4_K takes
+ * two steps, the scale's then the min's: fma(sc * isum, d * xs, acc), then
+ * fma(m * sum(xq), -(dmin * xs), acc). q6_K's group has two scales:
+ * isum = sc[2k] * (first 16) + sc[2k + 1] * (last 16), still exact
+ * (|isum| < 2^24, so its float is too). */
+/* f16 to f32 is exact, so F16C's instruction gives the portable bits */
+#if defined(__F16C__) && !defined(MODEL_NO_SIMD)
+#include <immintrin.h>
+static inline float llm__gg_half(const unsigned char *p) { return _cvtsh_ss((unsigned short)(p[0] | (unsigned)p[1] << 8)); }
+#else
+static inline float llm__gg_half(const unsigned char *p) { return llm_f16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8)); }
+#endif
+static float llm__bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+/* q4_K sub-block j's 6-bit scale and min, unpacked from the 12 bytes s */
+static inline void llm__q4k_scale_min(const unsigned char *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63; *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4); *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+/* q6_K block b's code at element e (0..255), -32..31: element 128h + 32q + l
+ * takes ql[64h + 32(q & 1) + l]'s low (q < 2) or high nibble and bits 2q, 2q+1
+ * of qh[32h + l] */
+static inline int llm__q6k_code(const unsigned char *b, int e) {
+    int h = e >> 7, q = (e >> 5) & 3, l = e & 31;
+    int lo = b[h * 64 + (q & 1) * 32 + l], hi = b[128 + h * 32 + l];
+    return (((q < 2 ? lo : lo >> 4) & 15) | (((hi >> (2 * q)) & 3) << 4)) - 32;
+}
+
+/* Group g's integer sums of a row of each block type with 32 activation codes xq */
+/* (the weights through an int8_t pointer: GCC 12's loop vectoriser at -O3
+ * with AVX-512 VNNI turns a sum of (int8_t)unsigned_char * int8 products
+ * into a wrong dot-product instruction) */
+static int32_t llm__gsum_q8_0(const unsigned char *row, int g, const int8_t *xq) {
+    const int8_t *q = (const int8_t *)(const void *)(row + (size_t)g * 34 + 2);
+    int32_t s = 0;
+    for (int j = 0; j < 32; j++) s += (int32_t)q[j] * (int32_t)xq[j];
+    return s;
+}
+static int32_t llm__gsum_q4_0(const unsigned char *row, int g, const int8_t *xq) {
+    const unsigned char *b = row + (size_t)g * 18 + 2;
+    int32_t s = 0;
+    for (int j = 0; j < 16; j++) s += ((b[j] & 15) - 8) * xq[j] + ((b[j] >> 4) - 8) * xq[j + 16];
+    return s;
+}
+static int32_t llm__gsum_q4_k(const unsigned char *row, int g, const int8_t *xq) {   /* codes 0..15, no scale */
+    const unsigned char *qs = row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2);
+    int shift = (g & 1) * 4;
+    int32_t s = 0;
+    for (int l = 0; l < 32; l++) s += ((qs[l] >> shift) & 15) * xq[l];
+    return s;
+}
+static int32_t llm__gsum_q6_k(const unsigned char *row, int g, const int8_t *xq) {   /* with its two scales */
+    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    int k = g % 8;
+    int32_t s0 = 0, s1 = 0;
+    for (int l = 0; l < 16; l++) s0 += llm__q6k_code(b, 32 * k + l) * xq[l];
+    for (int l = 16; l < 32; l++) s1 += llm__q6k_code(b, 32 * k + l) * xq[l];
+    return (int32_t)(int8_t)b[192 + 2 * k] * s0 + (int32_t)(int8_t)b[192 + 2 * k + 1] * s1;
+}
+static int32_t llm__sum_i8(const int8_t *xq, int n) {
+    int32_t s = 0;
+    for (int j = 0; j < n; j++) s += xq[j];
+    return s;
+}
+
+/* Group g's step along the row, given its integer sums (isum; q4_K also
+ * xsum, the activation codes' sum) */
+static inline float llm__gstep_d(const unsigned char *d, int32_t isum, float xs, float acc) {
+    return fmaf((float)isum, llm__gg_half(d) * xs, acc);
+}
+#define llm__gstep_q8_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * 34, isum, xs, acc)
+#define llm__gstep_q4_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * 18, isum, xs, acc)
+#define llm__gstep_q6_k(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)((g) / 8) * 210 + 208, isum, xs, acc)
+static inline float llm__gstep_q4_k(const unsigned char *row, int g, int32_t isum, int32_t xsum, float xs, float acc) {
+    const unsigned char *b = row + (size_t)(g / 8) * 144;
+    int sc, m;
+    llm__q4k_scale_min(b + 4, g % 8, &sc, &m);
+    acc = fmaf((float)(sc * isum), llm__gg_half(b) * xs, acc);
+    return fmaf((float)(m * xsum), -(llm__gg_half(b + 2) * xs), acc);
+}
+
+/* The twins: row (n,) . activations xq (n,) with scales xs (n/32,) */
+#define LLM__GG_DOT(name, with_xsum)                                                                   \
+    static float llm__dot_g##name(const unsigned char *row, const int8_t *xq, const float *xs, int n) { \
+        float acc = 0.0f;                                                                              \
+        for (int g = 0; g < n / LLM__GQ; g++) {                                                        \
+            const int8_t *x = xq + (size_t)g * LLM__GQ;                                                \
+            int32_t xsum = with_xsum ? llm__sum_i8(x, LLM__GQ) : 0;                                    \
+            (void)xsum;                                                                                \
+            acc = llm__gstep_##name(row, g, llm__gsum_##name(row, g, x), xsum, xs[g], acc);            \
+        }                                                                                              \
+        return acc;                                                                                    \
+    }                                                                                                  \
+    static float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
+        (void)x;                                                                                       \
+        return llm__dot_g##name(llm__block_row(w, r), xq, xs, w->cols);                                \
+    }
+LLM__GG_DOT(q8_0, 0)
+LLM__GG_DOT(q4_0, 0)
+LLM__GG_DOT(q4_k, 1)
+LLM__GG_DOT(q6_k, 0)
+#undef LLM__GG_DOT
+
+static float llm__row_dot_bf16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+    const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
+    float acc = 0.0f;
+    (void)xq; (void)xs;
+    for (int j = 0; j < w->cols; j++) acc += llm__bf16_to_f32(p[j]) * x[j];
+    return acc;
+}
+
+/* Rows as f32 (the embedding lookup), in ggml's dequantizers' order */
+static void llm__dequant_row_bf16(float *out, const llm_tensor *w, int r) {
+    const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
+    for (int j = 0; j < w->cols; j++) out[j] = llm__bf16_to_f32(p[j]);
+}
+static void llm__dequant_row_gq8_0(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int g = 0; g < w->cols / 32; g++, b += 34)
+        for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(int8_t)b[2 + j] * llm__gg_half(b);
+}
+static void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int g = 0; g < w->cols / 32; g++, b += 18) {
+        float d = llm__gg_half(b);
+        for (int j = 0; j < 16; j++) {
+            out[32 * g + j] = (float)((b[2 + j] & 15) - 8) * d;
+            out[32 * g + j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+        }
+    }
+}
+static void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int k = 0; k < w->cols / 256; k++, b += 144) {
+        float d = llm__gg_half(b), dmin = llm__gg_half(b + 2);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            llm__q4k_scale_min(b + 4, j, &sc, &m);
+            float d1 = d * (float)sc, m1 = dmin * (float)m;
+            const unsigned char *qs = b + 16 + 32 * (j / 2);
+            for (int l = 0; l < 32; l++) out[256 * k + 32 * j + l] = d1 * (float)((qs[l] >> ((j & 1) * 4)) & 15) - m1;
+        }
+    }
+}
+static void llm__dequant_row_gq6_k(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int k = 0; k < w->cols / 256; k++, b += 210) {
+        float d = llm__gg_half(b + 208);
+        for (int e = 0; e < 256; e++) out[256 * k + e] = d * (float)(int8_t)b[192 + e / 16] * (float)llm__q6k_code(b, e);
+    }
+}

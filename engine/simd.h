@@ -326,6 +326,60 @@ static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const 
 }
 #endif /* LLM__Q8_SIMD */
 
+/* GGUF's types. bf16: its scalar twin (no vector kernel yet). The block
+ * types: each (row, token) by the group sums of the type, then the twin's
+ * steps along the row; an ISA file with faster group sums (LLM__HAVE_GG_SUMS)
+ * gives llm__gg_sums_<type>(isum, row, xq, groups), all of a row's sums
+ * at once, and the steps stay the twin's, so the bits do. */
+static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                           const float *xs, int t, int nr, int nc) {
+    for (int b = 0; b < nc; b++)
+        for (int a = 0; a < nr; a++)
+            out[(size_t)b * ldo + a] = llm__row_dot_bf16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
+}
+#ifdef LLM__HAVE_GG_SUMS
+#define LLM__GG_ROW_SUMS(name, isum, row, xq, G) llm__gg_sums_##name(isum, row, xq, G)
+#else
+#define LLM__GG_ROW_SUMS(name, isum, row, xq, G) \
+    for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+#endif
+/* out doubles as each row's accumulator between chunks of 64 groups, so a
+ * chunk's activation sums (q4_K's) are taken once for all the rows */
+#define LLM__GG_TILE(name, with_xsum)                                                                            \
+    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
+                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
+        int n = w->cols, G = n / LLM__GQ;                                                                      \
+        size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
+                             (size_t)llm__traits[w->type].qblock_bytes;                                        \
+        int32_t isum[64], xsum[64];   /* a chunk of up to 64 groups (2048 columns) at a time */              \
+        (void)x;                                                                                               \
+        for (int b = 0; b < nc; b++) {                                                                         \
+            const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
+            const float *sb = xs + (size_t)(t + b) * G;                                                        \
+            float *o = out + (size_t)b * ldo;                                                                  \
+            for (int c0 = 0; c0 < G; c0 += 64) {   /* c0 a multiple of 8: whole 256-blocks */                  \
+                int cg = G - c0 < 64 ? G - c0 : 64;                                                            \
+                for (int g = 0; g < cg; g++)                                                                   \
+                    xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;           \
+                for (int a = 0; a < nr; a++) {                                                                 \
+                    const unsigned char *rc = llm__block_row(w, r + a) + (size_t)(c0 / 64) * chunk_bytes;      \
+                    float acc = c0 ? o[a] : 0.0f;                                                              \
+                    LLM__GG_ROW_SUMS(name, isum, rc, xb + (size_t)c0 * LLM__GQ, cg);                           \
+                    for (int g = 0; g < cg; g++) acc = llm__gstep_##name(rc, g, isum[g], xsum[g], sb[c0 + g], acc); \
+                    o[a] = acc;                                                                                \
+                }                                                                                              \
+                (void)xsum;                                                                                    \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+#ifndef LLM__HAVE_GG_TILES   /* x86.h's steps eight rows at a time */
+LLM__GG_TILE(q8_0, 0)
+LLM__GG_TILE(q4_0, 0)
+LLM__GG_TILE(q4_k, 1)
+LLM__GG_TILE(q6_k, 0)
+#endif
+#undef LLM__GG_TILE
+
 const char *llm_simd_name(void) {
 #if defined(__AVX512VNNI__) && defined(LLM__Q8_SIMD)
     return LLM__SIMD "+vnni";
@@ -350,7 +404,7 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
 #ifdef LLM__VL
     /* a block of rows of W (a few hundred KB) stays in L2 while every token
      * tile passes over it; inside, a 4-row panel meets a tile of tokens */
-    size_t row_bytes = (size_t)w->cols * (size_t)tr->value_bytes;
+    size_t row_bytes = tr->qblock ? llm__block_row_bytes(w) : (size_t)w->cols * (size_t)tr->value_bytes;
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / LLM__NR * LLM__NR;
     if (block < LLM__NR) block = LLM__NR;
     int step = t1 - t0 == 1 ? block : LLM__NR;   /* one token: a whole block of rows per call */

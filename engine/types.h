@@ -21,6 +21,9 @@ typedef struct llm__type_traits {
      * out (nc, ldo); x (T, cols) f32, or xq/xs the q8_0 activations */
     void (*tile)(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                  const float *xs, int t, int nr, int nc);
+    /* GGUF's block types: elements and bytes of one stored block (values and
+     * scales together, a row a run of blocks); 0 for the others */
+    int qblock, qblock_bytes;
 } llm__type_traits;
 
 /* the functions of each row: the twins in ref.h, the tiles in simd.h */
@@ -36,12 +39,32 @@ static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const
                           const float *xs, int t, int nr, int nc);
 static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                          const float *xs, int t, int nr, int nc);
+/* GGUF's types: bf16, and the block types whose twins multiply activations
+ * quantized in groups of LLM__GQ (engine/ref.h) */
+#define LLM__GQ 32
+#define LLM__GG_TYPE_FNS(name)                                                                                  \
+    static void llm__dequant_row_##name(float *out, const llm_tensor *w, int r);                                \
+    static float llm__row_dot_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs); \
+    static void llm__tile_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq, \
+                                 const float *xs, int t, int nr, int nc);
+LLM__GG_TYPE_FNS(bf16)
+LLM__GG_TYPE_FNS(gq8_0)
+LLM__GG_TYPE_FNS(gq4_0)
+LLM__GG_TYPE_FNS(gq4_k)
+LLM__GG_TYPE_FNS(gq6_k)
+#undef LLM__GG_TYPE_FNS
 
 static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     /* name    block value scale activations    row to f32            scalar dot        fast tile */
-    { "f32",   1,    4,    0,    LLM_TYPE_F32,  llm__dequant_row_f32, llm__row_dot_f32, llm__tile_f32 },
-    { "f16",   1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_f16, llm__row_dot_f16, llm__tile_f16 },
-    { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8 },
+    { "f32",   1,    4,    0,    LLM_TYPE_F32,  llm__dequant_row_f32, llm__row_dot_f32, llm__tile_f32, 0, 0 },
+    { "f16",   1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_f16, llm__row_dot_f16, llm__tile_f16, 0, 0 },
+    { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8, 0, 0 },
+    /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row     qblock, bytes */
+    { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0 },
+    { "gguf-q8_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq8_0, llm__row_dot_gq8_0, llm__tile_gq8_0, 32, 34 },
+    { "gguf-q4_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18 },
+    { "gguf-q4_K", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq4_k, llm__row_dot_gq4_k, llm__tile_gq4_k, 256, 144 },
+    { "gguf-q6_K", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq6_k, llm__row_dot_gq6_k, llm__tile_gq6_k, 256, 210 },
 };
 LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
 LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);
@@ -52,6 +75,14 @@ const char *llm_type_name(int t) { return t >= 0 && t < LLM_TYPE_COUNT ? llm__tr
 static int llm__group(const llm_tensor *w) { return llm__traits[w->type].block ? llm__traits[w->type].block : w->group; }
 static int llm__groups(const llm_tensor *w) {
     return llm__traits[w->type].scale_bytes ? (w->cols + llm__group(w) - 1) / llm__group(w) : 0;
+}
+
+/* bytes of one row of a GGUF block type (cols a multiple of its block), and row r */
+static size_t llm__block_row_bytes(const llm_tensor *w) {
+    return (size_t)(w->cols / llm__traits[w->type].qblock) * (size_t)llm__traits[w->type].qblock_bytes;
+}
+static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
+    return (const unsigned char *)w->data + (size_t)r * llm__block_row_bytes(w);
 }
 
 /* A tensor view: (rows, cols) of `type` at data, scales at scale (or NULL). */

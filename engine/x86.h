@@ -452,3 +452,150 @@ LLM__INLINE void llm__accumulate_head(float *out, int ldo, float (*p)[LLM__KEY_B
 }
 
 #endif
+
+#if defined(LLM__Q8_SIMD) && defined(__AVX2__)
+/* GGUF's block types: the integer sums of groups of 32 (ref.h's llm__gsum_*)
+ * eight lanes at a time by llm__dot32_i8 (VNNI's dpbusd where the CPU has
+ * it), four groups' lanes reduced together. Integer sums are exact, so these
+ * give the twin's values whatever the lane order; the float steps along the
+ * row stay the twin's (simd.h's LLM__GG_TILE). */
+#define LLM__HAVE_GG_SUMS 1
+/* the totals of four vectors of eight int32 lanes */
+LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+/* isum[g] for g < G from vectors of lane sums v(g), four at a time */
+#define LLM__GG_SUMS_BY4(isum, G, lanes_of_g)                                                            \
+    do {                                                                                                \
+        int g_ = 0;                                                                                     \
+        for (; g_ + 4 <= (G); g_ += 4) {                                                                \
+            __m256i v0_, v1_, v2_, v3_;                                                                 \
+            { int g = g_; v0_ = lanes_of_g; }                                                           \
+            { int g = g_ + 1; v1_ = lanes_of_g; }                                                       \
+            { int g = g_ + 2; v2_ = lanes_of_g; }                                                       \
+            { int g = g_ + 3; v3_ = lanes_of_g; }                                                       \
+            _mm_storeu_si128((__m128i *)(void *)((isum) + g_), llm__hsum4_i32(v0_, v1_, v2_, v3_));      \
+        }                                                                                               \
+        for (; g_ < (G); g_++) {                                                                        \
+            int g = g_;                                                                                 \
+            __m256i z_ = _mm256_setzero_si256();                                                        \
+            int32_t t_[4];                                                                              \
+            _mm_storeu_si128((__m128i *)(void *)t_, llm__hsum4_i32(lanes_of_g, z_, z_, z_));            \
+            (isum)[g_] = t_[0];                                                                         \
+        }                                                                                               \
+    } while (0)
+
+LLM__INLINE __m256i llm__gg_lanes_q8_0(const unsigned char *row, int g, const int8_t *xq) {
+    return llm__dot32_i8(_mm256_setzero_si256(), llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2)),
+                         llm__i8x32_load(xq + (size_t)g * 32));
+}
+LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const int8_t *xq) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
+    const __m128i low = _mm_set1_epi8(15);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+    q = _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+    return llm__dot32_i8(_mm256_setzero_si256(), q, llm__i8x32_load(xq + (size_t)g * 32));
+}
+/* q4_K's codes are 0..15: unsigned times signed directly (pairs fit int16) */
+LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int8_t *xq) {
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
+    __m256i q = _mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15));
+    __m256i p = _mm256_maddubs_epi16(q, llm__i8x32_load(xq + (size_t)g * 32));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+/* q6_K: codes - 32, lanes 0..3 the first 16 (scale 2k), 4..7 the last (2k + 1) */
+LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const int8_t *xq) {
+    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    int k = g % 8, h = k >> 2, c = k & 3;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
+    lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
+    hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
+    __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+    __m256i s = llm__dot32_i8(_mm256_setzero_si256(), q, llm__i8x32_load(xq + (size_t)g * 32));
+    __m256i sc = _mm256_set_m128i(_mm_set1_epi32((int8_t)b[192 + 2 * k + 1]), _mm_set1_epi32((int8_t)b[192 + 2 * k]));
+    return _mm256_mullo_epi32(s, sc);
+}
+#define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q8_0(row, g, xq))
+#define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_0(row, g, xq))
+#define llm__gg_sums_q4_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_k(row, g, xq))
+#define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q6_k(row, g, xq))
+#endif
+
+#if defined(LLM__HAVE_GG_SUMS) && defined(__F16C__) && defined(__FMA__)
+/* The GGUF tiles with the float steps across eight rows at once: lane i of
+ * each vector is row a0 + i, and each lane does exactly the twin's steps
+ * (fma(isum, d * xs, acc), q4_K's two), group after group, so every row's
+ * bits are the twin's. */
+#define LLM__HAVE_GG_TILES 1
+LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /* eight rows' f16 at off */
+    uint16_t h[8];
+    for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+}
+#define LLM__GG_TILE8(name, with_xsum, d_off)                                                                  \
+    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
+                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
+        int n = w->cols, G = n / LLM__GQ;                                                                      \
+        size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
+                             (size_t)llm__traits[w->type].qblock_bytes;                                        \
+        int32_t isum[8][64], xsum[64];                                                                         \
+        (void)x; (void)xsum;                                                                                   \
+        memset(isum, 0, sizeof isum);                                                                          \
+        for (int b = 0; b < nc; b++) {                                                                         \
+            const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
+            const float *sb = xs + (size_t)(t + b) * G;                                                        \
+            float *o = out + (size_t)b * ldo;                                                                  \
+            for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
+                int na = nr - a0 < 8 ? nr - a0 : 8;                                                            \
+                const unsigned char *rows[8], *rc[8];                                                          \
+                for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));            \
+                __m256 acc = _mm256_setzero_ps();                                                              \
+                for (int c0 = 0; c0 < G; c0 += 64) {                                                           \
+                    int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
+                    for (int g = 0; g < cg; g++)                                                               \
+                        xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;       \
+                    for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
+                    for (int i = 0; i < na; i++) llm__gg_sums_##name(isum[i], rc[i], xb + (size_t)c0 * LLM__GQ, cg); \
+                    for (int g = 0; g < cg; g++) {                                                             \
+                        __m256i iv = _mm256_setr_epi32(isum[0][g], isum[1][g], isum[2][g], isum[3][g], isum[4][g], \
+                                                       isum[5][g], isum[6][g], isum[7][g]);                   \
+                        __m256 xsv = _mm256_set1_ps(sb[c0 + g]);                                               \
+                        LLM__GG_STEP8_##name(acc, rc, g, iv, xsum[g], xsv, d_off);                             \
+                    }                                                                                          \
+                }                                                                                              \
+                float lane[8];                                                                                 \
+                _mm256_storeu_ps(lane, acc);                                                                   \
+                for (int i = 0; i < na; i++) o[a0 + i] = lane[i];                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+/* acc = fma(isum, d * xs, acc), d the f16 at d_off(g) */
+#define LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off) \
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc)
+#define LLM__GG_STEP8_q8_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q4_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q6_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+/* q4_K: fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
+#define LLM__GG_STEP8_q4_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+    do {                                                                                                      \
+        int32_t sc_[8], m_[8];                                                                                \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * 144 + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
+        __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
+        size_t o_ = (size_t)((g) / 8) * 144;                                                                  \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, o_), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, o_ + 2), xsv);                                              \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
+                              _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
+    } while (0)
+#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * 34)
+#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * 18)
+#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
+#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
+LLM__GG_TILE8(q8_0, 0, LLM__GG_DOFF_q8_0)
+LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0)
+LLM__GG_TILE8(q4_k, 1, LLM__GG_DOFF_q4_k)
+LLM__GG_TILE8(q6_k, 0, LLM__GG_DOFF_q6_k)
+#endif

@@ -13,7 +13,7 @@ import subprocess
 import common
 
 BUILD_INDEPENDENT = True   # always the asan driver
-HARNESSES = ("checkpoint", "tokenizer", "chat")
+HARNESSES = ("checkpoint", "tokenizer", "chat", "gguf")
 FUZZ = os.path.join(common.TESTS, "fuzz")
 REGRESSIONS = os.path.join(FUZZ, "regressions")
 PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
@@ -96,6 +96,25 @@ def test_checkpoint_seeds_resized_refused():
             resized.append(path)
     for f, outcome in run_inputs("checkpoint", resized).items():
         assert outcome.startswith("refused: ") and len(outcome) > len("refused: ") + 10, (f, outcome)
+
+
+def test_gguf_seeds():
+    """Every GGUF seed loads and runs; cut anywhere in its header, it is refused with a reason."""
+    files = seeds("gguf")
+    for f, outcome in run_inputs("gguf", files).items():
+        assert outcome.startswith("loaded gguf ") and outcome.endswith("batched == one by one"), (f, outcome)
+    folder = common.scratch("fuzz_test_gguf_cut")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    cut = []
+    for f in files:
+        data = open(f, "rb").read()
+        for end in (3, 23, 40, 100, len(data) // 2):   # (the last tensor's padding may go)
+            path = os.path.join(folder, f"{end}_{os.path.basename(f)}")
+            open(path, "wb").write(data[:end])
+            cut.append(path)
+    for f, outcome in run_inputs("gguf", cut).items():
+        assert outcome.startswith("refused: ") and len(outcome) > 20, (f, outcome)
 
 
 def test_tokenizer_seeds():

@@ -649,6 +649,75 @@ static void test_state_errors(const llm_model *m) {
     free(arena);
 }
 
+/* GGUF's block types (random blocks: any bytes are a valid block, with sane
+ * f16 scales): the fast tile, decode and threads against the scalar twin bit
+ * for bit (integer group sums, then the twin's steps), and the twin against
+ * its definition in double, sum_g xs_g sum_j w_j xq_j with w_j from
+ * dequant_row, over awkward shapes (rows not a multiple of 4, 72 groups:
+ * past the tile's 64-group chunk). */
+static void test_gguf_blocks(void) {
+    int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
+    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 } };
+    int cols_k[] = { 1, 3, 9 };   /* blocks per row (q8_0/q4_0: x8 for the same shapes) */
+    int Ts[] = { 1, 3, 7 };
+    for (int ti = 0; ti < 4; ti++) {
+        const llm__type_traits *tr = &llm__traits[types[ti]];
+        for (int ci = 0; ci < 3; ci++) {
+            for (int k = 0; k < 3; k++) {
+                for (int threads = 1; threads <= 2; threads++) {
+                    int rows = 13, cols = cols_k[ci] * 256, T = Ts[k], ng = cols / 32;
+                    size_t row_bytes = (size_t)(cols / tr->qblock) * (size_t)tr->qblock_bytes;
+                    unsigned char *w = malloc(rows * row_bytes);
+                    for (size_t i = 0; i < rows * row_bytes; i++) w[i] = (unsigned char)(frand() * 128.0f + 128.0f);
+                    for (size_t b = 0; b < rows * row_bytes / (size_t)tr->qblock_bytes; b++)
+                        for (int e = 0; e < 2; e++)
+                            if (d_at[ti][e] >= 0) {
+                                uint16_t h = llm_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
+                                memcpy(w + b * tr->qblock_bytes + d_at[ti][e], &h, 2);
+                            }
+                    llm_tensor t = llm__tensor(w, NULL, types[ti], rows, cols, 0);
+                    llm_state s;
+                    memset(&s, 0, sizeof s);
+                    s.n_threads = threads;
+                    s.act_q = malloc((size_t)T * cols);
+                    s.act_scale = malloc((size_t)T * ng * 4);
+                    float *x = malloc((size_t)T * cols * 4), *y = malloc((size_t)T * rows * 4);
+                    float *y1 = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4), *row = malloc(cols * 4);
+                    int8_t *xq = malloc(cols);
+                    fill(x, T * cols, 1.5f);
+                    llm__matmul(y, &t, x, T, &s);
+                    double batch_vs_one = 0, fast_vs_twin = 0, twin_vs_def = 0;
+                    for (int tt = 0; tt < T; tt++) {
+                        const float *xt = x + (size_t)tt * cols;
+                        llm__matmul(y1, &t, xt, 1, &s);
+                        llm_matvec(ys, &t, xt, xq, xs);
+                        for (int r = 0; r < rows; r++) {
+                            batch_vs_one = worse(batch_vs_one, fabs(y[(size_t)tt * rows + r] - y1[r]));
+                            fast_vs_twin = worse(fast_vs_twin, fabs(y1[r] - ys[r]));
+                            tr->dequant_row(row, &t, r);
+                            double want = 0, mag = 0;
+                            for (int g = 0; g < ng; g++) {
+                                double gs = 0;
+                                for (int j = 0; j < 32; j++) { gs += (double)row[32 * g + j] * xq[32 * g + j]; mag += fabs(row[32 * g + j] * xq[32 * g + j] * xs[g]); }
+                                want += gs * xs[g];
+                            }
+                            twin_vs_def = worse(twin_vs_def, fabs(ys[r] - want) / (mag > 0 ? mag : 1));
+                        }
+                    }
+                    char name[112];
+                    snprintf(name, sizeof name, "gguf_%s_%dx%d_T%d_threads%d_batch_eq_single", tr->name, rows, cols, T, threads);
+                    check(batch_vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", batch_vs_one, 0.0);
+                    snprintf(name, sizeof name, "gguf_%s_%dx%d_T%d_threads%d_fast_eq_twin", tr->name, rows, cols, T, threads);
+                    check(fast_vs_twin == 0.0, name, "max abs diff %g (want %g: bit for bit)", fast_vs_twin, 0.0);
+                    snprintf(name, sizeof name, "gguf_%s_%dx%d_T%d_threads%d_twin_vs_definition", tr->name, rows, cols, T, threads);
+                    check(twin_vs_def <= TOL_F32, name, "max rel diff %g (tol %g)", twin_vs_def, TOL_F32);
+                    free(s.act_q); free(s.act_scale); free(x); free(y); free(y1); free(ys); free(xs); free(xq); free(row); free(w);
+                }
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const char *models = argc > 1 ? argv[1] : "../shared/models";
     test_rmsnorm_lesson();
@@ -659,6 +728,7 @@ int main(int argc, char **argv) {
     test_quantize_q8();
     test_matvec();
     test_matmul_fast();
+    test_gguf_blocks();
     test_attention_fast();
 
     char path[1024];

@@ -12,6 +12,9 @@ OUT_DIR/checkpoint/  one small valid checkpoint per format and variant, named
 OUT_DIR/tokenizer/   fuzz_tokenizer inputs: uint32 length, a tokenizer.bin
                      (tokenizers built here), a text
 OUT_DIR/chat/        fuzz_chat inputs: system prompt, NUL, user turn
+OUT_DIR/gguf/        small valid GGUF files (tests/gguf_writer.py): llama in every
+                     tensor type the engine reads, a tied and an untied
+                     classifier, a tokenizer, alignment 64; qwen2 and qwen3
 
 Deterministic: the same files every run. Needs numpy (Debian's /usr/bin/python3).
 """
@@ -247,11 +250,54 @@ def chat_seeds(out):
             f.write(data)
 
 
+def gguf_seeds(out):
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import gguf_writer as gw
+    rng = np.random.default_rng(5)
+    for name, gt, dim, arch, extra in (("f32", gw.F32, 8, "llama", {}), ("f16", gw.F16, 8, "llama", {}),
+                                       ("bf16", gw.BF16, 8, "llama", {}), ("q8_0", gw.Q8_0, 32, "llama", {}),
+                                       ("q4_0", gw.Q4_0, 64, "llama", {"align": 64}), ("q4_k", gw.Q4_K, 256, "llama", {}),
+                                       ("q6_k", gw.Q6_K, 256, "llama", {"untied": 1}),
+                                       ("qwen2", gw.F32, 8, "qwen2", {}), ("qwen3", gw.F16, 8, "qwen3", {})):
+        cfg = dict(dim=dim, hidden_dim=dim, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=5, seq_len=4)
+        hs = dim // 2
+        t = []
+        def mat(n, rows, cols):
+            data = gw.random_blocks(gt, rows, cols, rng) if gt in gw.BLOCK else gw.encode(gt, rng.normal(0, 0.3, (rows, cols)))
+            t.append((n, gt, [cols, rows], data))
+        def vec(n, k):
+            t.append((n, gw.F32, [k], gw.encode(gw.F32, rng.uniform(0.5, 1.5, (1, k)))))
+        mat("token_embd.weight", 5, dim)
+        vec("blk.0.attn_norm.weight", dim)
+        mat("blk.0.attn_q.weight", dim, dim)
+        mat("blk.0.attn_k.weight", hs, dim)
+        mat("blk.0.attn_v.weight", hs, dim)
+        mat("blk.0.attn_output.weight", dim, dim)
+        vec("blk.0.ffn_norm.weight", dim)
+        mat("blk.0.ffn_gate.weight", dim, dim)
+        mat("blk.0.ffn_up.weight", dim, dim)
+        mat("blk.0.ffn_down.weight", dim, dim)
+        if arch == "qwen2":
+            vec("blk.0.attn_q.bias", dim); vec("blk.0.attn_k.bias", hs); vec("blk.0.attn_v.bias", hs)
+        if arch == "qwen3":
+            vec("blk.0.attn_q_norm.weight", hs); vec("blk.0.attn_k_norm.weight", hs)
+        vec("output_norm.weight", dim)
+        if extra.get("untied"):
+            mat("output.weight", 5, dim)
+        kvs = gw.llama_kvs(dict(cfg, shared=True), arch=arch)
+        kvs += gw.llama_vocab_kvs([b"<unk>", b"<s>", b"</s>", b" a", b"b"], [0.0, 0.0, 0.0, -1.0, -2.0])
+        align = extra.get("align", 32)
+        if align != 32:
+            kvs.append(("general.alignment", gw.V_U32, align))
+        gw.write(os.path.join(out, f"gguf_{name}.gguf"), kvs, t, alignment=align)
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: make_seeds.py OUT_DIR\n")
         return 2
-    for harness, write in (("checkpoint", checkpoint_seeds), ("tokenizer", tokenizer_seeds), ("chat", chat_seeds)):
+    for harness, write in (("checkpoint", checkpoint_seeds), ("tokenizer", tokenizer_seeds), ("chat", chat_seeds),
+                           ("gguf", gguf_seeds)):
         out = os.path.join(argv[1], harness)
         os.makedirs(out, exist_ok=True)
         write(out)
