@@ -593,8 +593,18 @@ static void load_checkpoint(engine *e, const options *o) {
 
 /* The state's options for batches of max_batch tokens (nothing allocated). */
 static void plan_state(engine *e, const options *o, int max_batch, int all_logits) {
-    const llm_config *c = &e->model.cfg;
+    llm_config *c = &e->model.cfg;
     int ctx = o->ctx ? o->ctx : c->seq_len;
+    /* A GGUF's context_length is the length the model was trained for, not a
+     * limit of the file (llama.cpp's llama2.c converter writes 128 for any
+     * model): as llama.cpp does, run past it when -n or --ctx asks, and say so.
+     * Every other format's seq_len bounds the context, as in llama2.c. */
+    if (c->format == LLM_FORMAT_GGUF && !o->ctx && !strcmp(o->mode, "generate") && o->steps > ctx) ctx = o->steps;
+    if (c->format == LLM_FORMAT_GGUF && ctx > c->seq_len) {
+        fprintf(stderr, "note: a context of %d runs past the %d positions this GGUF was trained for "
+                "(its context_length)\n", ctx, c->seq_len);
+        c->seq_len = ctx;
+    }
     if (ctx > c->seq_len) die(2, "--ctx %d exceeds the model's seq_len %d", ctx, c->seq_len);
     if (max_batch > ctx) max_batch = ctx;
     llm_state_options so = { ctx, max_batch, all_logits, o->kv_type };
