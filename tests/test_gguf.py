@@ -10,6 +10,7 @@ import math
 import os
 import random
 import struct
+import subprocess
 import sys
 
 import numpy as np
@@ -465,3 +466,37 @@ def patch_bytes(d, at, fmt, v):
     b = bytearray(d)
     struct.pack_into(fmt, b, at, v)
     return bytes(b)
+
+
+def test_runs_past_a_short_context_length():
+    """llama.cpp's llama2.c converter writes context_length 128 for any model: as
+    llama.cpp does, ./run runs past it when -n asks (with a note), so such a
+    stories260K file still prints llama2.c's 200-step text; LLMW keeps its bound."""
+    cfg, t = gw.read_legacy(model("stories260K.bin"))
+    pieces, scores = gw.read_tokenizer_bin(model("tok512.bin"), cfg["vocab_size"])
+    path = scratch("gguf_stories_ctx128.gguf")
+    gw.write(path, gw.llama_kvs(dict(cfg, seq_len=128)) + gw.llama_vocab_kvs(pieces, scores),
+             gw.llama_tensors(cfg, t, "f32"))
+    rc, out, err = run([path, "-t", "0", "-n", "200"])
+    assert rc == 0, err
+    assert out == open(model("stories260K.greedy200.txt"), "rb").read(), out[:120]
+    assert "runs past the 128 positions" in err, err
+    rc, out, err = run([path, "-t", "0", "-n", "100"])      # within the trained context: no note
+    assert rc == 0 and "runs past" not in err, err
+
+
+def test_export_py_gguf_runs_to_the_golden_text():
+    """export.py --format gguf (f32, with tok512 inside) runs to llama2.c's texts with no -z;
+    its q8_0 and q4_0 files load and generate."""
+    for dtype in ("f32", "q8_0", "q4_0"):
+        path = scratch(f"gguf_export_{dtype}.gguf")
+        p = subprocess.run([sys.executable, os.path.join(common.ROOT, "export.py"), "--format", "gguf",
+                            "--dtype", dtype, "--tokenizer", model("tok512.bin"), model("stories260K.bin"), path],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        rc, out, err = run([path, "-t", "0", "-n", "200"])
+        assert rc == 0 and out.startswith(b"Once upon a time"), err
+        if dtype == "f32":
+            assert out == open(model("stories260K.greedy200.txt"), "rb").read(), out[:120]
+            rc, out, _ = run([path, "-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])
+            assert out == open(model("stories260K.t1-p0.9-s133742.txt"), "rb").read(), out[:120]
