@@ -126,13 +126,6 @@ static void llm__exp_shifted_ref(float *x, int n, float shift) {
     for (int i = 0; i < n; i++) x[i] = llm__expf(x[i] - shift);
 }
 
-void llm_softmax(float *x, int n) {
-    float max = llm__max_ref(x, n, 0), sum = 0.0f;
-    llm__exp_shifted_ref(x, n, max);
-    for (int i = 0; i < n; i++) sum += x[i];
-    for (int i = 0; i < n; i++) x[i] /= sum;
-}
-
 /* lane[0..n-n8) += a[j] * b[j] for the last j (fused), then the lanes' total */
 static inline float llm__dot8_tail(float *lane, const float *a, const float *b, int n8, int n) {
     for (int j = n8; j < n; j++) lane[j - n8] = fmaf(a[j], b[j], lane[j - n8]);
