@@ -104,6 +104,8 @@ static void unmap_file(file_bytes *f) {
 typedef struct options {
     const char *checkpoint, *tokenizer, *prompt, *system_prompt, *mode, *eval_file;
     float temperature, topp;
+    float min_p, repeat_penalty;           /* 0, 1: off */
+    int repeat_last_n;                     /* -1: the context length */
     int topk, steps, threads, ctx, info, kv_type;
     int wait;                              /* WAIT_*: how idle threads wait */
     int tokenizer_given;                   /* -z was on the command line */
@@ -121,6 +123,11 @@ static void usage(FILE *out) {
         "  -t <float>   temperature in [0,inf), default 1.0 (0 = greedy argmax)\n"
         "  -p <float>   top-p (nucleus) in [0,1], default 0.9 (0 or 1 = off)\n"
         "  -k <int>     top-k, applied before top-p, default 0 (off)\n"
+        "  --min-p P    keep tokens at least P times as probable as the most probable,\n"
+        "               judged before temperature (llama.cpp's), P in [0,1], default 0 (off)\n"
+        "  --repeat-penalty R  divide positive logits of tokens among the last N (the\n"
+        "               prompt included), multiply negative ones, R in [0.01,100], default 1 (off)\n"
+        "  --repeat-last-n N   the penalty's window in tokens, default 64 (-1 = the context)\n"
         "  -s <int>     random seed, default time(NULL)\n"
         "  -n <int>     steps in total, prompt included, default 256 (0 = context length)\n"
         "  -i <string>  input prompt\n"
@@ -281,6 +288,8 @@ static options parse_options(int argc, char **argv) {
     o.mode = "generate";
     o.temperature = 1.0f;
     o.topp = 0.9f;
+    o.repeat_penalty = 1.0f;
+    o.repeat_last_n = 64;
     o.steps = 256;
     o.threads = -1;
     o.norm_type = o.norm_pos = o.final_norm = -1;
@@ -298,6 +307,9 @@ static options parse_options(int argc, char **argv) {
         if (!strcmp(a, "-t")) o.temperature = parse_float(a, v, 0.0, 1e6);
         else if (!strcmp(a, "-p")) o.topp = parse_float(a, v, 0.0, 1.0);
         else if (!strcmp(a, "-k")) o.topk = (int)parse_int(a, v, 0, LLM_MAX_VOCAB);
+        else if (!strcmp(a, "--min-p")) o.min_p = parse_float(a, v, 0.0, 1.0);
+        else if (!strcmp(a, "--repeat-penalty")) o.repeat_penalty = parse_float(a, v, 0.01, 100.0);
+        else if (!strcmp(a, "--repeat-last-n")) o.repeat_last_n = (int)parse_int(a, v, -1, LLM_MAX_SEQ);
         else if (!strcmp(a, "-s")) o.seed = parse_int(a, v, LLONG_MIN, LLONG_MAX);
         else if (!strcmp(a, "-n")) o.steps = (int)parse_int(a, v, 0, INT32_MAX);
         else if (!strcmp(a, "-i")) o.prompt = v;
@@ -352,6 +364,7 @@ typedef struct engine {
     tok_tokenizer tok;
     void *tok_arena;
     size_t tok_arena_size;
+    llm_sampler *sampler;     /* prefill feeds its repeat-penalty window */
 } engine;
 
 static void load_tokenizer(engine *e, const char *path, int vocab_size) {
@@ -509,6 +522,8 @@ static void open_state(engine *e, const options *o) {
 /* Run n tokens from position pos in batches of the state's max_batch;
  * leaves the logits of the last token in state.logits. */
 static void prefill(engine *e, const int *tokens, int n, int pos) {
+    if (e->sampler)   /* as llama.cpp: the prompt's tokens count for the repeat penalty */
+        for (int i = 0; i < n; i++) llm_sampler_accept(e->sampler, tokens[i]);
     for (int done = 0; done < n;) {
         int chunk = n - done < e->state.max_batch ? n - done : e->state.max_batch;
         if (llm_forward(&e->model, &e->state, tokens + done, chunk, pos + done, LLM_LOGITS_LAST) != LLM_OK)
@@ -738,12 +753,21 @@ int main(int argc, char **argv) {
     print_config(&e, &o, stderr);
 
     llm_sampler smp;
+    memset(&smp, 0, sizeof smp);
     smp.vocab_size = e.model.cfg.vocab_size;
     smp.temperature = o.temperature;
     smp.topp = o.topp;
     smp.topk = o.topk;
     smp.rng_state = (uint64_t)o.seed;
     smp.candidates = (int *)xmalloc(LLM_SAMPLER_CANDIDATES(smp.vocab_size) * sizeof(int), "the sampler");
+    /* the sampler judges min-p after temperature: P^(1/T) there is P before it */
+    smp.min_p = o.min_p > 0.0f && o.temperature > 0.0f ? powf(o.min_p, 1.0f / o.temperature) : o.min_p;
+    if (o.repeat_penalty != 1.0f && o.repeat_last_n != 0) {
+        smp.repeat_penalty = o.repeat_penalty;
+        smp.repeat_last_n = o.repeat_last_n < 0 ? e.state.ctx_len : o.repeat_last_n;
+        smp.recent = (int *)xmalloc((size_t)smp.repeat_last_n * sizeof(int), "the repeat penalty's window");
+    }
+    e.sampler = &smp;
 
     if (!strcmp(o.mode, "generate")) generate(&e, &o, prompt, n_prompt, &smp);
     else if (!strcmp(o.mode, "chat")) chat(&e, &o, &smp);
@@ -751,6 +775,7 @@ int main(int argc, char **argv) {
 
     free(prompt);
     free(smp.candidates);
+    free(smp.recent);
     close_engine(&e);
     return 0;
 }

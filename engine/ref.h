@@ -76,7 +76,7 @@ static float llm__max_from(const float *x, int n, int absolute, float max) {
     return max;
 }
 /* the same over n >= 1 values */
-static float llm__max_ref(const float *x, int n, int absolute) {
+static inline float llm__max_ref(const float *x, int n, int absolute) {
     return llm__max_from(x, n, absolute, absolute ? 0.0f : x[0]);
 }
 
