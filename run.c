@@ -677,7 +677,10 @@ static void eval(engine *e, const int *ids, int n) {
     if (ctx < 2) die(2, "eval needs a context of at least 2 (--ctx)");
     double nll = 0.0;
     long scored = 0;
-    double t0 = now_seconds();
+    double t0 = now_seconds(), shown = 0.0;
+    /* progress on a terminal, after the first second, a few times a second;
+     * elsewhere only the summary below */
+    const int tty = isatty(STDERR_FILENO);
     for (int start = 0; start + 1 < n; start += ctx - 1) {
         int wlen = n - start < ctx ? n - start : ctx;
         for (int done = 0; done + 1 < wlen; done += B) {
@@ -694,8 +697,16 @@ static void eval(engine *e, const int *ids, int n) {
                 nll += log(sum) + max - lg[target];   /* -log softmax(lg)[target] */
                 scored++;
             }
+            double t = tty ? now_seconds() - t0 : 0.0;
+            if (tty && t >= 1.0 && t - shown >= 0.25) {
+                shown = t;
+                fprintf(stderr, "\reval: %ld of %d tokens, %.1f tok/s, perplexity so far %.4f\033[K",
+                        scored, n - 1, scored / t, exp(nll / (double)scored));
+                fflush(stderr);
+            }
         }
     }
+    if (shown > 0.0) fprintf(stderr, "\r\033[K");   /* the summary takes its place */
     double dt = now_seconds() - t0;
     double mean = nll / (double)scored;
     printf("tokens %ld  nll %.6f  ppl %.4f  tok/s %.1f\n", scored, mean, exp(mean), dt > 0 ? scored / dt : 0.0);
