@@ -27,11 +27,13 @@
  * llama2.c's run.c draws for the same logits, temperature, top-p and seed,
  * on every target. Only the candidates the draw reaches are put in order:
  * one counting pass spreads them over buckets of probability (by the float's
- * bits, which order as integers for p >= 0), and the buckets are sorted one
- * by one from the most probable until top-k or top-p stops, so a flat
- * distribution costs a few passes over the vocabulary, not a sort of it.
+ * bits, which order as integers for p >= 0), and the buckets are sorted a
+ * run at a time from the most probable until top-k or top-p stops.
  *
- *   llm_sampler s = { vocab, temperature, topp, topk, seed, candidates };
+ *   llm_sampler s;
+ *   memset(&s, 0, sizeof s);
+ *   s.vocab_size = vocab; s.temperature = 1.0f; s.topp = 0.9f;
+ *   s.rng_state = seed; s.candidates = candidates;
  *   int next = llm_sample(&s, logits);   // overwrites logits with probabilities
  */
 #ifndef SAMPLER_H
@@ -155,10 +157,11 @@ static inline void llm__sort_u32(uint32_t *v, int n) {
  * (for p >= 0 they order as the values), d = hi - key (hi: the largest
  * key), so the order is d ascending, then the id. Bucket d >> s holds the
  * ids with the same high bits of d, most probable bucket first; within it
- * each candidate is one 32-bit value, the low s bits of d above the id's
- * bits, so sorting those values orders the bucket exactly (s is at most
- * 32 minus the id's bits, which the probabilities' range, keys below
- * 2^31, always allows with about n buckets). One counting pass sizes the
+ * each candidate is one 32-bit value: a parity bit telling neighbouring
+ * buckets apart, the low s bits of d, the id's bits; sorting those values
+ * orders the bucket exactly (s is at most 31 minus the id's bits, which the
+ * probabilities' range, keys below 2^30, allows with fewer than n
+ * buckets). One counting pass sizes the
  * buckets, one pass places the values; the buckets are then sorted a run at
  * a time (the runs double) and their mass added up, until top-k or top-p
  * stops: the prefix the draw reads is in the order a full stable sort gives,
