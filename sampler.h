@@ -155,11 +155,12 @@ static inline void llm__sort_u32(uint32_t *v, int n) {
 /* Top-k, top-p and min-p over p (n,) as step 3 above, then the draw with
  * coin; cand has 2n ints. The order: a candidate's key is its float's bits
  * (for p >= 0 they order as the values), d = hi - key (hi: the largest
- * key), so the order is d ascending, then the id. Bucket d >> s holds the
- * ids with the same high bits of d, most probable bucket first; within it
- * each candidate is one 32-bit value: a parity bit telling neighbouring
- * buckets apart, the low s bits of d, the id's bits; sorting those values
- * orders the bucket exactly (s is at most 31 minus the id's bits, which the
+ * key), so the order is d ascending, then the id. A bucket holds the ids
+ * with the same high bits of d (how many bits depends on where d falls, see
+ * below), most probable bucket first; within it each candidate is one
+ * 32-bit value: a parity bit telling neighbouring buckets apart, the rest
+ * of d's bits, the id's bits; sorting those values orders the bucket
+ * exactly (the rest is at most 31 minus the id's bits, which the
  * probabilities' range, keys below 2^30, allows with fewer than n
  * buckets). One counting pass sizes the
  * buckets, one pass places the values; the buckets are then sorted a run at
@@ -206,20 +207,53 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
     if (hi > kcap) hi = kcap;
     if (lo > hi) lo = hi;
     const uint32_t span = hi - lo;
-    /* about one candidate a bucket, within the 2n ints (n0 + nb + 1), and
-     * s <= 31 - idbits (then nb <= 2^(idbits - 1) <= n - 1 fits) */
-    const uint32_t most = (uint32_t)(n0 < 2 * n - n0 - 1 ? n0 : 2 * n - n0 - 1);
-    int s = 0;
-    while (s < 31 - idbits && (span >> s) + 1 > most) s++;
-    const int nb = (int)(span >> s) + 1;
-    const uint32_t omask = (1u << s) - 1u;
+    /* The buckets follow the candidates' spread: 64 coarse bins of d (bin
+     * d >> cs), each cut into 2^f[c] buckets (bucket base[c] + (d & cmask) >>
+     * (cs - f[c])) in proportion to a sample of the candidates, so about one
+     * candidate a bucket wherever they crowd; every cs - f[c] <= 31 - idbits,
+     * and nb within the 2n ints (n0 + nb + 1) */
+    const int cap = 2 * n - n0 - 1;
+    int nc = 64;
+    while (nc > cap) nc /= 2;
+    int cs = 0;
+    while ((span >> cs) >= (uint32_t)nc) cs++;
+    const uint32_t cmask = (1u << cs) - 1u;
+    int fmin = cs - (31 - idbits) > 0 ? cs - (31 - idbits) : 0;
+    int sample[64], f[64], base[65];
+    memset(sample, 0, sizeof sample);
+    const int step = n / 1024 > 1 ? n / 1024 : 1;
+    int taken = 0;
+    for (int i = 0; i < n; i += step)
+        if (p[i] >= thr) {
+            uint32_t k = llm__prob_key(p[i]);
+            sample[(hi - (k < kcap ? k : kcap)) >> cs]++;
+            taken++;
+        }
+    for (int c = 0; c < nc; c++) {
+        /* want about sample[c] * n0 / taken buckets, rounded up to a power of two */
+        double want = taken ? (double)sample[c] * n0 / taken : 1.0;
+        int fc = 0;
+        while (fc < cs && (double)(1 << fc) < want) fc++;
+        f[c] = fc < fmin ? fmin : fc;
+    }
+    for (;;) {
+        long total = 0;
+        int top = 0;
+        for (int c = 0; c < nc; c++) { total += 1L << f[c]; top = f[c] > top ? f[c] : top; }
+        if (total <= cap || top <= fmin) break;
+        for (int c = 0; c < nc; c++) if (f[c] == top) f[c]--;
+    }
+    base[0] = 0;
+    for (int c = 0; c < nc; c++) base[c + 1] = base[c] + (1 << f[c]);
+    const int nb = base[nc];
     uint32_t *val = (uint32_t *)cand;
     int *bound = cand + n0;
     memset(bound, 0, (size_t)(nb + 1) * sizeof *bound);
+#define LLM__BUCKET(d) (base[(d) >> cs] + (int)(((d) & cmask) >> (cs - f[(d) >> cs])))
     for (int i = 0; i < n; i++)
         if (p[i] >= thr) {
-            uint32_t k = llm__prob_key(p[i]);
-            bound[((hi - (k < kcap ? k : kcap)) >> s) + 1]++;
+            uint32_t k = llm__prob_key(p[i]), d = hi - (k < kcap ? k : kcap);
+            bound[LLM__BUCKET(d) + 1]++;
         }
     /* starts, with the parity of the bucket's rank among the non-empty ones
      * in bit 30 (n0 < 2^30): it goes to bit 31 of the bucket's values */
@@ -240,10 +274,10 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
     for (int i = 0; i < n; i++) {
         if (!(p[i] >= thr)) continue;
         uint32_t k = llm__prob_key(p[i]), d = hi - (k < kcap ? k : kcap);
-        int b = (int)(d >> s);
+        int b = LLM__BUCKET(d), sh = cs - f[d >> cs];
         if (b < used) {
             int at = bound[b]++;
-            val[at & slot] = (uint32_t)(at >> 30) << 31 | (d & omask) << idbits | (uint32_t)i;
+            val[at & slot] = (uint32_t)(at >> 30) << 31 | (d & ((1u << sh) - 1u)) << idbits | (uint32_t)i;
         }
     }
     /* Bucket b is now val[bound[b - 1] .. bound[b]) (bound[-1] = 0, the
@@ -288,6 +322,7 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
         }
         if (pos < end) { last = pos; break; }
     }
+#undef LLM__BUCKET
     float r = coin * mass, cdf = 0.0f;
     for (int i = 0; i <= last; i++) {
         int id = (int)(val[i] & idmask);
