@@ -26,9 +26,10 @@
  * With top-k, min-p and the penalty off it draws exactly the tokens
  * llama2.c's run.c draws for the same logits, temperature, top-p and seed,
  * on every target. Only the candidates the draw reaches are put in order:
- * one counting pass spreads them over buckets of probability (by the float's
- * bits, which order as integers for p >= 0), and the buckets are sorted a
- * run at a time from the most probable until top-k or top-p stops.
+ * one counting pass spreads them over 256 buckets of probability (by the
+ * float's bits, which order as integers for p >= 0), and the buckets are
+ * radix-sorted a run at a time from the most probable until top-k or top-p
+ * stops.
  *
  *   llm_sampler s;
  *   memset(&s, 0, sizeof s);
@@ -44,7 +45,7 @@
 #include "model.h"   /* llm_softmax */
 
 /* ints in the candidates buffer for a vocabulary of n: the candidates' ids
- * and the buckets' bounds (or the penalty's bit set of seen tokens) */
+ * and the radix sort's second half (or the penalty's bit set of seen tokens) */
 #define LLM_SAMPLER_CANDIDATES(n) (2 * (size_t)(n))
 
 typedef struct llm_sampler {
@@ -120,54 +121,37 @@ static inline uint32_t llm__prob_key(float p) {
     return k;
 }
 
-/* v (n,) ascending: insertion sort for a few, else (unless already in
- * order) heapsort: no memory, no recursion, n log n whatever the values */
-static inline void llm__sift_down(uint32_t *v, int root, int n) {
-    for (;;) {
-        int child = 2 * root + 1;
-        if (child >= n) return;
-        if (child + 1 < n && v[child + 1] > v[child]) child++;
-        if (v[root] >= v[child]) return;
-        uint32_t t = v[root]; v[root] = v[child]; v[child] = t;
-        root = child;
+/* Sort ids (n,) by their probability p[id], largest first, equal
+ * probabilities in their order in ids: a stable LSD radix sort on the low
+ * `bits` bits of hi - key (the float's bits; for p >= 0 they order as the
+ * values), one byte a pass, a pass skipped when every id shares its byte.
+ * tmp has n entries. */
+static inline void llm__sort_by_prob(int *ids, int *tmp, int n, const float *p, uint32_t hi, int bits) {
+    int *src = ids, *dst = tmp;
+    for (int shift = 0; shift < bits; shift += 8) {
+        int count[257];
+        memset(count, 0, sizeof count);
+        for (int i = 0; i < n; i++) count[(((hi - llm__prob_key(p[src[i]])) >> shift) & 0xff) + 1]++;
+        int all_one = 0;
+        for (int d = 1; d <= 256; d++) all_one |= count[d] == n;
+        if (all_one) continue;
+        for (int d = 1; d <= 256; d++) count[d] += count[d - 1];
+        for (int i = 0; i < n; i++) dst[count[((hi - llm__prob_key(p[src[i]])) >> shift) & 0xff]++] = src[i];
+        int *t = src; src = dst; dst = t;
     }
-}
-static inline void llm__sort_u32(uint32_t *v, int n) {
-    if (n <= 32) {
-        for (int i = 1; i < n; i++) {
-            uint32_t x = v[i];
-            int j = i;
-            for (; j > 0 && x < v[j - 1]; j--) v[j] = v[j - 1];
-            v[j] = x;
-        }
-        return;
-    }
-    int sorted = 1;
-    for (int i = 1; i < n && sorted; i++) sorted = v[i - 1] <= v[i];
-    if (sorted) return;
-    for (int i = n / 2 - 1; i >= 0; i--) llm__sift_down(v, i, n);
-    for (int end = n - 1; end > 0; end--) {
-        uint32_t t = v[0]; v[0] = v[end]; v[end] = t;
-        llm__sift_down(v, 0, end);
-    }
+    if (src != ids) memcpy(ids, src, (size_t)n * sizeof *ids);
 }
 
 /* Top-k, top-p and min-p over p (n,) as step 3 above, then the draw with
- * coin; cand has 2n ints. The order: a candidate's key is its float's bits
- * (for p >= 0 they order as the values), d = hi - key (hi: the largest
- * key), so the order is d ascending, then the id. A bucket holds the ids
- * with the same high bits of d (how many bits depends on where d falls, see
- * below), most probable bucket first; within it each candidate is one
- * 32-bit value: a parity bit telling neighbouring buckets apart, the rest
- * of d's bits, the id's bits; sorting those values orders the bucket
- * exactly (the rest is at most 31 minus the id's bits, which the
- * probabilities' range, keys below 2^30, allows with fewer than n
- * buckets). One counting pass sizes the
- * buckets, one pass places the values; the buckets are then sorted a run at
- * a time (the runs double) and their mass added up, until top-k or top-p
- * stops: the prefix the draw reads is in the order a full stable sort gives,
- * so the token is llama2.c's, including its cutoff and, where that leaves
- * nothing, the most probable token. */
+ * coin; cand has 2n ints. The candidates (p >= thr: llama2.c's cutoff, or
+ * min-p's bound if higher) go into 256 buckets by the high byte of d = hi -
+ * key (hi: their largest key), most probable first, in index order within
+ * each (one counting pass, one placing pass). The buckets are then ordered a
+ * run at a time (runs of whole buckets, doubling in size) by a stable radix
+ * sort on d's low bits, and their mass added up until top-k or top-p stops:
+ * the prefix the draw reads is in the order a full stable sort gives, so the
+ * token is llama2.c's, including its cutoff and, where that leaves nothing,
+ * the most probable token; what lies past the stop is never sorted. */
 static inline int llm__sample_top(const float *p, int n, int topk, float topp, float minp, float coin, int *cand) {
     int use_topp = topp > 0.0f && topp < 1.0f, use_topk = topk > 0 && topk < n;
     float thr = use_topp && !use_topk ? (1.0f - topp) / (float)(n - 1) : 0.0f;
@@ -194,142 +178,36 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
     /* llama2.c reads before its array here; a tiny topp over a flat
      * distribution can leave no candidate: then the most probable */
     if (n0 == 0) return llm__sample_argmax(p, n);
-    if (n0 == 1) {
-        int i = 0;
-        while (!(p[i] >= thr)) i++;
-        return i;
-    }
-    int idbits = 1;
-    while ((1 << idbits) < n) idbits++;
-    /* keys of p <= 1 are below 2^30; a larger p (not from a softmax) is
-     * clamped there, which keeps every index in range */
-    const uint32_t kcap = (1u << 30) - 1u, idmask = (1u << idbits) - 1u;
-    if (hi > kcap) hi = kcap;
-    if (lo > hi) lo = hi;
-    const uint32_t span = hi - lo;
-    /* The buckets follow the candidates' spread: 64 coarse bins of d (bin
-     * d >> cs), each cut into 2^f[c] buckets (bucket base[c] + (d & cmask) >>
-     * (cs - f[c])) in proportion to a sample of the candidates, so about one
-     * candidate a bucket wherever they crowd; every cs - f[c] <= 31 - idbits,
-     * and nb within the 2n ints (n0 + nb + 1) */
-    const int cap = 2 * n - n0 - 1;
-    int nc = 64;
-    while (nc > cap) nc /= 2;
-    int cs = 0;
-    while ((span >> cs) >= (uint32_t)nc) cs++;
-    const uint32_t cmask = (1u << cs) - 1u;
-    int fmin = cs - (31 - idbits) > 0 ? cs - (31 - idbits) : 0;
-    int sample[64], f[64], base[65];
-    memset(sample, 0, sizeof sample);
-    const int step = n / 1024 > 1 ? n / 1024 : 1;
-    int taken = 0;
-    for (int i = 0; i < n; i += step)
-        if (p[i] >= thr) {
-            uint32_t k = llm__prob_key(p[i]);
-            sample[(hi - (k < kcap ? k : kcap)) >> cs]++;
-            taken++;
-        }
-    for (int c = 0; c < nc; c++) {
-        /* want about sample[c] * n0 / taken buckets, rounded up to a power of two */
-        double want = taken ? (double)sample[c] * n0 / taken : 1.0;
-        int fc = 0;
-        while (fc < cs && (double)(1 << fc) < want) fc++;
-        f[c] = fc < fmin ? fmin : fc;
-    }
-    for (;;) {
-        long total = 0;
-        int top = 0;
-        for (int c = 0; c < nc; c++) { total += 1L << f[c]; top = f[c] > top ? f[c] : top; }
-        if (total <= cap || top <= fmin) break;
-        for (int c = 0; c < nc; c++) if (f[c] == top) f[c]--;
-    }
-    base[0] = 0;
-    for (int c = 0; c < nc; c++) base[c + 1] = base[c] + (1 << f[c]);
-    const int nb = base[nc];
-    uint32_t *val = (uint32_t *)cand;
-    int *bound = cand + n0;
-    memset(bound, 0, (size_t)(nb + 1) * sizeof *bound);
-#define LLM__BUCKET(d) (base[(d) >> cs] + (int)(((d) & cmask) >> (cs - f[(d) >> cs])))
+    int s = 0;   /* bucket (hi - key) >> s, 256 at most */
+    while (s < 32 && ((uint64_t)(hi - lo) >> s) > 255u) s++;
+    int start[257];
+    memset(start, 0, sizeof start);
     for (int i = 0; i < n; i++)
-        if (p[i] >= thr) {
-            uint32_t k = llm__prob_key(p[i]), d = hi - (k < kcap ? k : kcap);
-            bound[LLM__BUCKET(d) + 1]++;
-        }
-    /* starts, with the parity of the bucket's rank among the non-empty ones
-     * in bit 30 (n0 < 2^30): it goes to bit 31 of the bucket's values */
-    int parity = 0;
-    for (int b = 1; b <= nb; b++) {
-        int count = bound[b];
-        bound[b] = bound[b - 1] + count;
-        bound[b - 1] |= parity << 30;
-        parity ^= count > 0;
-    }
-    const int slot = (1 << 30) - 1;
-    int used = nb;
-    if (use_topk) {   /* only the buckets that hold the first k */
-        int b = 0;
-        while (b + 1 < nb && (bound[b + 1] & slot) < topk) b++;
-        used = b + 1;
-    }
-    for (int i = 0; i < n; i++) {
-        if (!(p[i] >= thr)) continue;
-        uint32_t k = llm__prob_key(p[i]), d = hi - (k < kcap ? k : kcap);
-        int b = LLM__BUCKET(d), sh = cs - f[d >> cs];
-        if (b < used) {
-            int at = bound[b]++;
-            val[at & slot] = (uint32_t)(at >> 30) << 31 | (d & ((1u << sh) - 1u)) << idbits | (uint32_t)i;
-        }
-    }
-    /* Bucket b is now val[bound[b - 1] .. bound[b]) (bound[-1] = 0, the
-     * flag masked off), in index order; neighbours from different buckets
-     * differ in bit 31. Put them in order a run of whole buckets at a time
-     * (the runs double) and add up their mass, until top-k or top-p stops.
-     * In a run: an insertion sort, whose values move only within their
-     * bucket (about one value a bucket: little to do); should it find much
-     * to do (crowded buckets), each bucket of the run is sorted on its own
-     * (heapsort past 32 values). */
-    const int placed = bound[used - 1] & slot;
+        if (p[i] >= thr) start[((hi - llm__prob_key(p[i])) >> s) + 1]++;
+    for (int b = 1; b <= 256; b++) start[b] += start[b - 1];
+    int *ids = cand + n, *tmp = cand;   /* the placed ids; the radix sort's other half */
+    for (int i = 0; i < n; i++)
+        if (p[i] >= thr) ids[start[(hi - llm__prob_key(p[i])) >> s]++] = i;
+    /* now bucket b ends at start[b] */
     float mass = 0.0f;
-    int last = placed - 1, pos = 0, b = 0, run = 64;
-    while (pos < placed) {
-        int end = pos + run < placed ? pos + run : placed;
+    int last = n0 - 1, pos = 0, b = 0, run = 64;
+    while (pos < n0) {
+        while (b < 255 && start[b] - pos < run) b++;   /* whole buckets */
+        int end = start[b++];
         run *= 2;
-        int lo_b = b, hi_b = used - 1;   /* the first bucket ending at or past end */
-        while (lo_b < hi_b) {
-            int mid = lo_b + (hi_b - lo_b) / 2;
-            if ((bound[mid] & slot) >= end) hi_b = mid; else lo_b = mid + 1;
-        }
-        int b_first = b;
-        b = lo_b;
-        end = bound[b++] & slot;
-        long work = 0, budget = 8L * (end - pos) + 256;
-        for (int i = pos + 1; i < end && work <= budget; i++) {
-            uint32_t x = val[i];
-            int j = i;
-            for (; j > pos && !((x ^ val[j - 1]) >> 31) && x < val[j - 1]; j--) val[j] = val[j - 1];
-            val[j] = x;
-            work += i - j;
-        }
-        if (work > budget)
-            for (int c = b_first, b0 = pos; c < b; c++) {
-                int b1 = bound[c] & slot;
-                llm__sort_u32(val + b0, b1 - b0);   /* one parity: plain order */
-                b0 = b1;
-            }
+        if (end - pos > 1) llm__sort_by_prob(ids + pos, tmp + pos, end - pos, p, hi, s + 8 < 32 ? s + 8 : 32);
         for (; pos < end; pos++) {
-            mass += p[val[pos] & idmask];
+            mass += p[ids[pos]];
             if ((use_topk && pos == topk - 1) || (use_topp && mass > topp)) break;
         }
         if (pos < end) { last = pos; break; }
     }
-#undef LLM__BUCKET
     float r = coin * mass, cdf = 0.0f;
     for (int i = 0; i <= last; i++) {
-        int id = (int)(val[i] & idmask);
-        cdf += p[id];
-        if (r < cdf) return id;
+        cdf += p[ids[i]];
+        if (r < cdf) return ids[i];
     }
-    return (int)(val[last] & idmask);
+    return ids[last];
 }
 
 /* Min-p alone over p (n,): the tokens with p >= minp * max p, in index order. */
