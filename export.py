@@ -1509,7 +1509,7 @@ def random_source(a):
     validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
     src = Source(f"random model (seed {a.seed})", cfg)
     plan = tensor_plan(dict(cfg, weight_type=WT_F32, group_size=0))
-    emb_std = d ** -0.25            # logits (x . row) come out with std ~ dim^0.25
+    emb_std = a.emb_std or d ** -0.25   # logits (x . row) come out with std ~ dim^0.5 * emb_std
     for idx, (name, shape, kind) in enumerate(plan):
         def gen(idx=idx, name=name, shape=shape, kind=kind):
             rng = np.random.default_rng([a.seed, idx])
@@ -2574,6 +2574,8 @@ def cmd_random(argv):
     g.add_argument("--qkv-bias", action="store_true", help="store random q, k and v biases (Qwen2)")
     g.add_argument("--qk-norm", action="store_true",
                    help="store random per-head q and k RMSNorm weights (Qwen3)")
+    g.add_argument("--emb-std", type=float, default=0.0,
+                   help="std of the embedding (and LM head), default dim^-0.25; 0.02 gives flat logits")
     add_model_options(p, converting=False)
     a = p.parse_args(argv)
     src = random_source(a)

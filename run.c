@@ -104,6 +104,8 @@ static void unmap_file(file_bytes *f) {
 typedef struct options {
     const char *checkpoint, *tokenizer, *prompt, *system_prompt, *mode, *eval_file;
     float temperature, topp;
+    float min_p, repeat_penalty;           /* 0, 1: off */
+    int repeat_last_n;                     /* -1: the context length */
     int topk, steps, threads, ctx, info, kv_type;
     int wait;                              /* WAIT_*: how idle threads wait */
     int tokenizer_given;                   /* -z was on the command line */
@@ -125,6 +127,11 @@ static void usage(FILE *out) {
         "  -t <float>   temperature in [0,inf), default 1.0 (0 = greedy argmax)\n"
         "  -p <float>   top-p (nucleus) in [0,1], default 0.9 (0 or 1 = off)\n"
         "  -k <int>     top-k, applied before top-p, default 0 (off)\n"
+        "  --min-p P    keep tokens at least P times as probable as the most probable,\n"
+        "               judged before temperature (llama.cpp's), P in [0,1], default 0 (off)\n"
+        "  --repeat-penalty R  divide positive logits of tokens among the last N (the\n"
+        "               prompt included), multiply negative ones, R in [0.01,100], default 1 (off)\n"
+        "  --repeat-last-n N   the penalty's window in tokens, default 64 (-1 = the context)\n"
         "  -s <int>     random seed, default time(NULL)\n"
         "  -n <int>     steps in total, prompt included, default 256 (0 = context length)\n"
         "  -i <string>  input prompt\n"
@@ -297,6 +304,8 @@ static options parse_options(int argc, char **argv) {
     o.mode = "generate";
     o.temperature = 1.0f;
     o.topp = 0.9f;
+    o.repeat_penalty = 1.0f;
+    o.repeat_last_n = 64;
     o.steps = 256;
     o.threads = -1;
     o.norm_type = o.norm_pos = o.final_norm = o.qk_norm = -1;
@@ -316,6 +325,9 @@ static options parse_options(int argc, char **argv) {
         if (!strcmp(a, "-t")) o.temperature = parse_float(a, v, 0.0, 1e6);
         else if (!strcmp(a, "-p")) o.topp = parse_float(a, v, 0.0, 1.0);
         else if (!strcmp(a, "-k")) o.topk = (int)parse_int(a, v, 0, LLM_MAX_VOCAB);
+        else if (!strcmp(a, "--min-p")) o.min_p = parse_float(a, v, 0.0, 1.0);
+        else if (!strcmp(a, "--repeat-penalty")) o.repeat_penalty = parse_float(a, v, 0.01, 100.0);
+        else if (!strcmp(a, "--repeat-last-n")) o.repeat_last_n = (int)parse_int(a, v, -1, LLM_MAX_SEQ);
         else if (!strcmp(a, "-s")) o.seed = parse_int(a, v, LLONG_MIN, LLONG_MAX);
         else if (!strcmp(a, "-n")) o.steps = (int)parse_int(a, v, 0, INT32_MAX);
         else if (!strcmp(a, "-i")) o.prompt = v;
@@ -381,6 +393,7 @@ typedef struct engine {
     void *tok_image;          /* a tokenizer.bin image built from a GGUF's arrays, or NULL */
     void *tok_arena;
     size_t tok_arena_size;
+    llm_sampler *sampler;     /* prefill feeds its repeat-penalty window */
 } engine;
 
 static void load_tokenizer(engine *e, const char *path, int vocab_size) {
@@ -653,6 +666,8 @@ static void open_state(engine *e, const options *o) {
 /* Run n tokens from position pos in batches of the state's max_batch;
  * leaves the logits of the last token in state.logits. */
 static void prefill(engine *e, const int *tokens, int n, int pos) {
+    if (e->sampler)   /* as llama.cpp: the prompt's tokens count for the repeat penalty */
+        for (int i = 0; i < n; i++) llm_sampler_accept(e->sampler, tokens[i]);
     for (int done = 0; done < n;) {
         int chunk = n - done < e->state.max_batch ? n - done : e->state.max_batch;
         if (llm_forward(&e->model, &e->state, tokens + done, chunk, pos + done, LLM_LOGITS_LAST) != LLM_OK)
@@ -853,7 +868,10 @@ static void eval(engine *e, const int *ids, int n) {
     if (ctx < 2) die(2, "eval needs a context of at least 2 (--ctx)");
     double nll = 0.0;
     long scored = 0;
-    double t0 = now_seconds();
+    double t0 = now_seconds(), shown = 0.0;
+    /* progress on a terminal, after the first second, a few times a second;
+     * elsewhere only the summary below */
+    const int tty = isatty(STDERR_FILENO);
     for (int start = 0; start + 1 < n; start += ctx - 1) {
         int wlen = n - start < ctx ? n - start : ctx;
         for (int done = 0; done + 1 < wlen; done += B) {
@@ -870,8 +888,16 @@ static void eval(engine *e, const int *ids, int n) {
                 nll += log(sum) + max - lg[target];   /* -log softmax(lg)[target] */
                 scored++;
             }
+            double t = tty ? now_seconds() - t0 : 0.0;
+            if (tty && t >= 1.0 && t - shown >= 0.25) {
+                shown = t;
+                fprintf(stderr, "\reval: %ld of %d tokens, %.1f tok/s, perplexity so far %.4f\033[K",
+                        scored, n - 1, scored / t, exp(nll / (double)scored));
+                fflush(stderr);
+            }
         }
     }
+    if (shown > 0.0) fprintf(stderr, "\r\033[K");   /* the summary takes its place */
     double dt = now_seconds() - t0;
     double mean = nll / (double)scored;
     printf("tokens %ld  nll %.6f  ppl %.4f  tok/s %.1f\n", scored, mean, exp(mean), dt > 0 ? scored / dt : 0.0);
@@ -936,12 +962,21 @@ int main(int argc, char **argv) {
     print_config(&e, &o, stderr);
 
     llm_sampler smp;
+    memset(&smp, 0, sizeof smp);
     smp.vocab_size = e.model.cfg.vocab_size;
     smp.temperature = o.temperature;
     smp.topp = o.topp;
     smp.topk = o.topk;
     smp.rng_state = (uint64_t)o.seed;
     smp.candidates = (int *)xmalloc(LLM_SAMPLER_CANDIDATES(smp.vocab_size) * sizeof(int), "the sampler");
+    /* the sampler judges min-p after temperature: P^(1/T) there is P before it */
+    smp.min_p = o.min_p > 0.0f && o.temperature > 0.0f ? powf(o.min_p, 1.0f / o.temperature) : o.min_p;
+    if (o.repeat_penalty != 1.0f && o.repeat_last_n != 0) {
+        smp.repeat_penalty = o.repeat_penalty;
+        smp.repeat_last_n = o.repeat_last_n < 0 ? e.state.ctx_len : o.repeat_last_n;
+        smp.recent = (int *)xmalloc((size_t)smp.repeat_last_n * sizeof(int), "the repeat penalty's window");
+    }
+    e.sampler = &smp;
 
     if (!strcmp(o.mode, "generate")) generate(&e, &o, prompt, n_prompt, &smp);
     else if (!strcmp(o.mode, "chat")) chat(&e, &o, &smp);
@@ -949,6 +984,7 @@ int main(int argc, char **argv) {
 
     free(prompt);
     free(smp.candidates);
+    free(smp.recent);
     close_engine(&e);
     return 0;
 }

@@ -64,6 +64,12 @@ What it does:
    every thread has an idle core at start, else sleep; a row notes the runs in
    which they slept.
 
+6. The sampler's share (BENCH_SAMPLER=0 skips it): a random 15M with flat logits
+   (`export.py random ... --emb-std 0.02`: logits with std ~0.34, so top-p 0.9 keeps
+   about 85% of the 32000 tokens), 1 thread, decode tok/s greedy (-t 0) against
+   sampled (-t 1 -p 0.9), the two alternating, BENCH_RUNS runs each; prints their
+   medians, the ratio and the sampler's time per token (1/sampled - 1/greedy).
+
 Shares of the machine's limits (limits: the best measured figures, 1 GiB buffer):
     decode share  = file bytes x decode tok/s / read bandwidth(threads)
                     (weight bytes per token approximated by the checkpoint's file
@@ -449,6 +455,35 @@ def anchor_files(engines, model, dtype, tok):
         die(str(e))
 
 
+def flat_checkpoint():
+    """The random 15M shape with an embedding (and LM head) of std 0.02: flat logits."""
+    dim, layers, heads, kv, hidden, vocab, seq = SHAPES["15M"]
+    out = os.path.join(CACHE, "random15M-flat-f32.llmw")
+    if not (os.path.exists(out) and run_info_ok(out)):
+        export(["random", "--dim", str(dim), "--layers", str(layers), "--heads", str(heads),
+                "--kv-heads", str(kv), "--hidden-dim", str(hidden), "--vocab", str(vocab),
+                "--seq-len", str(seq), "--seed", "0", "--shared", "--emb-std", "0.02"], out)
+    return out
+
+
+def sampler_rows(tok, prompt, runs):
+    """Decode tok/s of the flat random 15M at 1 thread, greedy and top-p 0.9, alternating."""
+    ckpt = flat_checkpoint()
+    modes = (("greedy", ["-t", "0"]), ("sampled", ["-t", "1", "-p", "0.9"]))
+    res = {name: [] for name, _ in modes}
+    for r in range(runs + 1):   # the first round warms the page cache, untimed
+        for name, extra in modes:
+            wait_quiet(QUIET_WAIT)
+            cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-s", str(1 + r), "-i", prompt, "--threads", "1"] + extra
+            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            m = STATS_RE.search(p.stderr)
+            if p.returncode != 0 or not m:
+                die("%s failed:\n%s" % (" ".join(cmd[:2]), p.stderr))
+            if r:
+                res[name].append(float(m.group(4)))
+    return res
+
+
 def spread(xs):
     m = statistics.median(xs)
     return (max(xs) - min(xs)) / m * 100 if m else 0.0
@@ -532,6 +567,15 @@ def main():
                 })
                 log("  %d thread(s): prefill %s tok/s, decode %s tok/s, background %.2f cores"
                     % (t, fmt_rate(rows[-1]["prefill"]), fmt_rate(rows[-1]["decode"]), rows[-1]["bg"]))
+
+    samp = None
+    if os.environ.get("BENCH_SAMPLER", "1") != "0":
+        tok = os.path.join(MODELS, "tokenizer.bin")
+        if tok not in prompts:
+            prompts[tok] = make_prompt(tok)
+        samp = sampler_rows(tok, prompts[tok][0], runs)
+        log("sampler: greedy %s tok/s, sampled %s tok/s" % (fmt_rate(statistics.median(samp["greedy"])),
+                                                           fmt_rate(statistics.median(samp["sampled"]))))
 
     limits_end = measure_limits(tools, threads)
     # the machine's limit: the best figure of either measurement
@@ -636,6 +680,20 @@ def main():
               "of the cell, above 1.00 = ./run faster. bench/anchors.py gives each engine's command.")
         for engine, key, dtype, why in anchor_engines.SKIPPED:
             print("- %s, %s %s: not run (%s)." % (engine, key, dtype, why))
+        print()
+    if samp:
+        g, t = statistics.median(samp["greedy"]), statistics.median(samp["sampled"])
+        print("Sampler cost: random 15M with flat logits (`export.py random --emb-std 0.02`), f32, 1 thread, "
+              "%d decoded tokens after the %d-token prompt, greedy and sampled runs alternating, medians of %d:"
+              % (DECODED, PROMPT_TOKENS, len(samp["greedy"])))
+        print()
+        print("| decode | tok/s | spread |")
+        print("| --- | --- | --- |")
+        print("| greedy (`-t 0`) | %s | %.0f%% |" % (fmt_rate(g), spread(samp["greedy"])))
+        print("| sampled (`-t 1 -p 0.9`) | %s | %.0f%% |" % (fmt_rate(t), spread(samp["sampled"])))
+        print()
+        print("sampled / greedy = %.2f; the sampler takes %.0f us a token, %.1f%% of the sampled decode time "
+              "(target: at most 10%%)." % (t / g, (1 / t - 1 / g) * 1e6, (1 - t / g) * 100))
         print()
     bos = sum(r["bos_retries"] for r in rows)
     busy = sum(r["busy_retries"] for r in rows)

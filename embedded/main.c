@@ -217,6 +217,7 @@ int main(void) {
     if (llm_state_init(&state, &model, &so, state_arena, sizeof state_arena) != LLM_OK) fail(1, "state", state.error);
 
     llm_sampler smp;
+    memset(&smp, 0, sizeof smp);   /* min-p and the repeat penalty off */
     smp.vocab_size = c->vocab_size;
     smp.temperature = (float)(EMB_TEMPERATURE);
     smp.topp = (float)(EMB_TOPP);

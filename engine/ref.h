@@ -76,7 +76,7 @@ static float llm__max_from(const float *x, int n, int absolute, float max) {
     return max;
 }
 /* the same over n >= 1 values */
-static float llm__max_ref(const float *x, int n, int absolute) {
+static inline float llm__max_ref(const float *x, int n, int absolute) {
     return llm__max_from(x, n, absolute, absolute ? 0.0f : x[0]);
 }
 
@@ -124,13 +124,6 @@ static inline float llm__lanes_total(const float *lane) {
 /* x[i] = e^(x[i] - shift) */
 static void llm__exp_shifted_ref(float *x, int n, float shift) {
     for (int i = 0; i < n; i++) x[i] = llm__expf(x[i] - shift);
-}
-
-void llm_softmax(float *x, int n) {
-    float max = llm__max_ref(x, n, 0), sum = 0.0f;
-    llm__exp_shifted_ref(x, n, max);
-    for (int i = 0; i < n; i++) sum += x[i];
-    for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
 /* lane[0..n-n8) += a[j] * b[j] for the last j (fused), then the lanes' total */

@@ -37,6 +37,15 @@
 #ifndef LLM__HAVE_WORD_SUM_I8
 #define llm__word_sum_i8 llm__word_sum_i8_ref
 #endif
+
+/* softmax in place, x (n,): the max and e^(x - max) by the kernels above
+ * (the same bits as their ref.h twins), then the sum in index order */
+void llm_softmax(float *x, int n) {
+    float max = llm__max(x, n, 0), sum = 0.0f;
+    llm__exp_shifted(x, n, max);
+    for (int i = 0; i < n; i++) sum += x[i];
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
 #ifdef LLM__VL
 /* the first len (< VL) elements through a zero-padded copy, where the ISA
  * has no masked load */

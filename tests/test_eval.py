@@ -110,3 +110,46 @@ def test_eval_compact_kv_close_to_f32():
                 assert got["tokens"] == base["tokens"] == 1536, (got, base)
                 assert d <= tol, (kv, ctx, got["nll"], base["nll"])
             yield f"{kv}-ctx{ctx}", one
+
+
+def test_eval_progress_only_on_a_terminal():
+    """A run over a second long shows progress on stderr when stderr is a
+    terminal (a pty here), the summary on stdout staying the same; with
+    stderr a pipe, stderr carries no progress at all."""
+    import pty
+    import re
+    path = scratch("eval_progress.txt")
+    with open(path, "w") as f:
+        f.write(open(STORIES).read() * 6)   # 30k tokens: over a second even on a fast machine
+    args = [CKPT, "-z", TOK, "-m", "eval", "-f", path]
+    summary = re.compile(rb"tokens (\d+)  nll ([\d.]+)  ppl ([\d.]+)  tok/s ([\d.]+)\n")
+    rc, out, err = run(args, timeout=600)
+    assert rc == 0, err
+    m = summary.fullmatch(out)
+    assert m, out
+    assert "eval:" not in err and "\r" not in err, err
+    master, slave = pty.openpty()
+    p = subprocess.Popen([common.RUN] + args, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    tty = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:   # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        tty += chunk
+    os.close(master)
+    out2 = p.stdout.read()
+    assert p.wait(timeout=600) == 0, tty
+    m2 = summary.fullmatch(out2)
+    assert m2 and m2.group(1, 2, 3) == m.group(1, 2, 3), (out, out2)
+    total = int(m.group(1))
+    shown = re.findall(rb"\reval: (\d+) of (\d+) tokens, ([\d.]+) tok/s, perplexity so far ([\d.]+)\x1b\[K", tty)
+    assert shown, tty[-500:]
+    done = [int(s[0]) for s in shown]
+    assert done == sorted(done) and 0 < done[0] and done[-1] <= total, done
+    assert all(int(s[1]) == total for s in shown), shown
+    assert all(1.0 < float(s[3]) < 512.0 and float(s[2]) > 0 for s in shown), shown
+    assert tty.endswith(b"\r\x1b[K"), tty[-100:]   # the line cleared for the summary

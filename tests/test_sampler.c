@@ -4,9 +4,15 @@
  * (top-k) a full sort, or (top-p) the cutoff, a full sort and the prefix
  * whose mass exceeds top-p, then the draw. Its sort is a stable merge sort on
  * (probability descending, index ascending): the order glibc's stable qsort
- * gives llama2.c. The engine's sampler uses a radix sort instead; both must
- * pick the same token for every seed, distribution and setting, and leave
- * the generator in the same state. Prints one line per failure and ends with
+ * gives llama2.c; min-p then keeps the tokens of that prefix with p >=
+ * min_p * max p (min-p alone: every such token, in index order). The engine's
+ * sampler orders only what the draw reaches, through buckets; both must pick
+ * the same token for every seed, distribution and setting (flat, ties, a
+ * spike, equal probabilities across the top-p boundary, a bucket crowded with
+ * near-equal values, probabilities down to zero; vocabularies up to 151,936),
+ * and leave the generator in the same state. The repeat penalty is checked
+ * against a reference that keeps the whole history and penalises each distinct
+ * token of its last N. Prints one line per failure and ends with
  * "N passed, N failed".
  */
 #define MODEL_IMPLEMENTATION
@@ -47,7 +53,7 @@ static void merge_sort(prob_index *c, prob_index *tmp, int n) {
     memcpy(c, tmp, (size_t)n * sizeof *c);
 }
 
-static int ref_sample(float *logits, int n, float temperature, float topp, int topk, uint64_t *rng) {
+static int ref_sample(float *logits, int n, float temperature, float topp, int topk, float minp, uint64_t *rng) {
     if (temperature == 0.0f) {
         int best = 0;
         for (int i = 1; i < n; i++) if (logits[i] > logits[best]) best = i;
@@ -57,6 +63,18 @@ static int ref_sample(float *logits, int n, float temperature, float topp, int t
     llm_softmax(logits, n);
     float coin = llm__random_f32(rng);
     int use_topp = topp > 0.0f && topp < 1.0f, use_topk = topk > 0 && topk < n;
+    float pmax = 0.0f;
+    for (int i = 0; i < n; i++) if (logits[i] > pmax) pmax = logits[i];
+    const float minthr = minp * pmax;
+    if (!use_topp && !use_topk && minp > 0.0f) {   /* min-p alone: index order */
+        float mass = 0.0f, cdf = 0.0f;
+        int last = -1;
+        for (int i = 0; i < n; i++) if (logits[i] >= minthr) { mass += logits[i]; last = i; }
+        float r = coin * mass;
+        for (int i = 0; i <= last; i++)
+            if (logits[i] >= minthr) { cdf += logits[i]; if (r < cdf) return i; }
+        return last;
+    }
     if (!use_topp && !use_topk) {
         float cdf = 0.0f;
         for (int i = 0; i < n; i++) { cdf += logits[i]; if (coin < cdf) return i; }
@@ -85,6 +103,15 @@ static int ref_sample(float *logits, int n, float temperature, float topp, int t
         mass += c[i].prob;
         if (use_topp && mass > topp) { last = i; break; }
     }
+    if (minp > 0.0f) {   /* min-p: the prefix with p >= minp * max p */
+        int keep = 0;
+        while (keep <= last && c[keep].prob >= minthr) keep++;
+        if (keep - 1 < last) {
+            last = keep - 1;
+            mass = 0.0f;
+            for (int i = 0; i <= last; i++) mass += c[i].prob;
+        }
+    }
     float r = coin * mass, cdf = 0.0f;
     int pick = c[last].index;
     for (int i = 0; i <= last; i++) {
@@ -98,47 +125,116 @@ static int ref_sample(float *logits, int n, float temperature, float topp, int t
 static uint64_t lcg;
 static float uniform(void) { lcg = lcg * 6364136223846793005ull + 1442695040888963407ull; return (float)(lcg >> 40) / 16777216.0f; }
 
-/* logits of one kind: 0 random, 1 flat, 2 peaked, 3 few distinct values (many ties) */
+#define KINDS 10
+/* logits of one kind: 0 random, 1 flat, 2 peaked, 3 few distinct values
+ * (many ties), 4 one spike (the rest near zero probability), 5 ten equal
+ * tokens on top, the rest equal (top-p's boundary inside a tie), 6 a
+ * flat-ish bell (a random model's), 7 two values alternating, 8 logits over
+ * [-100, 0] (probabilities down to zero), 9 a spike over values apart by
+ * about an ulp (one crowded bucket) */
 static void make_logits(float *x, int n, int kind) {
     for (int i = 0; i < n; i++) {
-        float u = uniform();
-        x[i] = kind == 0 ? 4.0f * u - 2.0f : kind == 1 ? 0.25f : kind == 2 ? (i % 97 == 3 ? 9.0f : u) : (float)(int)(u * 4.0f);
+        float u = uniform(), v;
+        switch (kind) {
+        case 0: v = 4.0f * u - 2.0f; break;
+        case 1: v = 0.25f; break;
+        case 2: v = i % 97 == 3 ? 9.0f : u; break;
+        case 3: v = (float)(int)(u * 4.0f); break;
+        case 4: v = i == n / 3 ? 40.0f : u; break;
+        case 5: v = i % (n / 10 + 1) == 1 ? 2.0f : 0.0f; break;
+        case 6: v = 0.3f * (u + uniform() + uniform() - 1.5f); break;
+        case 7: v = (float)(i & 1); break;
+        case 8: v = -100.0f * u; break;
+        default: v = i == 0 ? 3.0f : 1.0f + 1e-6f * (float)(int)(u * 64.0f); break;
+        }
+        x[i] = v;
     }
 }
 
+/* the repeat penalty over a history, against a plain reference */
+static void test_penalty(void) {
+    enum { N = 512, H = 300 };
+    static float logits[N], a[N], b[N];
+    static int cand[2 * N], history[H + 8], window[256];
+    static const int lasts[] = { 1, 7, 64, 256 };
+    static const float penalties[] = { 0.5f, 1.3f, 3.0f };
+    static const float temps[] = { 0.0f, 1.0f };
+    for (size_t li = 0; li < 4; li++)
+        for (size_t ri = 0; ri < 3; ri++)
+            for (size_t ti = 0; ti < 2; ti++) {
+                llm_sampler s;
+                memset(&s, 0, sizeof s);
+                s.vocab_size = N; s.temperature = temps[ti]; s.topp = 0.9f; s.rng_state = 99; s.candidates = cand;
+                s.repeat_penalty = penalties[ri]; s.repeat_last_n = lasts[li]; s.recent = window;
+                uint64_t rng = s.rng_state;
+                int nh = 0, same = 1, want = 0, got = 0;
+                for (int h = 0; h < 40; h++) {   /* a prompt, with repeats */
+                    history[nh++] = (int)(uniform() * 60.0f);
+                    llm_sampler_accept(&s, history[nh - 1]);
+                }
+                for (int d = 0; d < 24 && same; d++) {
+                    make_logits(logits, N, d % 4 == 0 ? 6 : 0);
+                    for (int i = 0; i < 60; i++) logits[i] += 1.0f;   /* the prompt's tokens likely */
+                    memcpy(a, logits, sizeof a);
+                    memcpy(b, logits, sizeof b);
+                    int from = nh - lasts[li] < 0 ? 0 : nh - lasts[li];
+                    for (int i = from; i < nh; i++) {
+                        int t = history[i], seen = 0;
+                        for (int j = from; j < i; j++) seen |= history[j] == t;
+                        if (!seen) a[t] = a[t] <= 0.0f ? a[t] * penalties[ri] : a[t] / penalties[ri];
+                    }
+                    want = ref_sample(a, N, temps[ti], 0.9f, 0, 0.0f, &rng);
+                    got = llm_sample(&s, b);
+                    same = want == got && rng == s.rng_state;
+                    history[nh++] = want;
+                    if (nh == H) { memmove(history, history + H - 256, 256 * sizeof *history); nh = 256; }
+                }
+                char what[120];
+                snprintf(what, sizeof what, "penalty %g last %d t %g", (double)penalties[ri], lasts[li], (double)temps[ti]);
+                check(same, what, "reference drew %d, sampler %d", want, got);
+            }
+}
+
 int main(void) {
-    static const int vocabs[] = { 1, 2, 3, 17, 512, 32000 };
+    static const int vocabs[] = { 1, 2, 3, 17, 512, 32000, 151936 };
     static const float temps[] = { 0.0f, 0.5f, 1.0f, 2.0f };
-    static const float topps[] = { 0.0f, 0.001f, 0.5f, 0.9f, 0.99f, 1.0f };
+    static const float topps[] = { 0.0f, 0.001f, 0.5f, 0.9f, 0.99f, 0.999999f, 1.0f };
     static const int topks[] = { 0, 1, 5, 40, 100000 };
-    const char *kinds[] = { "random", "flat", "peaked", "ties" };
+    static const float minps[] = { 0.0f, 0.05f, 0.9f };
     lcg = 42;
     for (size_t v = 0; v < sizeof vocabs / sizeof *vocabs; v++) {
-        int n = vocabs[v];
+        int n = vocabs[v], big = n >= 32000;
         float *logits = malloc((size_t)n * sizeof *logits), *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
         int *cand = malloc(LLM_SAMPLER_CANDIDATES(n) * sizeof *cand);
-        for (int kind = 0; kind < 4; kind++)
+        for (int kind = 0; kind < KINDS; kind++)
             for (size_t ti = 0; ti < sizeof temps / sizeof *temps; ti++)
                 for (size_t pi = 0; pi < sizeof topps / sizeof *topps; pi++)
-                    for (size_t ki = 0; ki < sizeof topks / sizeof *topks; ki++) {
-                        llm_sampler s = { n, temps[ti], topps[pi], topks[ki], 1234567 + n, cand };
-                        uint64_t ref_rng = s.rng_state;
-                        int draws = n >= 32000 ? 3 : 12, same = 1, want = 0, got = 0;
-                        for (int d = 0; d < draws && same; d++) {
-                            make_logits(logits, n, kind);
-                            memcpy(a, logits, (size_t)n * sizeof *a);
-                            memcpy(b, logits, (size_t)n * sizeof *b);
-                            want = ref_sample(a, n, temps[ti], topps[pi], topks[ki], &ref_rng);
-                            got = llm_sample(&s, b);
-                            same = want == got && ref_rng == s.rng_state;
+                    for (size_t ki = 0; ki < sizeof topks / sizeof *topks; ki++)
+                        for (size_t mi = 0; mi < sizeof minps / sizeof *minps; mi++) {
+                            /* the large vocabularies: temperature 1, top-k up to 40, min-p without top-k */
+                            if (big && (temps[ti] != 1.0f || ki > 3 || (mi && ki))) continue;
+                            llm_sampler s;
+                            memset(&s, 0, sizeof s);
+                            s.vocab_size = n; s.temperature = temps[ti]; s.topp = topps[pi]; s.topk = topks[ki];
+                            s.rng_state = 1234567 + (uint64_t)n; s.candidates = cand; s.min_p = minps[mi];
+                            uint64_t ref_rng = s.rng_state;
+                            int draws = n > 100000 ? 1 : n >= 32000 ? 2 : 12, same = 1, want = 0, got = 0;
+                            for (int d = 0; d < draws && same; d++) {
+                                make_logits(logits, n, kind);
+                                memcpy(a, logits, (size_t)n * sizeof *a);
+                                memcpy(b, logits, (size_t)n * sizeof *b);
+                                want = ref_sample(a, n, temps[ti], topps[pi], topks[ki], minps[mi], &ref_rng);
+                                got = llm_sample(&s, b);
+                                same = want == got && ref_rng == s.rng_state;
+                            }
+                            char what[160];
+                            snprintf(what, sizeof what, "vocab %d kind %d t %g p %g k %d min-p %g", n, kind, (double)temps[ti],
+                                     (double)topps[pi], topks[ki], (double)minps[mi]);
+                            check(same, what, "reference drew %d, sampler %d", want, got);
                         }
-                        char what[160];
-                        snprintf(what, sizeof what, "vocab %d %s t %g p %g k %d", n, kinds[kind], (double)temps[ti],
-                                 (double)topps[pi], topks[ki]);
-                        check(same, what, "reference drew %d, sampler %d", want, got);
-                    }
         free(logits); free(a); free(b); free(cand);
     }
+    test_penalty();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -47,24 +47,45 @@ class Rng:
 
 
 class Sampler:
-    """Temperature 0: the first index of the largest logit. Otherwise one coin
-    per draw and softmax(logits / temperature), then:
-      - top-k off and top-p off (p <= 0 or >= 1): the first index whose
-        cumulative probability (in index order) exceeds the coin;
-      - top-k on (0 < k < vocab): the k most probable tokens; else (top-p
-        only) the tokens with p >= (1 - topp) / (vocab - 1), llama2.c's cutoff;
+    """llama.cpp's repeat penalty first, on the logits: each distinct token
+    among the last repeat_last_n accepted (every token the prompt fed and
+    every token drawn) has its logit x replaced by x / R where x > 0, else
+    x * R. Then temperature 0: the first index of the largest logit.
+    Otherwise one coin per draw and softmax(logits / temperature), then:
+      - top-k, top-p and min-p all off: the first index whose cumulative
+        probability (in index order) exceeds the coin;
+      - top-k on (0 < k < vocab): the k most probable tokens; else with top-p
+        on, the tokens with p >= (1 - topp) / (vocab - 1), llama2.c's cutoff;
         sorted by probability, most probable first;
       - top-p on: only the shortest prefix whose (unnormalised) mass exceeds topp;
+      - min-p on: of those (or of all tokens, in index order, when top-k and
+        top-p are off), the tokens whose probability before temperature is
+        at least min_p times the largest, as llama.cpp tests it: logit >=
+        max logit + ln(min_p);
       - the draw renormalises over what is kept: the first token whose
         cumulative probability exceeds coin * (the kept mass)."""
 
-    def __init__(self, vocab, temperature, topp, topk, seed):
+    def __init__(self, vocab, temperature, topp, topk, seed, min_p=0.0, repeat_penalty=1.0, repeat_last_n=64):
         self.vocab, self.temperature, self.topp, self.topk = vocab, temperature, topp, topk
+        self.min_p, self.repeat_penalty, self.repeat_last_n = min_p, repeat_penalty, repeat_last_n
+        self.history = []
         self.rng = Rng(seed)
-        self.min_margin = float("inf")   # closest any coin came to a boundary
+        self.min_margin = float("inf")   # closest any coin (or min-p's bound) came to a boundary
+
+    def accept(self, token):
+        self.history.append(token)
 
     def sample(self, logits):
+        token = self.choose(list(logits))
+        self.accept(token)
+        return token
+
+    def choose(self, logits):
         assert len(logits) == self.vocab, (len(logits), self.vocab)
+        if self.repeat_penalty != 1 and self.repeat_last_n > 0:
+            for t in set(self.history[-self.repeat_last_n:]):
+                x = logits[t]
+                logits[t] = x * self.repeat_penalty if x <= 0 else x / self.repeat_penalty
         if self.temperature == 0:
             return max(range(self.vocab), key=lambda i: (logits[i], -i))
         coin = self.rng.coin()
@@ -74,8 +95,15 @@ class Sampler:
         p = [v / total for v in e]
         topp_on = 0 < self.topp < 1
         topk_on = 0 < self.topk < self.vocab
+        def kept(order):
+            if self.min_p <= 0:
+                return order
+            bound = math.log(self.min_p)
+            for i in order:   # (the tempered log domain, where the engine judges it)
+                self.min_margin = min(self.min_margin, abs((logits[i] - top) - bound) / self.temperature)
+            return [i for i in order if logits[i] - top >= bound]
         if not topp_on and not topk_on:
-            return self.draw(list(range(self.vocab)), p, coin)
+            return self.draw(kept(range(self.vocab)), p, coin)
         if topk_on:
             order = sorted(range(self.vocab), key=lambda i: -p[i])[:self.topk]
         else:
@@ -88,7 +116,7 @@ class Sampler:
                 if mass > self.topp:
                     order = order[:n + 1]
                     break
-        return self.draw(order, p, coin)
+        return self.draw(kept(order), p, coin)
 
     def draw(self, order, p, coin):
         """The token of `order` whose cumulative probability, renormalised over
@@ -158,6 +186,8 @@ def generate(ckpt, pieces, sampler, steps, prompt=(BOS,)):
     """./run's stdout for generate mode: the prompt's pieces after the first,
     then tokens drawn from positions len(prompt)-1 .. steps-1, stopping at BOS."""
     seq = list(prompt)
+    for t in seq:   # the prompt counts for the repeat penalty
+        sampler.accept(t)
     out = b"".join(decode(pieces, a, b) for a, b in zip(seq, seq[1:]))
     for _ in range(len(seq) - 1, steps):
         nxt = sampler.sample(last_logits(ckpt, seq, len(pieces)))
