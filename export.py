@@ -1657,6 +1657,19 @@ def _special_token(conf, key, where, p2id):
     return p2id.get(c)
 
 
+def _vocab_by_id(vocab, path):
+    """tokenizer.json's model.vocab ({piece: id}) as {id: piece}; ids non-negative and unique."""
+    id2piece = {}
+    for piece, i in vocab.items():
+        if not _is_count(i):
+            raise ExportError(f"{path}: vocab entry {piece!r} has id {i!r}; ids must be "
+                              f"non-negative integers")
+        if i in id2piece:
+            raise ExportError(f"{path}: id {i} used by both {id2piece[i]!r} and {piece!r}")
+        id2piece[i] = piece
+    return id2piece
+
+
 def hf_tokenizer_vocab(path):
     """(pieces, scores, bos, eos) from a Llama-2-style HF tokenizer.json.
 
@@ -1683,14 +1696,7 @@ def hf_tokenizer_vocab(path):
         raise ExportError(f"{path}: model.vocab (an object) / model.merges (a list) missing")
     if not vocab:
         raise ExportError(f"{path}: model.vocab is empty")
-    id2piece = {}
-    for piece, i in vocab.items():
-        if not _is_count(i):
-            raise ExportError(f"{path}: vocab entry {piece!r} has id {i!r}; ids must be "
-                              f"non-negative integers")
-        if i in id2piece:
-            raise ExportError(f"{path}: id {i} used by both {id2piece[i]!r} and {piece!r}")
-        id2piece[i] = piece
+    id2piece = _vocab_by_id(vocab, path)
     special = set()
     for at in _cfg_type(data, "added_tokens", path, list, "a list") or []:
         i, c = (at.get("id"), at.get("content")) if isinstance(at, dict) else (None, None)
@@ -1924,14 +1930,7 @@ def byte_level_tokenizer(path, data):
     if not isinstance(vocab, dict) or not isinstance(merges, list) or not vocab:
         raise ExportError(f"{path}: model.vocab (an object) / model.merges (a list) missing or empty")
     dec = {c: b for b, c in bytes_to_unicode().items()}
-    id2piece, flags = {}, {}
-    for piece, i in vocab.items():
-        if not _is_count(i):
-            raise ExportError(f"{path}: vocab entry {piece!r} has id {i!r}; ids must be "
-                              f"non-negative integers")
-        if i in id2piece:
-            raise ExportError(f"{path}: id {i} used by both {id2piece[i]!r} and {piece!r}")
-        id2piece[i] = piece
+    id2piece, flags = _vocab_by_id(vocab, path), {}
     raw = {}
     for i, piece in id2piece.items():
         try:

@@ -202,6 +202,19 @@ static size_t align_pad(const void *p)
     return mis ? TOK_ALIGN - mis : 0;
 }
 
+/* The aligned start of an arena holding `need` bytes past its alignment
+ * padding, or NULL with the error set. */
+static unsigned char *claim_arena(tok_tokenizer *t, void *arena, size_t arena_size, size_t need)
+{
+    size_t pad = arena ? align_pad(arena) : 0;
+    if (!arena || arena_size < pad + need) {
+        llm__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
+                 (unsigned long)(arena ? arena_size : 0), (unsigned long)(pad + need));
+        return NULL;
+    }
+    return (unsigned char *)arena + pad;
+}
+
 static int hexval(unsigned char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -284,7 +297,7 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
 {
     const unsigned char *b = (const unsigned char *)bytes;
     unsigned char *a;
-    size_t pad, need, off;
+    size_t off;
     long count;
     int i;
 
@@ -327,14 +340,8 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     count = parse_file(b, n_bytes, vocab_size, t->error, sizeof t->error);
     if (count < 0) return TOK_ERR_FORMAT;
 
-    pad = arena ? align_pad(arena) : 0;
-    need = pad + (size_t)count * TOK_PER_ENTRY + TOK_ARENA_FIXED;
-    if (!arena || arena_size < need) {
-        llm__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
-                 (unsigned long)(arena ? arena_size : 0), (unsigned long)need);
-        return TOK_ERR_ARENA;
-    }
-    a = (unsigned char *)arena + pad;
+    a = claim_arena(t, arena, arena_size, (size_t)count * TOK_PER_ENTRY + TOK_ARENA_FIXED);
+    if (!a) return TOK_ERR_ARENA;
     t->piece_offset = (unsigned int *)(void *)a;
     a += (size_t)count * sizeof(unsigned int);
     t->piece_len = (int *)(void *)a;
@@ -779,20 +786,13 @@ static int ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int voc
                      void *arena, size_t arena_size)
 {
     ltok_info h;
-    size_t pad, need;
     unsigned char *a;
     long i;
     int c, k;
 
     if (ltok_parse(b, n, vocab_size, &h, t->error, sizeof t->error)) return TOK_ERR_FORMAT;
-    pad = arena ? align_pad(arena) : 0;
-    need = pad + ltok_arena_need(&h);
-    if (!arena || arena_size < need) {
-        llm__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
-                 (unsigned long)(arena ? arena_size : 0), (unsigned long)need);
-        return TOK_ERR_ARENA;
-    }
-    a = (unsigned char *)arena + pad;
+    a = claim_arena(t, arena, arena_size, ltok_arena_need(&h));
+    if (!a) return TOK_ERR_ARENA;
     t->piece_offset = (unsigned int *)(void *)a;
     a += (size_t)h.vocab * sizeof(unsigned int);
     t->piece_len = (int *)(void *)a;
