@@ -869,9 +869,12 @@ static void eval(engine *e, const int *ids, int n) {
     double nll = 0.0;
     long scored = 0;
     double t0 = now_seconds(), shown = 0.0;
-    /* progress on a terminal, after the first second, a few times a second;
-     * elsewhere only the summary below */
+    int showing = 0;
+    /* progress on a terminal, after the first second (RUN_PROGRESS_AFTER=SECONDS
+     * sets another delay), a few times a second; elsewhere only the summary below */
     const int tty = isatty(STDERR_FILENO);
+    const char *after_env = getenv("RUN_PROGRESS_AFTER");
+    const double after = after_env && *after_env ? atof(after_env) : 1.0;
     for (int start = 0; start + 1 < n; start += ctx - 1) {
         int wlen = n - start < ctx ? n - start : ctx;
         for (int done = 0; done + 1 < wlen; done += B) {
@@ -889,15 +892,16 @@ static void eval(engine *e, const int *ids, int n) {
                 scored++;
             }
             double t = tty ? now_seconds() - t0 : 0.0;
-            if (tty && t >= 1.0 && t - shown >= 0.25) {
+            if (tty && t >= after && (!showing || t - shown >= 0.25)) {
                 shown = t;
+                showing = 1;
                 fprintf(stderr, "\reval: %ld of %d tokens, %.1f tok/s, perplexity so far %.4f\033[K",
                         scored, n - 1, scored / t, exp(nll / (double)scored));
                 fflush(stderr);
             }
         }
     }
-    if (shown > 0.0) fprintf(stderr, "\r\033[K");   /* the summary takes its place */
+    if (showing) fprintf(stderr, "\r\033[K");   /* the summary takes its place */
     double dt = now_seconds() - t0;
     double mean = nll / (double)scored;
     printf("tokens %ld  nll %.6f  ppl %.4f  tok/s %.1f\n", scored, mean, exp(mean), dt > 0 ? scored / dt : 0.0);
