@@ -390,7 +390,8 @@ typedef struct engine {
     void *model_arena;        /* the model's layer table and RoPE frequencies */
     size_t model_arena_size;
     tok_tokenizer tok;
-    void *tok_image;          /* a tokenizer.bin image built from a GGUF's arrays, or NULL */
+    void *tok_image;          /* a tokenizer.bin or LTOK image built from a GGUF's arrays, or NULL */
+    char *tok_system;         /* the GGUF chat template's default system prompt, or NULL */
     void *tok_arena;
     size_t tok_arena_size;
     llm_sampler *sampler;     /* prefill feeds its repeat-penalty window */
@@ -404,51 +405,132 @@ static void load_tokenizer(engine *e, const char *path, int vocab_size) {
         die(1, "tokenizer %s: %s", path, tok_error(&e->tok));
 }
 
-/* A GGUF's own tokenizer (no -z): tokenizer.ggml.model "llama" (sentencepiece
- * pieces with U+2581 for spaces, scores, token types, bos/eos ids) becomes a
- * llama2.c tokenizer.bin image in memory (spaces back as ' ', as llama2.c's
- * export writes them), which tok_init reads as if it were a file.
- * "gpt2" (byte-level BPE with merges) is not read yet. */
-static void load_gguf_tokenizer(engine *e, const char *path) {
+/* ---- a GGUF's own tokenizer (no -z) ------------------------------------
+ * tokenizer.ggml.model "llama" (sentencepiece pieces with U+2581 for spaces,
+ * scores, token types) becomes a llama2.c tokenizer.bin image in memory
+ * (spaces back as ' ', as llama2.c's export writes them); "gpt2" (byte-level
+ * BPE: pieces in GPT-2's byte alphabet, "a b" merges, a named pre-tokenizer)
+ * becomes an LTOK image (FORMAT.md). tok_init reads either as if it were a
+ * file; the ids, add_bos and the chat template the GGUF names are applied
+ * after it, the same way for both. */
+
+#define GGUF_STRING 8       /* GGUF value type of a string */
+#define GGUF_MAX_PIECE 65536  /* LTOK's longest piece (tokenizer.bin's is smaller still) */
+
+/* The GGUF string under key: 1, or 0 when the key is absent. */
+static int gguf_string(const void *b, size_t n, const char *path, const char *key, const char **s, uint64_t *len) {
+    llm_gguf_value v;
+    uint64_t pos = 0;
+    if (llm_gguf_find(b, n, key, &v) != 1) return 0;
+    if (v.is_array || v.type != GGUF_STRING || !llm_gguf_next_string(&v, &pos, s, len))
+        die(1, "checkpoint %s: GGUF %s is not a string", path, key);
+    return 1;
+}
+
+/* The token id under key, or -1 when the key is absent. */
+static int gguf_token_id(const void *b, size_t n, const char *path, const char *key, int vocab) {
+    llm_gguf_value v;
+    int64_t id;
+    if (llm_gguf_find(b, n, key, &v) != 1) return -1;
+    if (v.is_array || !llm_gguf_int(&v, 0, &id) || id < 0 || id >= vocab)
+        die(1, "checkpoint %s: GGUF %s is not a token id (0..%d)", path, key, vocab - 1);
+    return (int)id;
+}
+
+/* Bytes of the first count strings of a string array (each checked to be
+ * there and at most most_len bytes), so an image is sized to them, not to
+ * the rest of the file. */
+static uint64_t gguf_strings_bytes(const llm_gguf_value *a, uint64_t count, uint64_t most_len, const char *path,
+                                   const char *what) {
+    uint64_t pos = 0, len, total = 0;
+    const char *s;
+    for (uint64_t i = 0; i < count; i++) {
+        if (!llm_gguf_next_string(a, &pos, &s, &len))
+            die(1, "checkpoint %s: GGUF %s %llu is corrupt", path, what, (unsigned long long)i);
+        if (len > most_len)
+            die(1, "checkpoint %s: GGUF %s %llu is %llu bytes long (at most %llu can be a token)", path, what,
+                (unsigned long long)i, (unsigned long long)len, (unsigned long long)most_len);
+        total += len;
+    }
+    return total;
+}
+
+/* What a GGUF says about its tokenizer besides the pieces, applied to the
+ * tokenizer tok_init made of them: BOS / EOS ids, add_bos (default_add_bos
+ * when the file does not say), the chat template by its markers
+ * (tok_chat_template_of, as export.py reads tokenizer_config.json) with
+ * ChatML's default system prompt, and the end of turn: the file's
+ * eot_token_id, else the template's end-of-turn token. */
+static void apply_gguf_tokenizer_keys(engine *e, const char *path, int default_add_bos) {
     const void *b = e->ckpt_file.data;
     size_t n = e->ckpt_file.size;
-    llm_gguf_value model, tokens, scores, types, v;
-    if (llm_gguf_find(b, n, "tokenizer.ggml.model", &model) != 1 || model.is_array || model.type != 8)
-        die(1, "checkpoint %s: GGUF has no tokenizer.ggml.model string: give a tokenizer with -z", path);
-    uint64_t pos = 0, len;
+    tok_tokenizer *t = &e->tok;
+    llm_gguf_value v;
+    int64_t flag;
+    int bos = gguf_token_id(b, n, path, "tokenizer.ggml.bos_token_id", t->vocab_size);
+    int eos = gguf_token_id(b, n, path, "tokenizer.ggml.eos_token_id", t->vocab_size);
+    if (bos >= 0) t->bos_id = bos;
+    if (eos >= 0) t->eos_id = eos;
+    t->add_bos = default_add_bos;
+    if (llm_gguf_find(b, n, "tokenizer.ggml.add_bos_token", &v) == 1) {
+        if (v.is_array || !llm_gguf_int(&v, 0, &flag))
+            die(1, "checkpoint %s: GGUF tokenizer.ggml.add_bos_token is not a bool", path);
+        t->add_bos = flag != 0;
+    }
+    if (t->add_bos && (t->bos_id < 0 || t->bos_id >= t->vocab_size))
+        die(1, "checkpoint %s: GGUF tokenizer adds a BOS but names none (tokenizer.ggml.bos_token_id)", path);
     const char *s;
-    if (!llm_gguf_next_string(&model, &pos, &s, &len)) die(1, "checkpoint %s: GGUF tokenizer.ggml.model is corrupt", path);
-    if (len == 4 && !memcmp(s, "gpt2", 4))
-        die(1, "checkpoint %s: its GGUF tokenizer is byte-level BPE (gpt2), which this build does not read yet: give a tokenizer with -z", path);
-    if (len != 5 || memcmp(s, "llama", 5))
-        die(1, "checkpoint %s: GGUF tokenizer model '%.*s' is not supported (llama is): give a tokenizer with -z", path,
-            (int)(len < 40 ? len : 40), s);
-    if (llm_gguf_find(b, n, "tokenizer.ggml.tokens", &tokens) != 1 || !tokens.is_array || tokens.type != 8)
-        die(1, "checkpoint %s: GGUF has no tokenizer.ggml.tokens string array", path);
+    uint64_t len;
+    if (gguf_string(b, n, path, "tokenizer.chat_template", &s, &len)) {
+        /* the default system prompt is shorter than the template it is in */
+        e->tok_system = (char *)xmalloc((size_t)len, "the default system prompt");
+        size_t sys_len;
+        int tmpl = tok_chat_template_of(s, (size_t)len, e->tok_system, (size_t)len, &sys_len);
+        if (tmpl >= 0) t->chat_template = tmpl;   /* else Llama 2's, as with no template (see --template) */
+        t->default_system = sys_len ? e->tok_system : NULL;
+        t->default_system_len = sys_len;
+    }
+    int eot = gguf_token_id(b, n, path, "tokenizer.ggml.eot_token_id", t->vocab_size);
+    if (eot < 0 && t->chat_template != TOK_CHAT_LLAMA2) eot = tok_chat_end_id(t, t->chat_template);
+    if (eot >= 0) t->eot_id = eot;
+}
+
+/* tok_init over the image built from checkpoint path's arrays (which the engine then owns) */
+static void init_gguf_tokenizer(engine *e, const char *path, unsigned char *img, size_t size) {
     int vocab = e->model.cfg.vocab_size;
-    if (tokens.count != (uint64_t)vocab)
-        die(1, "checkpoint %s: GGUF tokenizer has %llu tokens, the model's vocabulary %d", path,
-            (unsigned long long)tokens.count, vocab);
+    e->tok_image = img;
+    e->tok_file.data = img;
+    e->tok_file.size = size;
+    e->tok_arena_size = tok_arena_size(img, size, vocab);
+    e->tok_arena = xmalloc(e->tok_arena_size ? e->tok_arena_size : 1, "the tokenizer");
+    if (tok_init(&e->tok, img, size, vocab, e->tok_arena, e->tok_arena_size) != 0)
+        die(1, "checkpoint %s: its GGUF tokenizer: %s", path, tok_error(&e->tok));
+}
+
+/* "llama": the tokenizer.bin image, int32 max length, then per token f32
+ * score, int32 length, bytes (a piece shrinks or keeps its size: U+2581's
+ * three bytes become one) */
+static void load_gguf_sentencepiece(engine *e, const char *path, const llm_gguf_value *tokens,
+                                    const llm_gguf_value *types) {
+    const void *b = e->ckpt_file.data;
+    size_t n = e->ckpt_file.size;
+    llm_gguf_value scores;
+    int vocab = (int)tokens->count;
     int have_scores = llm_gguf_find(b, n, "tokenizer.ggml.scores", &scores) == 1;
-    if (have_scores && (!scores.is_array || scores.count != tokens.count || scores.type != 6))
+    if (have_scores && (!scores.is_array || scores.count != tokens->count || scores.type != 6))
         die(1, "checkpoint %s: GGUF tokenizer.ggml.scores is not %d f32 values", path, vocab);
-    int have_types = llm_gguf_find(b, n, "tokenizer.ggml.token_type", &types) == 1;
-    if (have_types && (!types.is_array || types.count != tokens.count))
-        die(1, "checkpoint %s: GGUF tokenizer.ggml.token_type is not %d values", path, vocab);
-    /* the image: int32 max length, then per token f32 score, int32 length, bytes
-     * (a piece shrinks or keeps its size: U+2581's three bytes become one) */
-    size_t size = 4 + (size_t)vocab * 8 + (size_t)tokens.bytes;
+    size_t size = 4 + (size_t)vocab * 8 + (size_t)gguf_strings_bytes(tokens, tokens->count, INT32_MAX, path, "token");
     unsigned char *img = (unsigned char *)xmalloc(size, "the GGUF tokenizer");
     size_t at = 4;
     int max_len = 0;
-    pos = 0;
+    uint64_t pos = 0, len = 0;
+    const char *s = NULL;
     for (int i = 0; i < vocab; i++) {
-        if (!llm_gguf_next_string(&tokens, &pos, &s, &len) || len > INT32_MAX)
-            die(1, "checkpoint %s: GGUF tokenizer token %d is corrupt", path, i);
+        llm_gguf_next_string(tokens, &pos, &s, &len);   /* checked by gguf_strings_bytes */
         float score = 0.0f;
         int64_t type = 1;
         if (have_scores) llm_gguf_float(&scores, (uint64_t)i, &score);
-        if (have_types && !llm_gguf_int(&types, (uint64_t)i, &type))
+        if (types && !llm_gguf_int(types, (uint64_t)i, &type))
             die(1, "checkpoint %s: GGUF tokenizer.ggml.token_type is not integers", path);
         size_t start = at + 8, k = start;
         for (uint64_t j = 0; j < len; j++) {
@@ -463,35 +545,289 @@ static void load_gguf_tokenizer(engine *e, const char *path) {
         at = k;
     }
     memcpy(img, &max_len, 4);
-    e->tok_image = img;
-    e->tok_file.data = img;
-    e->tok_file.size = at;
-    e->tok_arena_size = tok_arena_size(img, at, vocab);
-    e->tok_arena = xmalloc(e->tok_arena_size ? e->tok_arena_size : 1, "the tokenizer");
-    if (tok_init(&e->tok, img, at, vocab, e->tok_arena, e->tok_arena_size) != 0)
-        die(1, "checkpoint %s: its GGUF tokenizer: %s", path, tok_error(&e->tok));
-    const char *ids[2] = { "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id" };
-    int *fields[2] = { &e->tok.bos_id, &e->tok.eos_id };
-    for (int k = 0; k < 2; k++) {
-        int64_t id;
-        if (llm_gguf_find(b, n, ids[k], &v) != 1) continue;
-        if (v.is_array || !llm_gguf_int(&v, 0, &id) || id < 0 || id >= vocab)
-            die(1, "checkpoint %s: GGUF %s is not a token id (0..%d)", path, ids[k], vocab - 1);
-        *fields[k] = (int)id;
-    }
-    int64_t add_bos;
-    if (llm_gguf_find(b, n, "tokenizer.ggml.add_bos_token", &v) == 1 && !v.is_array && llm_gguf_int(&v, 0, &add_bos))
-        e->tok.add_bos = add_bos != 0;
-    /* the chat template by the markers it uses */
-    if (llm_gguf_find(b, n, "tokenizer.chat_template", &v) == 1 && !v.is_array && v.type == 8) {
-        pos = 0;
-        if (llm_gguf_next_string(&v, &pos, &s, &len)) {
-            for (uint64_t j = 0; j < len; j++) {
-                if (len - j >= 19 && !memcmp(s + j, "<|start_header_id|>", 19)) { e->tok.chat_template = TOK_CHAT_LLAMA3; break; }
-                if (len - j >= 12 && !memcmp(s + j, "<|im_start|>", 12)) { e->tok.chat_template = TOK_CHAT_CHATML; break; }
-            }
+    init_gguf_tokenizer(e, path, img, at);
+    apply_gguf_tokenizer_keys(e, path, 1);   /* llama2.c's tokenizer.bin adds a BOS */
+}
+
+/* GPT-2's byte alphabet undone: the byte code point c stands for in a
+ * byte-level piece (printable bytes stand for themselves; the 68 others were
+ * moved to U+0100.. in byte order), or -1. */
+static int byte_of_char(uint32_t c) {
+    if ((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255)) return (int)c;
+    if (c < 256 || c >= 256 + 68) return -1;
+    c -= 256;   /* the c-th byte that is not printable: 0..32, 127..160, 173 */
+    return c < 33 ? (int)c : c < 67 ? (int)(127 + c - 33) : 173;
+}
+
+/* A byte-level piece's text (UTF-8 of U+0021..U+0143) as the bytes it stands
+ * for, written to out (at most len bytes): the count, or -1 when a character
+ * is not in the alphabet. */
+static long byte_level_bytes(const char *s, uint64_t len, unsigned char *out) {
+    long k = 0;
+    for (uint64_t i = 0; i < len; k++) {
+        unsigned char c = (unsigned char)s[i];
+        uint32_t cp = c;
+        if (c >= 0x80) {   /* the alphabet's characters take two bytes at most */
+            unsigned char d = i + 1 < len ? (unsigned char)s[i + 1] : 0;
+            if ((c & 0xE0) != 0xC0 || (d & 0xC0) != 0x80) return -1;
+            cp = (uint32_t)(c & 0x1F) << 6 | (d & 0x3F);
+            if (cp < 0x80) return -1;   /* overlong */
+            i++;
         }
+        i++;
+        int byte = byte_of_char(cp);
+        if (byte < 0) return -1;
+        out[k] = (unsigned char)byte;
     }
+    return k;
+}
+
+/* A piece's bytes and id. */
+typedef struct piece_ref {
+    const unsigned char *p;
+    uint32_t len;
+    int id;
+} piece_ref;
+
+/* unsigned bytewise, the shorter first (LTOK's order) */
+static int compare_bytes(const unsigned char *a, uint32_t al, const unsigned char *b, uint32_t bl) {
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c : (al > bl) - (al < bl);
+}
+
+static int compare_piece_refs(const void *a, const void *b) {
+    const piece_ref *x = (const piece_ref *)a, *y = (const piece_ref *)b;
+    return compare_bytes(x->p, x->len, y->p, y->len);
+}
+
+/* The pieces by their bytes, for the merges' lookups (a few per merge: a
+ * hash beats a binary search over 128k pieces): open addressing, each slot
+ * an id + 1 (0: empty), at least twice as many slots as pieces. */
+typedef struct piece_table {
+    uint32_t *slot;
+    uint32_t mask;
+    const piece_ref *by_id;
+} piece_table;
+
+static uint32_t hash_bytes(const unsigned char *p, uint32_t len) {   /* FNV-1a */
+    uint32_t h = 2166136261u;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static piece_table piece_table_of(const piece_ref *by_id, int n) {
+    piece_table t;
+    uint32_t size = 1024;
+    while (size < 2 * (uint32_t)n) size *= 2;
+    t.slot = (uint32_t *)xmalloc((size_t)size * 4, "the GGUF tokenizer's index");
+    memset(t.slot, 0, (size_t)size * 4);
+    t.mask = size - 1;
+    t.by_id = by_id;
+    for (int i = 0; i < n; i++) {
+        uint32_t k = hash_bytes(by_id[i].p, by_id[i].len) & t.mask;
+        while (t.slot[k]) k = (k + 1) & t.mask;
+        t.slot[k] = (uint32_t)i + 1;
+    }
+    return t;
+}
+
+/* The id of the piece with these bytes, or -1 */
+static int find_piece(const piece_table *t, const unsigned char *p, uint32_t len) {
+    for (uint32_t k = hash_bytes(p, len) & t->mask; t->slot[k]; k = (k + 1) & t->mask) {
+        const piece_ref *r = &t->by_id[t->slot[k] - 1];
+        if (r->len == len && !memcmp(r->p, p, len)) return r->id;
+    }
+    return -1;
+}
+
+/* An LTOK merge: left, right, rank, result (FORMAT.md) */
+typedef struct merge_rec { uint32_t left, right, rank, result; } merge_rec;
+
+static int compare_merges(const void *a, const void *b) {
+    const merge_rec *x = (const merge_rec *)a, *y = (const merge_rec *)b;
+    if (x->left != y->left) return x->left < y->left ? -1 : 1;
+    if (x->right != y->right) return x->right < y->right ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+
+/* llama.cpp's tokenizer.ggml.pre names of the pre-tokenizers this build has
+ * (FORMAT.md, "Encoding"); Qwen2's vocabularies are NFC-normalized and Llama
+ * 3's take a pre-token that is a piece whole (ignore_merges), as their
+ * tokenizer.json say. A file without the key is llama.cpp's "default". */
+static const struct { const char *name; int pre, normalizer, ignore_merges; } gguf_pre_tokenizers[] = {
+    { "default", TOK_PRE_GPT2, TOK_NORM_NONE, 0 }, { "gpt-2", TOK_PRE_GPT2, TOK_NORM_NONE, 0 },
+    { "gpt2", TOK_PRE_GPT2, TOK_NORM_NONE, 0 }, { "llama-bpe", TOK_PRE_LLAMA3, TOK_NORM_NONE, 1 },
+    { "llama3", TOK_PRE_LLAMA3, TOK_NORM_NONE, 1 }, { "qwen2", TOK_PRE_QWEN2, TOK_NORM_NFC, 0 },
+    { "smollm", TOK_PRE_SMOLLM, TOK_NORM_NONE, 0 },
+};
+
+/* "gpt2": the LTOK image. Token types (llama.cpp's): 1 normal and 6 byte are
+ * pieces in GPT-2's alphabet; 3 control, 2 unknown and 5 unused (the
+ * converter's [PADn] fillers) are special, 4 user-defined is added (FORMAT.md's
+ * flags); unused ids at the end are left out (the model's extra rows, which
+ * decode to nothing). tok_init validates the result as it does a file. */
+static void load_gguf_byte_level(engine *e, const char *path, const llm_gguf_value *tokens,
+                                 const llm_gguf_value *types) {
+    const void *b = e->ckpt_file.data;
+    size_t n = e->ckpt_file.size;
+    const char *s = NULL;
+    uint64_t len = 0, pos = 0;
+
+    const char *pre_name = "default";
+    uint64_t pre_len = 7;
+    gguf_string(b, n, path, "tokenizer.ggml.pre", &pre_name, &pre_len);
+    int pre = -1;
+    for (size_t k = 0; k < sizeof gguf_pre_tokenizers / sizeof gguf_pre_tokenizers[0]; k++)
+        if (strlen(gguf_pre_tokenizers[k].name) == pre_len && !memcmp(pre_name, gguf_pre_tokenizers[k].name, pre_len))
+            pre = (int)k;
+    if (pre < 0)
+        die(1, "checkpoint %s: GGUF tokenizer.ggml.pre '%.*s' is not a pre-tokenizer this build has (llama-bpe, "
+            "llama3, qwen2, smollm, gpt-2, default): give a tokenizer with -z", path,
+            (int)(pre_len < 40 ? pre_len : 40), pre_name);
+
+    /* flags per token, and how many tokens the LTOK holds */
+    int vocab = (int)tokens->count, used = 0;
+    unsigned char *flags = (unsigned char *)xmalloc((size_t)vocab, "the GGUF tokenizer's flags");
+    for (int i = 0; i < vocab; i++) {
+        int64_t type = 1;
+        if (types && !llm_gguf_int(types, (uint64_t)i, &type))
+            die(1, "checkpoint %s: GGUF tokenizer.ggml.token_type is not integers", path);
+        if (type < 1 || type > 6)
+            die(1, "checkpoint %s: GGUF token %d has type %lld (llama.cpp's are 1..6)", path, i, (long long)type);
+        flags[i] = type == 4 ? TOK_FLAG_ADDED : type == 1 || type == 6 ? 0 : TOK_FLAG_SPECIAL;
+        if (type != 5) used = i + 1;
+    }
+
+    /* the pieces' bytes, per id, and the ids sorted by them (a byte-level
+     * text is at least as long as its bytes) */
+    uint64_t text = gguf_strings_bytes(tokens, (uint64_t)used, 2 * GGUF_MAX_PIECE, path, "token");
+    if (text > UINT32_MAX) die(1, "checkpoint %s: GGUF tokens hold %llu bytes, more than 4 GiB", path, (unsigned long long)text);
+    unsigned char *pieces = (unsigned char *)xmalloc((size_t)text, "the GGUF tokenizer's pieces");
+    uint32_t *ends = (uint32_t *)xmalloc((size_t)used * 4, "the GGUF tokenizer's pieces");
+    piece_ref *by_id = (piece_ref *)xmalloc((size_t)used * sizeof *by_id, "the GGUF tokenizer's index");
+    piece_ref *refs = (piece_ref *)xmalloc((size_t)used * sizeof *refs, "the GGUF tokenizer's index");
+    uint32_t at = 0, max_len = 1;
+    for (int i = 0; i < used; i++) {
+        llm_gguf_next_string(tokens, &pos, &s, &len);   /* checked by gguf_strings_bytes */
+        long l = (long)len;
+        if (flags[i]) memcpy(pieces + at, s, (size_t)len);
+        else if ((l = byte_level_bytes(s, len, pieces + at)) < 0)
+            die(1, "checkpoint %s: GGUF token %d '%.*s' is not in GPT-2's byte alphabet (a normal token of a gpt2 "
+                "tokenizer)", path, i, (int)(len < 40 ? len : 40), s);
+        if (l > GGUF_MAX_PIECE)
+            die(1, "checkpoint %s: GGUF token %d is %ld bytes (at most %d)", path, i, l, GGUF_MAX_PIECE);
+        by_id[i].p = pieces + at;
+        by_id[i].len = (uint32_t)l;
+        by_id[i].id = i;
+        at += (uint32_t)l;
+        ends[i] = at;
+        if ((uint32_t)l > max_len) max_len = (uint32_t)l;
+    }
+    memcpy(refs, by_id, (size_t)used * sizeof *refs);
+    qsort(refs, (size_t)used, sizeof *refs, compare_piece_refs);
+    for (int k = 1; k < used; k++)
+        if (!compare_piece_refs(&refs[k - 1], &refs[k]))
+            die(1, "checkpoint %s: GGUF tokens %d and %d are the same bytes", path,
+                refs[k - 1].id < refs[k].id ? refs[k - 1].id : refs[k].id,
+                refs[k - 1].id < refs[k].id ? refs[k].id : refs[k - 1].id);
+
+    /* merges: "left right", both and their join pieces; rank = position */
+    llm_gguf_value merges;
+    if (llm_gguf_find(b, n, "tokenizer.ggml.merges", &merges) != 1 || !merges.is_array || merges.type != GGUF_STRING)
+        die(1, "checkpoint %s: GGUF has no tokenizer.ggml.merges string array (a gpt2 tokenizer needs it)", path);
+    if (merges.count > (1u << 26))
+        die(1, "checkpoint %s: GGUF tokenizer has %llu merges (at most 2^26)", path, (unsigned long long)merges.count);
+    int n_merges = (int)merges.count;
+    merge_rec *m = (merge_rec *)xmalloc((size_t)n_merges * sizeof *m, "the GGUF tokenizer's merges");
+    unsigned char *join = (unsigned char *)xmalloc(4 * GGUF_MAX_PIECE, "a merge");
+    piece_table table = piece_table_of(by_id, used);
+    pos = 0;
+    for (int i = 0; i < n_merges; i++) {
+        if (!llm_gguf_next_string(&merges, &pos, &s, &len))
+            die(1, "checkpoint %s: GGUF tokenizer merge %d is corrupt", path, i);
+        const char *space = len > 1 ? memchr(s + 1, ' ', (size_t)len - 1) : NULL;
+        long l = -1, r = -1;
+        if (space && len <= 4 * GGUF_MAX_PIECE) {
+            l = byte_level_bytes(s, (uint64_t)(space - s), join);
+            if (l >= 0) r = byte_level_bytes(space + 1, len - (uint64_t)(space - s) - 1, join + l);
+        }
+        int left = l > 0 && r > 0 ? find_piece(&table, join, (uint32_t)l) : -1;
+        int right = left >= 0 ? find_piece(&table, join + l, (uint32_t)r) : -1;
+        int result = right >= 0 ? find_piece(&table, join, (uint32_t)(l + r)) : -1;
+        if (result < 0)
+            die(1, "checkpoint %s: GGUF tokenizer merge %d '%.*s' is not two tokens whose join is a token", path, i,
+                (int)(len < 40 ? len : 40), s);
+        if (flags[left] | flags[right] | flags[result])
+            die(1, "checkpoint %s: GGUF tokenizer merge %d '%.*s' involves a special or added token", path, i,
+                (int)(len < 40 ? len : 40), s);
+        m[i] = (merge_rec){ (uint32_t)left, (uint32_t)right, (uint32_t)i, (uint32_t)result };
+    }
+    free(join);
+    free(table.slot);
+    /* sorted by (left, right); a pair merged twice keeps its last rank, as
+     * Hugging Face's tokenizers (and export.py) do */
+    qsort(m, (size_t)n_merges, sizeof *m, compare_merges);
+    int kept = 0;
+    for (int i = 0; i < n_merges; i++) {
+        if (kept && m[kept - 1].left == m[i].left && m[kept - 1].right == m[i].right) kept--;
+        m[kept++] = m[i];
+    }
+
+    /* the image, section by section (FORMAT.md, "LTOK, version 1"); ids,
+     * add_bos and the template come after tok_init */
+    size_t off_ends = 64 + (((size_t)used + 3) & ~(size_t)3), off_sorted = off_ends + 4 * (size_t)used;
+    size_t off_merges = off_sorted + 4 * (size_t)used, off_pieces = off_merges + 16 * (size_t)kept;
+    size_t size = off_pieces + at;
+    unsigned char *img = (unsigned char *)xmalloc(size, "the GGUF tokenizer");
+    memset(img, 0, off_ends);
+    uint32_t header[15] = { 1, 64, TOK_KIND_BYTE_LEVEL, (uint32_t)gguf_pre_tokenizers[pre].pre,
+                            (uint32_t)gguf_pre_tokenizers[pre].normalizer,
+                            gguf_pre_tokenizers[pre].ignore_merges ? 2u : 0u, (uint32_t)used, (uint32_t)kept,
+                            UINT32_MAX, UINT32_MAX, UINT32_MAX, TOK_CHAT_LLAMA2, max_len, 0, at };
+    memcpy(img, "LTOK", 4);
+    for (int k = 0; k < 15; k++) put_u32(img + 4 + 4 * k, header[k]);
+    memcpy(img + 64, flags, (size_t)used);
+    for (int i = 0; i < used; i++) {
+        put_u32(img + off_ends + 4 * (size_t)i, ends[i]);
+        put_u32(img + off_sorted + 4 * (size_t)i, (uint32_t)refs[i].id);
+    }
+    for (int i = 0; i < kept; i++) {
+        unsigned char *p = img + off_merges + 16 * (size_t)i;
+        put_u32(p, m[i].left); put_u32(p + 4, m[i].right); put_u32(p + 8, m[i].rank); put_u32(p + 12, m[i].result);
+    }
+    memcpy(img + off_pieces, pieces, at);
+    free(flags); free(pieces); free(ends); free(by_id); free(refs); free(m);
+    init_gguf_tokenizer(e, path, img, size);
+    apply_gguf_tokenizer_keys(e, path, gguf_pre_tokenizers[pre].pre == TOK_PRE_LLAMA3);
+}
+
+static void load_gguf_tokenizer(engine *e, const char *path) {
+    const void *b = e->ckpt_file.data;
+    size_t n = e->ckpt_file.size;
+    llm_gguf_value tokens, types;
+    const char *s;
+    uint64_t len;
+    if (!gguf_string(b, n, path, "tokenizer.ggml.model", &s, &len))
+        die(1, "checkpoint %s: GGUF has no tokenizer.ggml.model string: give a tokenizer with -z", path);
+    int byte_level = len == 4 && !memcmp(s, "gpt2", 4);
+    if (!byte_level && (len != 5 || memcmp(s, "llama", 5)))
+        die(1, "checkpoint %s: GGUF tokenizer model '%.*s' is not supported (llama and gpt2 are): give a tokenizer with -z",
+            path, (int)(len < 40 ? len : 40), s);
+    if (llm_gguf_find(b, n, "tokenizer.ggml.tokens", &tokens) != 1 || !tokens.is_array || tokens.type != GGUF_STRING)
+        die(1, "checkpoint %s: GGUF has no tokenizer.ggml.tokens string array", path);
+    int vocab = e->model.cfg.vocab_size;
+    if (tokens.count != (uint64_t)vocab)
+        die(1, "checkpoint %s: GGUF tokenizer has %llu tokens, the model's vocabulary %d", path,
+            (unsigned long long)tokens.count, vocab);
+    int have_types = llm_gguf_find(b, n, "tokenizer.ggml.token_type", &types) == 1;
+    if (have_types && (!types.is_array || types.count != tokens.count))
+        die(1, "checkpoint %s: GGUF tokenizer.ggml.token_type is not %d values", path, vocab);
+    if (byte_level) load_gguf_byte_level(e, path, &tokens, have_types ? &types : NULL);
+    else load_gguf_sentencepiece(e, path, &tokens, have_types ? &types : NULL);
 }
 
 /* Encode text with BOS; the ids go to a malloc'd array. */
@@ -552,6 +888,22 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             !c->qk_norm && e->model.w.layers && e->model.w.layers[0].q_norm.data ? " (weights stored)" : "");
 }
 
+/* The tokenizer in effect: its kind, ids and chat template, for --info. */
+static void print_tokenizer(const tok_tokenizer *t) {
+    static const char *pre[] = { "", "gpt2", "llama3", "qwen2", "smollm" };
+    if (t->kind == TOK_KIND_BYTE_LEVEL)
+        printf("  tokenizer is byte-level BPE (%s pre-tokenizer%s%s),", pre[t->pre_tokenizer],
+               t->normalizer == TOK_NORM_NFC ? ", NFC" : "", t->ignore_merges ? ", ignore_merges" : "");
+    else
+        printf("  tokenizer is sentencepiece BPE,");
+    printf(" vocab %d, bos %d, eos %d, eot %d, add_bos %d, %s chat template, default system prompt \"",
+           t->vocab_size, t->bos_id, t->eos_id, t->eot_id, t->add_bos, tok_chat_template_name(t->chat_template));
+    for (size_t i = 0; i < t->default_system_len; i++)   /* on one line */
+        if (t->default_system[i] == '\n') fputs("\\n", stdout);
+        else putchar(t->default_system[i]);
+    printf("\"\n");
+}
+
 static void print_plan(const engine *e, const options *o) {
     typedef unsigned long long ull;   /* the plan is 64-bit on every host */
     const llm_config *c = &e->model.cfg;
@@ -569,13 +921,15 @@ static void print_plan(const engine *e, const options *o) {
            (ull)p.logits, (ull)p.act_q);
     size_t tok_image = e->tok_image ? e->tok_file.size : 0;   /* built from a GGUF's arrays */
     if (e->tok_image)
-        printf("  tokenizer    %12zu bytes  %8.2f MiB  (its %zu-byte tokenizer.bin image built from the GGUF, and tables)\n",
-               e->tok_arena_size + tok_image, (e->tok_arena_size + tok_image) / MB, tok_image);
+        printf("  tokenizer    %12zu bytes  %8.2f MiB  (its %zu-byte %s image built from the GGUF, and tables)\n",
+               e->tok_arena_size + tok_image, (e->tok_arena_size + tok_image) / MB, tok_image,
+               e->tok.kind == TOK_KIND_BYTE_LEVEL ? "LTOK" : "tokenizer.bin");
     else if (e->tok_file.data)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
                e->tok_arena_size / MB, e->tok_file.size);
     else
         printf("  tokenizer    (none given: add -z FILE to include it)\n");
+    if (e->tok_file.data) print_tokenizer(&e->tok);
     ull total = p.total + e->tok_arena_size + tok_image, need = total + e->model_arena_size;
     printf("  total RAM    %12llu bytes  %8.2f MiB  (state arena %llu + tokenizer)\n", total, total / MB, (ull)p.total);
     printf("  limit        %12llu bytes  %8.2f MiB  (--max-memory)%s\n", o->max_memory, o->max_memory / MB,
@@ -592,7 +946,7 @@ static void load_checkpoint(engine *e, const options *o) {
     e->model_arena_size = model_need;
     if (llm_load(&e->model, e->ckpt_file.data, e->ckpt_file.size, e->model_arena, model_need) != LLM_OK)
         die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
-    if (!o->info) {
+    if (!o->info && strcmp(o->mode, "tokenize")) {
         /* weights that will run are then mapped again, populated, so the
          * first forward pass takes no page faults (and validated again: the
          * file may have changed in between) */
@@ -602,6 +956,16 @@ static void load_checkpoint(engine *e, const options *o) {
             die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     }
     apply_norm_options(&e->model, o);
+}
+
+/* Does the file start with GGUF's magic? (an unreadable file: no, and its
+ * opening fails later with the reason) */
+static int is_gguf(const char *path) {
+    char magic[4];
+    FILE *f = fopen(path, "rb");
+    int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    return yes;
 }
 
 /* The state's options for batches of max_batch tokens (nothing allocated). */
@@ -921,6 +1285,7 @@ static void close_engine(engine *e) {
     free(e->model_arena);
     unmap_file(&e->ckpt_file);
     if (e->tok_image) { free(e->tok_image); e->tok_file.data = NULL; }
+    free(e->tok_system);
     unmap_file(&e->tok_file);
 }
 
@@ -931,7 +1296,11 @@ int main(int argc, char **argv) {
     memset(&e, 0, sizeof e);
 
     if (!strcmp(o.mode, "tokenize")) {
-        load_tokenizer(&e, o.tokenizer, 0);
+        /* a GGUF carries its tokenizer: without -z, that one */
+        if (!o.tokenizer_given && o.checkpoint && is_gguf(o.checkpoint)) {
+            load_checkpoint(&e, &o);
+            load_gguf_tokenizer(&e, o.checkpoint);
+        } else load_tokenizer(&e, o.tokenizer, 0);
         e.tok.parse_special = o.special;
         tokenize(&e, &o);
         close_engine(&e);

@@ -1979,3 +1979,65 @@ int tok_chat_end_id(const tok_tokenizer *t, int chat_template)
     end = chat_formats[chat_template].end;
     return end ? tok_piece_id(t, end, strlen(end)) : t->eos_id;
 }
+
+/* s[i..n) starts with the NUL-terminated lit */
+static int starts_with(const char *s, size_t n, size_t i, const char *lit)
+{
+    size_t k = strlen(lit);
+    return n - i >= k && !memcmp(s + i, lit, k);
+}
+
+static int contains(const char *s, size_t n, const char *lit)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (starts_with(s, n, i, lit)) return 1;
+    return 0;
+}
+
+/* The ChatML default system turn: the first "<|im_start|>system" followed by a
+ * newline (or Jinja's "\n") whose text runs to "<|im_end|>" with none of '"{}+
+ * before it, as the regex <\|im_start\|>system(?:\\n|\n)([^'"{}+]*?)<\|im_end\|>
+ * finds it. Returns 1 with the text's bounds. */
+static int chatml_system(const char *s, size_t n, size_t *at, size_t *end)
+{
+    size_t i, k, m;
+    for (i = 0; i < n; i++) {
+        if (!starts_with(s, n, i, "<|im_start|>system")) continue;
+        k = i + 18;
+        if (starts_with(s, n, k, "\\n")) k += 2;
+        else if (k < n && s[k] == '\n') k += 1;
+        else continue;
+        for (m = k; m < n; m++) {
+            if (starts_with(s, n, m, "<|im_end|>")) {
+                *at = k;
+                *end = m;
+                return 1;
+            }
+            if (s[m] && strchr("'\"{}+", s[m])) break;
+        }
+    }
+    return 0;
+}
+
+int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap, size_t *system_len)
+{
+    size_t at, end, k = 0;
+    int kind;
+    if (system_len) *system_len = 0;
+    if (!jinja) return -1;
+    if (contains(jinja, len, "<|start_header_id|>"))
+        /* Llama 3.1 and 3.2 open every conversation with a dated system block */
+        kind = contains(jinja, len, "Cutting Knowledge Date") ? TOK_CHAT_LLAMA31 : TOK_CHAT_LLAMA3;
+    else if (contains(jinja, len, "<|im_start|>")) kind = TOK_CHAT_CHATML;
+    else if (contains(jinja, len, "[INST]")) kind = TOK_CHAT_LLAMA2;
+    else return -1;
+    if (kind != TOK_CHAT_CHATML || !system || !chatml_system(jinja, len, &at, &end)) return kind;
+    /* Jinja's escapes undone: a quote cannot be in the text, so only "\n" */
+    while (at < end && k < cap) {
+        if (starts_with(jinja, end, at, "\\n")) { system[k++] = '\n'; at += 2; }
+        else system[k++] = jinja[at++];
+    }
+    if (system_len) *system_len = k;
+    return kind;
+}

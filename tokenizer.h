@@ -245,6 +245,17 @@ int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int m
  * vocabulary lacks it. A chat stops a reply at it, and at eos_id and eot_id. */
 int tok_chat_end_id(const tok_tokenizer *t, int chat_template);
 
+/* Which template a model's Jinja chat template is, by the markers it uses (as
+ * export.py's chat_template_of reads tokenizer_config.json): "<|start_header_id|>"
+ * llama3 (llama3.1 when it also holds "Cutting Knowledge Date"), else
+ * "<|im_start|>" chatml, else "[INST]" llama2; -1 when none is there. For
+ * ChatML, the literal system turn the template falls back on
+ * ('<|im_start|>system\n...<|im_end|>' with no quote, brace or + inside) is the
+ * default system prompt: written to `system` (cap >= len always suffices;
+ * NULL: not wanted) with Jinja's "\n" escapes undone, its length in
+ * *system_len (0: none). */
+int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap, size_t *system_len);
+
 #ifdef __cplusplus
 }
 #endif

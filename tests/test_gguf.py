@@ -425,7 +425,10 @@ def test_huge_and_inconsistent_fields():
             [(k, gw.V_STRING if k == "llama.embedding_length" else vt, "32" if k == "llama.embedding_length" else v)
              for k, vt, v in kvs], "not an integer")
     kv_case("rope scaling yarn", kvs + [("llama.rope.scaling.type", gw.V_STRING, "yarn")], "yarn")
-    kv_case("tokenizer gpt2", [(k, vt, "gpt2" if k == "tokenizer.ggml.model" else v) for k, vt, v in kvs], "gpt2")
+    kv_case("tokenizer gpt2 over sentencepiece pieces",
+            [(k, vt, "gpt2" if k == "tokenizer.ggml.model" else v) for k, vt, v in kvs], "not in GPT-2's byte alphabet")
+    kv_case("tokenizer bert", [(k, vt, "bert" if k == "tokenizer.ggml.model" else v) for k, vt, v in kvs],
+            "'bert' is not supported")
     # tensors
     def t_case(name, new_tensors, must=None, **kw):
         cases.append((name, gw.write(None, kvs, new_tensors, **kw), must))

