@@ -135,7 +135,7 @@ static void usage(FILE *out) {
         "  -s <int>     random seed, default time(NULL)\n"
         "  -n <int>     steps in total, prompt included, default 256 (0 = context length)\n"
         "  -i <string>  input prompt\n"
-        "  -z <string>  tokenizer file, default tokenizer.bin\n"
+        "  -z <string>  tokenizer file, default a GGUF checkpoint's own, else tokenizer.bin\n"
         "  -m <string>  mode: generate|chat|eval|tokenize, default generate\n"
         "  -y <string>  system prompt in chat mode (default: the tokenizer's, if any)\n"
         "  -f <file>    text file to score in eval mode\n"
@@ -159,7 +159,7 @@ static void usage(FILE *out) {
         "  --special    special tokens (<|eot_id|>, <|im_start|>, ...) in -i/-f text are\n"
         "               matched as those tokens; default: encoded as plain text\n"
         "  --info       print the model's configuration and memory plan, then exit\n"
-        "               (the tokenizer's share only when -z is given; nothing is allocated)\n"
+        "               (the tokenizer's share with -z or a GGUF's own; nothing is allocated)\n"
         "  --help       this text\n"
         "Modes:\n"
         "  generate  continue the prompt; text to stdout, statistics to stderr\n"
@@ -169,7 +169,7 @@ static void usage(FILE *out) {
         "            chat ends when the context (-n, --ctx) is full\n"
         "  eval      mean negative log-likelihood and perplexity of the text in -f FILE\n"
         "  tokenize  print the prompt's token ids (BOS first when the tokenizer adds one);\n"
-        "            needs only -z and -i\n");
+        "            needs only -z and -i (or a GGUF checkpoint and -i)\n");
 }
 
 static long long parse_int(const char *flag, const char *v, long long lo, long long hi) {
