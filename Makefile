@@ -102,7 +102,8 @@ I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_formats::test_compact_config_same_text_every_build test_formats::test_ak42_files \
   test_formats::test_malformed_llmw_refused test_eval::test_eval_bad_input \
   test_tokenizer::test_unit_c test_tokenizer::test_malformed_tokenizer_files \
-  test_tokenizer::test_wrong_vocab_size_for_model test_tokenizer::test_long_prompt
+  test_tokenizer::test_wrong_vocab_size_for_model test_tokenizer::test_long_prompt \
+  test_gguf_tokenizer::test_hostile_tokenizer_arrays
 empty :=
 space := $(empty) $(empty)
 I386_ARGS = --variant "i386:RUN=build/qemu/run-i386,LOGITS=build/qemu/logits-i386,KERNELS=build/qemu/test_kernels-i386,TOKUNIT=build/qemu/test_tokenizer_unit-i386,SUBSET=$(subst $(space),+,$(strip $(I386_TESTS)))"

@@ -495,6 +495,14 @@ static void apply_gguf_tokenizer_keys(engine *e, const char *path, int default_a
     if (eot >= 0) t->eot_id = eot;
 }
 
+/* An image's byte count, computed in 64 bits: as a size_t, or an error where
+ * it cannot be one (a 32-bit host) */
+static size_t image_size(uint64_t n, const char *path) {
+    if (n > SIZE_MAX) die(1, "checkpoint %s: its GGUF tokenizer would take %llu bytes, more than this machine can address",
+                          path, (unsigned long long)n);
+    return (size_t)n;
+}
+
 /* tok_init over the image built from checkpoint path's arrays (which the engine then owns) */
 static void init_gguf_tokenizer(engine *e, const char *path, unsigned char *img, size_t size) {
     int vocab = e->model.cfg.vocab_size;
@@ -519,7 +527,8 @@ static void load_gguf_sentencepiece(engine *e, const char *path, const llm_gguf_
     int have_scores = llm_gguf_find(b, n, "tokenizer.ggml.scores", &scores) == 1;
     if (have_scores && (!scores.is_array || scores.count != tokens->count || scores.type != 6))
         die(1, "checkpoint %s: GGUF tokenizer.ggml.scores is not %d f32 values", path, vocab);
-    size_t size = 4 + (size_t)vocab * 8 + (size_t)gguf_strings_bytes(tokens, tokens->count, INT32_MAX, path, "token");
+    size_t size = image_size(4 + (uint64_t)vocab * 8 + gguf_strings_bytes(tokens, tokens->count, INT32_MAX, path, "token"),
+                             path);
     unsigned char *img = (unsigned char *)xmalloc(size, "the GGUF tokenizer");
     size_t at = 4;
     int max_len = 0;
@@ -780,8 +789,9 @@ static void load_gguf_byte_level(engine *e, const char *path, const llm_gguf_val
     /* the image, section by section (FORMAT.md, "LTOK, version 1"); ids,
      * add_bos and the template come after tok_init */
     size_t off_ends = 64 + (((size_t)used + 3) & ~(size_t)3), off_sorted = off_ends + 4 * (size_t)used;
-    size_t off_merges = off_sorted + 4 * (size_t)used, off_pieces = off_merges + 16 * (size_t)kept;
-    size_t size = off_pieces + at;
+    size_t off_merges = off_sorted + 4 * (size_t)used;   /* below 2^26: used <= LLM_MAX_VOCAB */
+    size_t off_pieces = image_size(off_merges + 16 * (uint64_t)kept, path);
+    size_t size = image_size((uint64_t)off_pieces + at, path);
     unsigned char *img = (unsigned char *)xmalloc(size, "the GGUF tokenizer");
     memset(img, 0, off_ends);
     uint32_t header[15] = { 1, 64, TOK_KIND_BYTE_LEVEL, (uint32_t)gguf_pre_tokenizers[pre].pre,
