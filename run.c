@@ -1327,7 +1327,7 @@ int main(int argc, char **argv) {
     int n_prompt = 0, *prompt = NULL;
     if (!strcmp(o.mode, "generate") && e.tok_file.data) {
         prompt = encode_text(&e, o.prompt, e.tok.add_bos, 0, &n_prompt);
-        if (n_prompt == 0) die(2, "the prompt is empty and this tokenizer adds no BOS: give a prompt with -i");
+        if (n_prompt == 0 && !o.info) die(2, "the prompt is empty and this tokenizer adds no BOS: give a prompt with -i");
     }
     if (is_eval && e.tok_file.data) prompt = read_eval_tokens(&e, o.eval_file, &n_prompt);
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;

@@ -145,7 +145,7 @@ def test_ids_as_the_reference_and_the_ltok_file():
 
 
 def info_line(path):
-    rc, out, err = common.run([path, "--info", "-i", "x"])   # a prompt: not every tokenizer adds a BOS
+    rc, out, err = common.run([path, "--info"])   # no prompt needed, though not every tokenizer adds a BOS
     assert rc == 0, err
     lines = [ln for ln in out.decode().splitlines() if ln.startswith("  tokenizer is ")]
     assert len(lines) == 1, out
@@ -202,8 +202,13 @@ def test_llama_gguf_tokenize_uses_its_own_vocabulary():
     _, default, _ = tokenize(path, text, tok=common.model("tokenizer.bin"))
     assert own == want and own != default and max(own) < 512, (own, want, default)
     chatml = "{{ '<|im_start|>system\\nBe brief.\\nAnd kind.<|im_end|>\\n' }}"
+    qwen3 = "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"   # no literal system turn
+    stray = "<|im_start|>system\nSay {{ x }}<|im_end|> <|im_start|>system\nNext one.<|im_end|>"
     for template, line in ((chatml, "chatml chat template, default system prompt \"Be brief.\\nAnd kind.\""),
+                           (qwen3, "chatml chat template, default system prompt \"\""),
+                           (stray, "chatml chat template, default system prompt \"Next one.\""),
                            (bpe.LLAMA3_TEMPLATE, "llama3 chat template, default system prompt \"\""),
+                           ("[INST] {{ messages }} [/INST]", "llama2 chat template, default system prompt \"\""),
                            ("{{ messages }}", "llama2 chat template, default system prompt \"\"")):
         p = stories_with("gguf_tok_stories_chat.gguf", [("tokenizer.chat_template", gw.V_STRING, template)])
         got = info_line(p)
