@@ -1151,7 +1151,10 @@ static int *encode_turn(engine *e, const tok_chat_turn *turn, int *n_out) {
 static void chat(engine *e, const options *o, llm_sampler *smp) {
     int ctx = e->state.ctx_len, steps = o->steps == 0 || o->steps > ctx ? ctx : o->steps;
     int tmpl = o->chat_template >= 0 ? o->chat_template : e->tok.chat_template;
-    if (tok_chat_check(&e->tok, tmpl) != TOK_OK) die(1, "tokenizer %s: %s (see --template)", o->tokenizer, tok_error(&e->tok));
+    if (tok_chat_check(&e->tok, tmpl) != TOK_OK) {
+        if (e->tok_image) die(1, "checkpoint %s: its GGUF tokenizer: %s (see --template)", o->checkpoint, tok_error(&e->tok));
+        die(1, "tokenizer %s: %s (see --template)", o->tokenizer, tok_error(&e->tok));
+    }
     int end_id = tok_chat_end_id(&e->tok, tmpl);
     fprintf(stderr, "chat: %s template (%s)\n", tok_chat_template_name(tmpl),
             o->chat_template >= 0 ? "--template" : "the tokenizer's");

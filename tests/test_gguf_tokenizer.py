@@ -178,7 +178,8 @@ def _check_info(path, want):
 
 def test_generate_and_chat_without_z():
     """qwen2's GGUF (no BOS, padded vocabulary) generates the same text as the
-    same model with the LTOK file, and chats in its ChatML template."""
+    same model with the LTOK file, and chats in its ChatML template; a
+    template the GGUF's vocabulary cannot render is refused naming the file."""
     _, ltok = bpe.prepared("qwen2")
     path = gguf("qwen2")
     args = ["-i", "hello world", "-n", "16", "-t", "0"]
@@ -188,6 +189,10 @@ def test_generate_and_chat_without_z():
     assert rc2 == 0 and out2 == out, (out, out2, err2)
     rc, out, err = common.run([path, "-m", "chat", "-i", "hi", "-n", "200", "-t", "0"])
     assert rc == 0 and "chat: chatml template (the tokenizer's)" in err, (rc, err)
+    rc, out, err = common.run([gguf("gpt2"), "-m", "chat", "-i", "hi", "--template", "chatml"])
+    last = err.strip().splitlines()[-1]   # after the configuration lines
+    assert rc == 1 and last.startswith(f"error: checkpoint {gguf('gpt2')}: its GGUF tokenizer: ") \
+        and "<|im_start|>" in last and err.count("error") == 1, (rc, err)
 
 
 def test_llama_gguf_tokenize_uses_its_own_vocabulary():
