@@ -23,6 +23,7 @@ static const char *const keys[] = {
     "general.architecture", "general.alignment", "tokenizer.ggml.model", "tokenizer.ggml.tokens",
     "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
     "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token", "tokenizer.chat_template", "llama.block_count",
+    "tokenizer.ggml.merges", "tokenizer.ggml.pre", "tokenizer.ggml.eot_token_id",
 };
 
 static void walk_metadata(const unsigned char *b, size_t n) {
