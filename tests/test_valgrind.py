@@ -83,6 +83,12 @@ def test_memcheck():
         ids = out.decode().split()
         assert ids[0] == "1" and len(ids) > 3, out
 
+    def gguf_byte_level_tokenizer():   # the LTOK image built from a GGUF's gpt2 tokenizer (Qwen2-style)
+        import test_gguf_tokenizer
+        out, _ = memcheck(PORTABLE, [test_gguf_tokenizer.gguf("qwen2"), "-m", "chat", "-t", "0", "-n", "80"],
+                          input=b"Hi there\n")
+        assert out.startswith(b"User: Assistant: "), out
+
     def info():
         out, _ = memcheck(PORTABLE, [CKPT, "-z", TOK, "--info"])
         assert b"memory plan" in out, out
@@ -99,6 +105,7 @@ def test_memcheck():
         assert out.rstrip().endswith(b" 0 failed") and b" passed" in out, out[-500:]
 
     for name, check in (("generate", generate), ("q8_0-kv-q8", generate_q8_weights_int8_cache), ("chat", chat),
-                        ("eval", eval_), ("tokenize", tokenize), ("info", info),
+                        ("eval", eval_), ("tokenize", tokenize), ("gguf-gpt2-tokenizer", gguf_byte_level_tokenizer),
+                        ("info", info),
                         ("truncated-checkpoint", truncated_checkpoint), ("test_kernels", kernels)):
         yield name, check
