@@ -382,31 +382,36 @@ def fit_scale_min(x, wt, nmax=15):
     hi = np.where(real, x, f32(-np.inf)).max(axis=1)
     hi = np.where(np.isfinite(hi), hi, lo)               # a sub-block of padding only
     flat = hi <= lo
-    rng = np.where(flat, f32(1.0), hi - lo)[:, None]
-    xs = x - lo[:, None]
-    sw, sx = wt.sum(axis=1), (wt * x).sum(axis=1)
+    rng = np.where(flat, f32(1.0), hi - lo)
+    u = (x - lo[:, None]) / rng[:, None]                 # 0..1 across [lo, hi]
+    wx = wt * x
+    sw, sx, sxx = wt.sum(axis=1), wx.sum(axis=1), np.einsum("ij,ij->i", wx, x)
+    L = np.empty_like(x)
 
-    def codes(iscale):
-        return np.clip(np.rint(iscale * xs), 0, nmax)
-
-    def err(L, sc, m):
-        d = sc[:, None] * L + m[:, None] - x
-        return (wt * d * d).sum(axis=1)
-    best_s = (rng[:, 0] / f32(nmax)).astype(f32)
-    best_m = lo.copy()
-    best = err(codes(f32(nmax) / rng), best_s, best_m)
+    def fit(k, least_squares):
+        """Codes on the grid of k steps across [lo, hi], then (s, m, weighted squared
+        error); the error from sums: sum w (s L + m - x)^2, expanded."""
+        np.multiply(u, k, out=L)
+        np.rint(L, out=L)
+        if k > nmax:                                     # u <= 1: only a stretched grid overflows
+            np.minimum(L, f32(nmax), out=L)
+        sl, sl2, sxl = np.einsum("ij,ij->i", wt, L), np.einsum("ij,ij,ij->i", wt, L, L), np.einsum("ij,ij->i", wx, L)
+        if least_squares:
+            D = sw * sl2 - sl * sl
+            ok = D > 0
+            Ds = np.where(ok, D, f32(1.0))
+            sc = (sw * sxl - sx * sl) / Ds
+            m = (sl2 * sx - sl * sxl) / Ds
+            pos = m > 0                                  # an offset above 0: fit s alone, m = 0
+            sc = np.where(pos, sxl / np.where(sl2 > 0, sl2, f32(1.0)), sc)
+            m = np.where(pos, f32(0.0), m)
+        else:
+            ok, sc, m = True, rng / k, lo
+        e = sc * sc * sl2 + 2 * sc * m * sl + m * m * sw - 2 * sc * sxl - 2 * m * sx + sxx
+        return ok, sc, m, e
+    _, best_s, best_m, best = fit(f32(nmax), False)
     for step in Q4K_STEPS:
-        L = codes((f32(nmax) + step) / rng)
-        sl, sl2, sxl = (wt * L).sum(axis=1), (wt * L * L).sum(axis=1), (wt * L * x).sum(axis=1)
-        D = sw * sl2 - sl * sl
-        ok = D > 0
-        Ds = np.where(ok, D, f32(1.0))
-        sc = (sw * sxl - sx * sl) / Ds
-        m = (sl2 * sx - sl * sxl) / Ds
-        pos = m > 0                                      # an offset above 0: fit s alone, m = 0
-        sc = np.where(pos, sxl / np.where(sl2 > 0, sl2, f32(1.0)), sc)
-        m = np.where(pos, f32(0.0), m)
-        e = err(L, sc, m)
+        ok, sc, m, e = fit(f32(nmax) + step, True)
         better = ok & (e < best)
         best, best_s, best_m = np.where(better, e, best), np.where(better, sc, best_s), np.where(better, m, best_m)
     best_s = np.where(flat, f32(0.0), best_s).astype(f32)
