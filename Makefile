@@ -101,6 +101,7 @@ I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_reference::test_prefill_equals_decode_every_variant \
   test_formats::test_compact_config_same_text_every_build test_formats::test_ak42_files \
   test_formats::test_malformed_llmw_refused test_eval::test_eval_bad_input \
+  test_export_q4::test_engine_dequant_equals_spec_reader \
   test_tokenizer::test_unit_c test_tokenizer::test_malformed_tokenizer_files \
   test_tokenizer::test_wrong_vocab_size_for_model test_tokenizer::test_long_prompt
 empty :=

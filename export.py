@@ -449,8 +449,9 @@ def quantize_q4_k(w, name="matrix"):
     n_real = np.maximum(real.sum(axis=1), 1).astype(f32)
     rms = np.sqrt((x * x).sum(axis=1) / n_real)
     wt = np.where(real, rms[:, None] + np.abs(x), f32(0.0)).astype(f32)
-    s, m = fit_scale_min(x, wt)
-    s, mn = s.reshape(rows, nb, 8), (-m).reshape(rows, nb, 8)    # mn = -m >= 0
+    with np.errstate(over="ignore", invalid="ignore"):   # values too large for f16 scales: refused below
+        s, m = fit_scale_min(x, wt)
+    s, mn = s.reshape(rows, nb, 8), (f32(0.0) - m).reshape(rows, nb, 8)    # mn = -m >= 0 (never -0)
     max_s, max_m = s.max(axis=2), mn.max(axis=2)
     inv_s = np.where(max_s > 0, f32(63.0) / np.where(max_s > 0, max_s, f32(1.0)), f32(0.0)).astype(f32)
     inv_m = np.where(max_m > 0, f32(63.0) / np.where(max_m > 0, max_m, f32(1.0)), f32(0.0)).astype(f32)
