@@ -348,3 +348,39 @@ def test_malformed_llmw_refused():
             assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
             assert word in lines[0].replace(path, ""), lines[0]   # the message, not the file's name
         yield name, one
+
+
+def test_malformed_q4_llmw_refused():
+    """LLMW q4_0 / q4_K files with a bad field: one line naming it, exit 1."""
+    for dtype in ("q4_0", "q4_k"):
+        good = open(exported(dtype), "rb").read()
+
+        def patched(off, fmt, value):
+            b = bytearray(good)
+            struct.pack_into(fmt, b, off, value)
+            return bytes(b)
+        entry = lambda i, field: 256 + 40 * i + field   # entry 2: layer 0's wq
+        wq_off = struct.unpack_from("<Q", good, entry(2, 24))[0]
+        other = 6 if dtype == "q4_0" else 5
+        cases = {
+            "group_size": (patched(80, "<I", 32), "must be 0"),
+            "gguf_only_type": (patched(76, "<I", 4), "unknown to LLMW"),
+            "bf16_type": (patched(76, "<I", 3), "unknown to LLMW"),
+            "other_q4_type": (patched(76, "<I", other), "type"),
+            "entry_type": (patched(entry(2, 8), "<I", other), "type"),
+            "entry_group": (patched(entry(2, 12), "<I", 32), "group"),
+            "scales_given": (patched(entry(2, 32), "<Q", wq_off + 4096), "has no scales"),
+            "truncated": (good[:-1], "truncated"),
+            "trailing": (good + b"\0" * 64, "bytes"),
+            "huge_hidden": (patched(20, "<i", 1 << 19), "shape"),
+        }
+        for name, (blob, word) in cases.items():
+            def one(blob=blob, word=word, name=f"{dtype}_{name}"):
+                path = scratch(f"fmt_bad_{name}.llmw")
+                with open(path, "wb") as f:
+                    f.write(blob)
+                rc, out, err = run([path, "-z", TOK, "-n", "4"])
+                lines = [l for l in err.splitlines() if l.strip()]
+                assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
+                assert word in lines[0].replace(path, ""), lines[0]
+            yield f"{dtype}_{name}", one
