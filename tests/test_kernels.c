@@ -750,7 +750,7 @@ static void test_padded_blocks(void) {
                     s.act_q = malloc((size_t)T * np);
                     s.act_scale = malloc((size_t)T * ng * 4);
                     float *x = malloc((size_t)T * cols * 4), *y = malloc((size_t)T * rows * 4);
-                    float *y1 = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4), *row = malloc((cols + 1) * 4);
+                    float *y1 = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4), *row = malloc((np + 1) * 4);
                     int8_t *xq = malloc(np);
                     fill(x, T * cols, 1.5f);
                     llm__matmul(y, &t, x, T, &s);
@@ -782,7 +782,7 @@ static void test_padded_blocks(void) {
                     snprintf(name, sizeof name, "padded_%s_%dx%d_T%d_threads%d_twin_vs_real_columns", tr->name, rows, cols, T, threads);
                     check(twin_vs_def <= TOL_F32, name, "max rel diff %g (tol %g)", twin_vs_def, TOL_F32);
                     snprintf(name, sizeof name, "padded_%s_%dx%d_dequant_stops_at_cols", tr->name, rows, cols);
-                    check(!past_end, name, "dequant_row wrote past column %d (want %d: none)", cols, 0);
+                    check(!past_end, name, "dequant_row wrote past column %g (want %g: none)", (double)cols, 0.0);
                     free(s.act_q); free(s.act_scale); free(x); free(y); free(y1); free(ys); free(xs); free(xq); free(row); free(w);
                 }
             }
