@@ -249,6 +249,8 @@ int llm_gguf_next_string(const llm_gguf_value *v, uint64_t *pos, const char **s,
 void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps);
 void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n,
                    float eps);
+/* xq, xs: scratch for the quantized activations, cols codes (a block type's
+ * cols rounded up to its block: 32, q4_K 256) and one scale per 32 / group */
 void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, float *xs);
 void llm_softmax(float *x, int n);
 float llm_f16_to_f32(uint16_t h);

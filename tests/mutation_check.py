@@ -33,8 +33,14 @@ VARIANT = "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=
 KERNELS = [("test_kernels.py", None)]
 MUTATIONS = [
     ("the scalar twin (llm_matvec) returns NaN",
-     "for (int r = 0; r < w->rows; r++) out[r] = tr->dot(w, r, x, xq, xs);",
+     "for (int r = 0; r < w->rows; r++) out[r] = tr->dot(&wp, r, x, xq, xs);",
      "for (int r = 0; r < w->rows; r++) out[r] = NAN;", KERNELS),
+    ("a padded q4 row's activation codes are not zeroed past the real columns",
+     "for (int j = n; j < np; j++) xq[j] = 0;",
+     "for (int j = n; j < np; j++) xq[j] = 1;", KERNELS),
+    ("the q4_K embedding lookup writes its last sub-block's padding past the row",
+     "for (int l = 0; l < len; l++) out[256 * k + 32 * j + l]",
+     "for (int l = 0; l < 32; l++) out[256 * k + 32 * j + l]", KERNELS),
     ("the int8 KV quantizer truncates instead of rounding",
      "long q = lroundf(vh[i] * inv);",
      "long q = (long)(vh[i] * inv);", KERNELS),
