@@ -80,23 +80,35 @@ static float llm__max(const float *x, int n, int absolute) {
     return llm__max_from(x + i, n - i, absolute, max);
 }
 
+/* lroundf(x[0..7] * inv) as int16: truncate, then step away from zero
+ * when the dropped fraction (exact) is at least one half */
+LLM__INLINE __m128i llm__round8_i16(const float *x, __m256 vinv) {
+    const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), vinv);
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
+    __m256 step = _mm256_and_ps(away, _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)));
+    __m256i q = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+    return _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+}
 #define LLM__HAVE_ROUND_Q8 1
 /* llm__round_q8_ref eight at a time */
 static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
     int j = 0;
-    /* lroundf eight at a time: truncate, then step away from zero when
-     * the dropped fraction (exact) is at least one half */
-    const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f), vinv = _mm256_set1_ps(inv);
+    const __m256 vinv = _mm256_set1_ps(inv);
     for (; j + 8 <= n; j += 8) {
-        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), vinv);
-        __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
-        __m256 step = _mm256_and_ps(away, _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)));
-        __m256i q = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
-        __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        __m128i q16 = llm__round8_i16(x + j, vinv);
         _mm_storel_epi64((__m128i *)(void *)(xq + j), _mm_packs_epi16(q16, q16));
     }
     llm__round_q8_ref(xq + j, x + j, n - j, inv);
+}
+#define LLM__HAVE_ROUND_Q16 1
+/* llm__round_q16_ref eight at a time */
+static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
+    int j = 0;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (; j + 8 <= n; j += 8) _mm_storeu_si128((__m128i *)(void *)(xq + j), llm__round8_i16(x + j, vinv));
+    llm__round_q16_ref(xq + j, x + j, n - j, inv);
 }
 #endif
 
@@ -497,15 +509,32 @@ LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const in
     q = _mm256_sub_epi8(q, _mm256_set1_epi8(8));
     return llm__dot32_i8(_mm256_setzero_si256(), q, llm__i8x32_load(xq + (size_t)g * 32));
 }
-/* q4_K's codes are 0..15: unsigned times signed directly (pairs fit int16) */
-LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int8_t *xq) {
+/* acc + the eight lane sums of 16 int16 products w*x, pairs per lane
+ * (VNNI's dpwssd where the CPU has it; no pair here reaches 2^31) */
+LLM__INLINE __m256i llm__dot16_i16(__m256i acc, __m256i w, __m256i x) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, w, x);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, w, x);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
+#endif
+}
+/* the lane sums of a group's 32 int8 weight codes q times its 32 int16 activation codes */
+LLM__INLINE __m256i llm__dot32_i8_i16(__m256i q, const int16_t *xq) {
+    __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(const void *)xq));
+    return llm__dot16_i16(s, hi, _mm256_loadu_si256((const __m256i *)(const void *)(xq + 16)));
+}
+/* q4_K: codes 0..15 */
+LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int16_t *xq) {
     __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
     __m256i q = _mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15));
-    __m256i p = _mm256_maddubs_epi16(q, llm__i8x32_load(xq + (size_t)g * 32));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    return llm__dot32_i8_i16(q, xq + (size_t)g * 32);
 }
-/* q6_K: codes - 32, lanes 0..3 the first 16 (scale 2k), 4..7 the last (2k + 1) */
-LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const int8_t *xq) {
+/* q6_K: (codes - 32) times their scale (|product| <= 4096, an int16), the
+ * first 16 with sc[2k], the last 16 with sc[2k + 1] */
+LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const int16_t *xq) {
     const unsigned char *b = row + (size_t)(g / 8) * 210;
     int k = g % 8, h = k >> 2, c = k & 3;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
@@ -513,9 +542,11 @@ LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const in
     lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
     hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
     __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    __m256i s = llm__dot32_i8(_mm256_setzero_si256(), q, llm__i8x32_load(xq + (size_t)g * 32));
-    __m256i sc = _mm256_set_m128i(_mm_set1_epi32((int8_t)b[192 + 2 * k + 1]), _mm_set1_epi32((int8_t)b[192 + 2 * k]));
-    return _mm256_mullo_epi32(s, sc);
+    __m256i q0 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16((int8_t)b[192 + 2 * k]));
+    __m256i q1 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16((int8_t)b[192 + 2 * k + 1]));
+    const int16_t *x = xq + (size_t)g * 32;
+    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), q0, _mm256_loadu_si256((const __m256i *)(const void *)x));
+    return llm__dot16_i16(s, q1, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
 }
 #define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q8_0(row, g, xq))
 #define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_0(row, g, xq))
@@ -534,7 +565,7 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
 }
-#define LLM__GG_TILE8(name, with_xsum, d_off)                                                                  \
+#define LLM__GG_TILE8(name, with_xsum, d_off, act_t)                                                           \
     static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
                                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
@@ -544,7 +575,7 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
         (void)x; (void)xsum;                                                                                   \
         memset(isum, 0, sizeof isum);                                                                          \
         for (int b = 0; b < nc; b++) {                                                                         \
-            const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
+            const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                           \
             const float *sb = xs + (size_t)(t + b) * G;                                                        \
             float *o = out + (size_t)b * ldo;                                                                  \
             for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
@@ -555,7 +586,7 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
                 for (int c0 = 0; c0 < G; c0 += 64) {                                                           \
                     int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
                     for (int g = 0; g < cg; g++)                                                               \
-                        xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;       \
+                        xsum[g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
                     for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
                     for (int i = 0; i < na; i++) llm__gg_sums_##name(isum[i], rc[i], xb + (size_t)c0 * LLM__GQ, cg); \
                     for (int g = 0; g < cg; g++) {                                                             \
@@ -594,8 +625,8 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * 18)
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
-LLM__GG_TILE8(q8_0, 0, LLM__GG_DOFF_q8_0)
-LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0)
-LLM__GG_TILE8(q4_k, 1, LLM__GG_DOFF_q4_k)
-LLM__GG_TILE8(q6_k, 0, LLM__GG_DOFF_q6_k)
+LLM__GG_TILE8(q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
+LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0, int8_t)
+LLM__GG_TILE8(q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #endif
