@@ -41,9 +41,9 @@ static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const
 static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                          const float *xs, int t, int nr, int nc);
 /* GGUF's types: bf16, and the block types whose twins multiply activations
- * quantized in groups of LLM__GQ (engine/ref.h): int8 codes for q8_0 and
- * q4_0, int16 codes (LLM__ACT_Q16, not a weight type) for the K-quants,
- * whose finer weights int8 activations would blur */
+ * quantized in groups of LLM__GQ (engine/ref.h): int8 codes for q8_0,
+ * int16 codes (LLM__ACT_Q16, not a weight type) for q4_0 and the K-quants,
+ * where int8 activations were most of the error */
 #define LLM__GQ 32
 #define LLM__ACT_Q16 LLM_TYPE_COUNT
 #define LLM__GG_TYPE_FNS(name)                                                                                  \
@@ -66,7 +66,7 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row     qblock, bytes */
     { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0 },
     { "gguf-q8_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq8_0, llm__row_dot_gq8_0, llm__tile_gq8_0, 32, 34 },
-    { "gguf-q4_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18 },
+    { "gguf-q4_0", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18 },
     { "gguf-q4_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_k, llm__row_dot_gq4_k, llm__tile_gq4_k, 256, 144 },
     { "gguf-q6_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq6_k, llm__row_dot_gq6_k, llm__tile_gq6_k, 256, 210 },
 };

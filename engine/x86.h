@@ -502,13 +502,6 @@ LLM__INLINE __m256i llm__gg_lanes_q8_0(const unsigned char *row, int g, const in
     return llm__dot32_i8(_mm256_setzero_si256(), llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2)),
                          llm__i8x32_load(xq + (size_t)g * 32));
 }
-LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const int8_t *xq) {
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
-    const __m128i low = _mm_set1_epi8(15);
-    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
-    q = _mm256_sub_epi8(q, _mm256_set1_epi8(8));
-    return llm__dot32_i8(_mm256_setzero_si256(), q, llm__i8x32_load(xq + (size_t)g * 32));
-}
 /* acc + the eight lane sums of 16 int16 products w*x, pairs per lane
  * (VNNI's dpwssd where the CPU has it; no pair here reaches 2^31) */
 LLM__INLINE __m256i llm__dot16_i16(__m256i acc, __m256i w, __m256i x) {
@@ -525,6 +518,12 @@ LLM__INLINE __m256i llm__dot32_i8_i16(__m256i q, const int16_t *xq) {
     __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
     __m256i s = llm__dot16_i16(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(const void *)xq));
     return llm__dot16_i16(s, hi, _mm256_loadu_si256((const __m256i *)(const void *)(xq + 16)));
+}
+LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const int16_t *xq) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
+    const __m128i low = _mm_set1_epi8(15);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+    return llm__dot32_i8_i16(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), xq + (size_t)g * 32);
 }
 /* q4_K: codes 0..15 */
 LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int16_t *xq) {
@@ -626,7 +625,7 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
 LLM__GG_TILE8(q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
-LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0, int8_t)
+LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
 LLM__GG_TILE8(q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
 LLM__GG_TILE8(q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #endif
