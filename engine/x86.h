@@ -564,8 +564,8 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
 }
-#define LLM__GG_TILE8(name, with_xsum, d_off, act_t)                                                           \
-    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
+#define LLM__GG_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
+    static void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
                                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
@@ -624,8 +624,100 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * 18)
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
-LLM__GG_TILE8(q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
-LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
-LLM__GG_TILE8(q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
-LLM__GG_TILE8(q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
+LLM__GG_TILE8(llm__tile_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+#if LLM__VL == 16 && defined(__AVX512VNNI__)
+LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)   /* the edge rows of the tile below */
+#else
+LLM__GG_TILE8(llm__tile_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
+#endif
+#endif
+
+#if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
+/* q4_0 sixteen rows at a time with the rows in the lanes, so no group sum
+ * needs a horizontal add: per group, the sixteen rows' 16 code bytes are
+ * transposed (32-bit words: word m of every row in one vector), each word's
+ * nibbles become four vectors of int16 code pairs (masks and shifts), and
+ * dpwssd multiplies each by the matching pair of activation codes,
+ * broadcast. Lane i then holds row i's group sum of code * x (exact), less
+ * 8 sum(x) for the codes' offset, and takes the twin's step
+ * fma(isum, d * xs, acc): every row's bits are the twin's. */
+
+/* The pairs of activation codes, in the order the code pairs come out:
+ * word m of a row holds bytes 4m..4m+3, codes c[4m + k] (low nibbles) and
+ * c[4m + 16 + k] (high); pair 4m + e is (c[4m + o_e], c[4m + o_e + 2]) with
+ * o = 0, 16, 1, 17. */
+LLM__INLINE __m512i llm__q4_0_pair_order(void) {
+    int16_t idx[32];
+    static const int o[4] = { 0, 16, 1, 17 };
+    for (int p = 0; p < 32; p++) idx[p] = (int16_t)(4 * (p / 8) + o[(p / 2) % 4] + 2 * (p % 2));
+    return _mm512_loadu_si512((const void *)idx);
+}
+/* sixteen rows' q4_0 group sums of a group: rows at w (row_bytes apart), codes at offset at, activation pairs xp */
+LLM__INLINE __m512i llm__q4_0_sums16(const unsigned char *w, size_t rb, const int16_t *xp) {
+    __m512i z[4], t[4], s[4];
+    for (int r = 0; r < 4; r++) { /* rows r, r + 4, r + 8, r + 12 in the four 128-bit lanes */
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)r * rb)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 4) * rb)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 8) * rb)), 2);
+        z[r] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 12) * rb)), 3);
+    }
+    /* 4 x 4 transposes of words in each lane: t[m] word 4L + r is row 4L + r's word m */
+    __m512i a = _mm512_unpacklo_epi32(z[0], z[1]), b = _mm512_unpackhi_epi32(z[0], z[1]);
+    __m512i c = _mm512_unpacklo_epi32(z[2], z[3]), d = _mm512_unpackhi_epi32(z[2], z[3]);
+    t[0] = _mm512_unpacklo_epi64(a, c); t[1] = _mm512_unpackhi_epi64(a, c);
+    t[2] = _mm512_unpacklo_epi64(b, d); t[3] = _mm512_unpackhi_epi64(b, d);
+    const __m512i low = _mm512_set1_epi16(15);
+    const int *xw = (const int *)(const void *)xp;
+    for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+    for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
+        s[0] = _mm512_dpwssd_epi32(s[0], _mm512_and_si512(t[m], low), _mm512_set1_epi32(xw[4 * m]));
+        s[1] = _mm512_dpwssd_epi32(s[1], _mm512_and_si512(_mm512_srli_epi16(t[m], 4), low), _mm512_set1_epi32(xw[4 * m + 1]));
+        s[2] = _mm512_dpwssd_epi32(s[2], _mm512_and_si512(_mm512_srli_epi16(t[m], 8), low), _mm512_set1_epi32(xw[4 * m + 2]));
+        s[3] = _mm512_dpwssd_epi32(s[3], _mm512_srli_epi16(t[m], 12), _mm512_set1_epi32(xw[4 * m + 3]));
+    }
+    return _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
+}
+static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    int n = w->cols, G = n / LLM__GQ, n16 = nr - nr % 16;
+    size_t rb = llm__block_row_bytes(w);
+    const __m512i order = llm__q4_0_pair_order();
+    const __m512i d_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)rb));
+    int16_t xp[64 * LLM__GQ];   /* a chunk of up to 64 groups' activation pairs */
+    int32_t off[64];            /* and 8 sum(x) per group, the codes' offset */
+    for (int b = 0; b < nc && n16 > 0; b++) {
+        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * G;
+        float *o = out + (size_t)b * ldo;
+        for (int c0 = 0; c0 < G; c0 += 64) {
+            int cg = G - c0 < 64 ? G - c0 : 64;
+            for (int g = 0; g < cg; g++) {
+                __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)(c0 + g) * LLM__GQ));
+                _mm512_storeu_si512((void *)(xp + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
+                off[g] = 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
+            }
+            for (int a0 = 0; a0 < n16; a0 += 16) {
+                const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 * 18;
+                __m512 acc = c0 ? _mm512_loadu_ps(o + a0) : _mm512_setzero_ps();
+                for (int g = 0; g < cg; g++) {
+                    const unsigned char *blk = rows + (size_t)g * 18;
+                    /* sixteen row streams defeat the hardware prefetcher: fetch the
+                     * next sixteen rows' same blocks meanwhile, half the rows per
+                     * group (36 bytes a row every two groups: every line) */
+                    if (a0 + 16 < nr)
+                        for (int i = g & 1; i < 16; i += 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                    __m512i isum = _mm512_sub_epi32(llm__q4_0_sums16(blk + 2, rb, xp + g * LLM__GQ), _mm512_set1_epi32(off[g]));
+                    __m512i dh = _mm512_i32gather_epi32(d_at, (const void *)blk, 1);
+                    __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(sb[c0 + g])), acc);
+                }
+                _mm512_storeu_ps(o + a0, acc);
+            }
+        }
+    }
+    if (n16 < nr) llm__tile8_gq4_0(out + n16, ldo, w, r + n16, x, xq, xs, t, nr - n16, nc);
+}
 #endif
