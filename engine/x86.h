@@ -638,11 +638,11 @@ LLM__GG_TILE8(llm__tile_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
 /* q4_0 sixteen rows at a time with the rows in the lanes, so no group sum
  * needs a horizontal add: per group, the sixteen rows' 16 code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
- * nibbles become four vectors of int16 code pairs (masks and shifts), and
- * dpwssd multiplies each by the matching pair of activation codes,
- * broadcast. Lane i then holds row i's group sum of code * x (exact), less
- * 8 sum(x) for the codes' offset, and takes the twin's step
- * fma(isum, d * xs, acc): every row's bits are the twin's. */
+ * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
+ * each by the matching pair of activation codes, broadcast. Lane i then
+ * holds row i's group sum of code * x (exact), less 8 sum(x) for the codes'
+ * offset, and takes the twin's step fma(isum, d * xs, acc): every row's bits
+ * are the twin's. */
 
 /* The pairs of activation codes, in the order the code pairs come out:
  * word m of a row holds bytes 4m..4m+3, codes c[4m + k] (low nibbles) and
@@ -668,20 +668,23 @@ LLM__INLINE __m512i llm__q4_0_sums16(const unsigned char *w, size_t rb, const in
     __m512i c = _mm512_unpacklo_epi32(z[2], z[3]), d = _mm512_unpackhi_epi32(z[2], z[3]);
     t[0] = _mm512_unpacklo_epi64(a, c); t[1] = _mm512_unpackhi_epi64(a, c);
     t[2] = _mm512_unpacklo_epi64(b, d); t[3] = _mm512_unpackhi_epi64(b, d);
-    const __m512i low = _mm512_set1_epi16(15);
     const int *xw = (const int *)(const void *)xp;
     for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
     for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
-        s[0] = _mm512_dpwssd_epi32(s[0], _mm512_and_si512(t[m], low), _mm512_set1_epi32(xw[4 * m]));
-        s[1] = _mm512_dpwssd_epi32(s[1], _mm512_and_si512(_mm512_srli_epi16(t[m], 4), low), _mm512_set1_epi32(xw[4 * m + 1]));
-        s[2] = _mm512_dpwssd_epi32(s[2], _mm512_and_si512(_mm512_srli_epi16(t[m], 8), low), _mm512_set1_epi32(xw[4 * m + 2]));
+        /* nibbles 0..2 of each int16 masked in place: 1, 16 and 256 times
+         * the code (at most 3840, and 4 * 2 * 3840 * 16383 < 2^31); the top
+         * one shifted down, as a mask would leave it negative */
+        s[0] = _mm512_dpwssd_epi32(s[0], _mm512_and_si512(t[m], _mm512_set1_epi16(0x000F)), _mm512_set1_epi32(xw[4 * m]));
+        s[1] = _mm512_dpwssd_epi32(s[1], _mm512_and_si512(t[m], _mm512_set1_epi16(0x00F0)), _mm512_set1_epi32(xw[4 * m + 1]));
+        s[2] = _mm512_dpwssd_epi32(s[2], _mm512_and_si512(t[m], _mm512_set1_epi16(0x0F00)), _mm512_set1_epi32(xw[4 * m + 2]));
         s[3] = _mm512_dpwssd_epi32(s[3], _mm512_srli_epi16(t[m], 12), _mm512_set1_epi32(xw[4 * m + 3]));
     }
-    return _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
+    /* s[1] and s[2] are exact multiples of 16 and 256 */
+    return _mm512_add_epi32(_mm512_add_epi32(s[0], _mm512_srai_epi32(s[1], 4)), _mm512_add_epi32(_mm512_srai_epi32(s[2], 8), s[3]));
 }
 static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
-    int n = w->cols, G = n / LLM__GQ, n16 = nr - nr % 16;
+    int n = w->cols, G = n / LLM__GQ, n16 = nr < 16 ? 0 : nr;
     size_t rb = llm__block_row_bytes(w);
     const __m512i order = llm__q4_0_pair_order();
     const __m512i d_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -699,25 +702,36 @@ static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, con
                 _mm512_storeu_si512((void *)(xp + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
                 off[g] = 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
             }
-            for (int a0 = 0; a0 < n16; a0 += 16) {
+            for (int done = 0; done < n16; done += 16) {
+                /* a last short block overlaps the one before: its rows are
+                 * computed again (the same bits) but only the new ones stored */
+                int a0 = done + 16 <= n16 ? done : n16 - 16;
+                __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
                 const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 * 18;
-                __m512 acc = c0 ? _mm512_loadu_ps(o + a0) : _mm512_setzero_ps();
+                int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
+                __m512 acc = c0 ? _mm512_maskz_loadu_ps(fresh, o + a0) : _mm512_setzero_ps();
                 for (int g = 0; g < cg; g++) {
                     const unsigned char *blk = rows + (size_t)g * 18;
                     /* sixteen row streams defeat the hardware prefetcher: fetch the
-                     * next sixteen rows' same blocks meanwhile, half the rows per
-                     * group (36 bytes a row every two groups: every line) */
-                    if (a0 + 16 < nr)
-                        for (int i = g & 1; i < 16; i += 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                     * next sixteen rows meanwhile, in address order where one
+                     * chunk is the whole row (their 16 * 18 G bytes, 288 a
+                     * group), else their same blocks, half the rows per group
+                     * (36 bytes a row every two groups: every line) */
+                    if (G <= 64) {
+                        size_t at = (size_t)16 * rb + (size_t)g * 288, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
+                        for (size_t k = 0; k < 288 && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                    } else {
+                        for (int i = g & 1; i < 16 && i < ahead; i += 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                    }
                     __m512i isum = _mm512_sub_epi32(llm__q4_0_sums16(blk + 2, rb, xp + g * LLM__GQ), _mm512_set1_epi32(off[g]));
                     __m512i dh = _mm512_i32gather_epi32(d_at, (const void *)blk, 1);
                     __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
                     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(sb[c0 + g])), acc);
                 }
-                _mm512_storeu_ps(o + a0, acc);
+                _mm512_mask_storeu_ps(o + a0, fresh, acc);
             }
         }
     }
-    if (n16 < nr) llm__tile8_gq4_0(out + n16, ldo, w, r + n16, x, xq, xs, t, nr - n16, nc);
+    if (n16 == 0) llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif
