@@ -625,38 +625,29 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
 LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
-LLM__GG_TILE8(llm__tile_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
 LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
-#if LLM__VL == 16 && defined(__AVX512VNNI__)
-LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)   /* the edge rows of the tile below */
+#if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
+LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
+LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
 #else
 LLM__GG_TILE8(llm__tile_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
+LLM__GG_TILE8(llm__tile_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
 #endif
 #endif
 
 #if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
-/* q4_0 sixteen rows at a time with the rows in the lanes, so no group sum
- * needs a horizontal add: per group, the sixteen rows' 16 code bytes are
+/* q4_0 and q4_K sixteen rows at a time with the rows in the lanes, so no
+ * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
  * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
  * each by the matching pair of activation codes, broadcast. Lane i then
- * holds row i's group sum of code * x (exact), less 8 sum(x) for the codes'
- * offset, and takes the twin's step fma(isum, d * xs, acc): every row's bits
- * are the twin's. */
+ * holds row i's exact group sums and takes the twin's steps along the row:
+ * every row's bits are the twin's. */
 
-/* The pairs of activation codes, in the order the code pairs come out:
- * word m of a row holds bytes 4m..4m+3, codes c[4m + k] (low nibbles) and
- * c[4m + 16 + k] (high); pair 4m + e is (c[4m + o_e], c[4m + o_e + 2]) with
- * o = 0, 16, 1, 17. */
-LLM__INLINE __m512i llm__q4_0_pair_order(void) {
-    int16_t idx[32];
-    static const int o[4] = { 0, 16, 1, 17 };
-    for (int p = 0; p < 32; p++) idx[p] = (int16_t)(4 * (p / 8) + o[(p / 2) % 4] + 2 * (p % 2));
-    return _mm512_loadu_si512((const void *)idx);
-}
-/* sixteen rows' q4_0 group sums of a group: rows at w (row_bytes apart), codes at offset at, activation pairs xp */
-LLM__INLINE __m512i llm__q4_0_sums16(const unsigned char *w, size_t rb, const int16_t *xp) {
-    __m512i z[4], t[4], s[4];
+/* 16 bytes of each of sixteen rows (at w, rb bytes apart) as four vectors:
+ * t[m] lane i is row i's word m */
+LLM__INLINE void llm__words16(__m512i *t, const unsigned char *w, size_t rb) {
+    __m512i z[4];
     for (int r = 0; r < 4; r++) { /* rows r, r + 4, r + 8, r + 12 in the four 128-bit lanes */
         __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)r * rb)));
         v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 4) * rb)), 1);
@@ -668,30 +659,117 @@ LLM__INLINE __m512i llm__q4_0_sums16(const unsigned char *w, size_t rb, const in
     __m512i c = _mm512_unpacklo_epi32(z[2], z[3]), d = _mm512_unpackhi_epi32(z[2], z[3]);
     t[0] = _mm512_unpacklo_epi64(a, c); t[1] = _mm512_unpackhi_epi64(a, c);
     t[2] = _mm512_unpacklo_epi64(b, d); t[3] = _mm512_unpackhi_epi64(b, d);
+}
+/* A word of code bytes b0..b3 as int16 pairs, each nibble masked in place
+ * (1, 16, 256 times the code: at most 3840, so even eight words' dpwssd
+ * stay below 2^31) or, the top one, shifted down (a mask would leave it
+ * negative): (b0, b2) low nibbles, high nibbles, (b1, b3) low, high */
+#define LLM__NIB0(t) _mm512_and_si512(t, _mm512_set1_epi16(0x000F))
+#define LLM__NIB1(t) _mm512_and_si512(t, _mm512_set1_epi16(0x00F0))
+#define LLM__NIB2(t) _mm512_and_si512(t, _mm512_set1_epi16(0x0F00))
+#define LLM__NIB3(t) _mm512_srli_epi16(t, 12)
+#define LLM__PAIR(xw, i) _mm512_set1_epi32((xw)[i])
+
+/* The activation pairs of a group (32 int16 codes) in the order the code
+ * pairs come out, pair p = (x[at_p], x[at_p + 2]). q4_0: word m holds codes
+ * 4m..4m+3 (low nibbles) and 4m+16.. (high), at = 4m + 0, 16, 1, 17 for
+ * pairs 4m..4m+3. q4_K: word m holds codes 4m..4m+3 of two sub-blocks (low,
+ * high nibbles), at = 4m + 0, 1 for pairs 2m, 2m+1. */
+LLM__INLINE __m512i llm__pair_order(int q4k) {
+    int16_t idx[32];
+    static const int o[4] = { 0, 16, 1, 17 };
+    for (int p = 0; p < 32; p++)
+        idx[p] = (int16_t)(q4k ? 4 * (p / 4) + (p / 2) % 2 + 2 * (p % 2) : 4 * (p / 8) + o[(p / 2) % 4] + 2 * (p % 2));
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+/* q4_0 group: acc = fma(isum, d * xs, acc) for sixteen rows, blk the
+ * group's block in the first row, xp its activation pairs, xsum their sum */
+LLM__INLINE __m512 llm__q4_0_group16(__m512 acc, const unsigned char *blk, size_t rb, __m512i d_at, const int16_t *xp,
+                                     int32_t xsum, float xs) {
+    __m512i t[4], s[4];
     const int *xw = (const int *)(const void *)xp;
+    llm__words16(t, blk + 2, rb);
     for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
     for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
-        /* nibbles 0..2 of each int16 masked in place: 1, 16 and 256 times
-         * the code (at most 3840, and 4 * 2 * 3840 * 16383 < 2^31); the top
-         * one shifted down, as a mask would leave it negative */
-        s[0] = _mm512_dpwssd_epi32(s[0], _mm512_and_si512(t[m], _mm512_set1_epi16(0x000F)), _mm512_set1_epi32(xw[4 * m]));
-        s[1] = _mm512_dpwssd_epi32(s[1], _mm512_and_si512(t[m], _mm512_set1_epi16(0x00F0)), _mm512_set1_epi32(xw[4 * m + 1]));
-        s[2] = _mm512_dpwssd_epi32(s[2], _mm512_and_si512(t[m], _mm512_set1_epi16(0x0F00)), _mm512_set1_epi32(xw[4 * m + 2]));
-        s[3] = _mm512_dpwssd_epi32(s[3], _mm512_srli_epi16(t[m], 12), _mm512_set1_epi32(xw[4 * m + 3]));
+        s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[m]), LLM__PAIR(xw, 4 * m));
+        s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[m]), LLM__PAIR(xw, 4 * m + 1));
+        s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[m]), LLM__PAIR(xw, 4 * m + 2));
+        s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[m]), LLM__PAIR(xw, 4 * m + 3));
     }
-    /* s[1] and s[2] are exact multiples of 16 and 256 */
-    return _mm512_add_epi32(_mm512_add_epi32(s[0], _mm512_srai_epi32(s[1], 4)), _mm512_add_epi32(_mm512_srai_epi32(s[2], 8), s[3]));
+    /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
+    __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[0], _mm512_srai_epi32(s[1], 4)), _mm512_add_epi32(_mm512_srai_epi32(s[2], 8), s[3]));
+    isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum));
+    __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(d_at, (const void *)blk, 1)));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs)), acc);
 }
-static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
-    int n = w->cols, G = n / LLM__GQ, n16 = nr < 16 ? 0 : nr;
+
+/* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
+ * words h1..h3 (bytes 0..3, 4..7, 8..11), as llm__q4k_scale_min */
+LLM__INLINE void llm__q4k_scale_min16(const __m512i *h, int j, __m512i *sc, __m512i *m) {
+    const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
+    if (j < 4) {
+        *sc = _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j), six);
+        *m = _mm512_and_si512(_mm512_srli_epi32(h[2], 8 * j), six);
+    } else {
+        int q = 8 * (j - 4);
+        *sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], q), four),
+                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[1], q + 6), two), 4));
+        *m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], q + 4), four),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], q + 6), two), 4));
+    }
+}
+/* q4_K block of 256 (eight groups) for sixteen rows: per group the twin's
+ * two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
+LLM__INLINE __m512 llm__q4_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                     const int32_t *xsum, const float *xs) {
+    __m512i h[4], t[4];
+    llm__words16(h, blk, rb);          /* d | dmin << 16, then the 12 scale bytes */
+    __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    for (int p = 0; p < 4; p++) {   /* sub-blocks 2p and 2p + 1: low and high nibbles of 32 bytes */
+        const int *x0 = (const int *)(const void *)(xp + 64 * p), *x1 = x0 + 16;
+        __m512i s[4];
+        for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+        for (int half = 0; half < 2; half++) {
+            llm__words16(t, blk + 16 + 32 * p + 16 * half, rb);
+            for (int mm = 0; mm < 4; mm++) {
+                int m = 4 * half + mm;
+                s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[mm]), LLM__PAIR(x0, 2 * m));
+                s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[mm]), LLM__PAIR(x0, 2 * m + 1));
+                s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[mm]), LLM__PAIR(x1, 2 * m));
+                s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[mm]), LLM__PAIR(x1, 2 * m + 1));
+            }
+        }
+        __m512i isum[2];
+        isum[0] = _mm512_add_epi32(s[0], _mm512_srai_epi32(s[2], 8));
+        isum[1] = _mm512_add_epi32(_mm512_srai_epi32(s[1], 4), s[3]);
+        for (int k = 0; k < 2; k++) {
+            int j = 2 * p + k;
+            __m512i sc, m;
+            llm__q4k_scale_min16(h, j, &sc, &m);
+            __m512 xsv = _mm512_set1_ps(xs[j]);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum[k])), _mm512_mul_ps(d, xsv), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[j]))),
+                                  _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc);
+        }
+    }
+    return acc;
+}
+
+/* The tile of q4_0 (q4k = 0) or q4_K (1) for nr >= 16 rows: a chunk of up
+ * to 64 groups' activation pairs at a time, sixteen rows over it. Both
+ * types take 18 bytes a group (a q4_K block of 144 is eight groups). */
+LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+                             int t, int nr, int nc, int q4k) {
+    int n = w->cols, G = n / LLM__GQ, step = q4k ? 8 : 1;
     size_t rb = llm__block_row_bytes(w);
-    const __m512i order = llm__q4_0_pair_order();
+    const __m512i order = llm__pair_order(q4k);
     const __m512i d_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                             _mm512_set1_epi32((int)rb));
     int16_t xp[64 * LLM__GQ];   /* a chunk of up to 64 groups' activation pairs */
-    int32_t off[64];            /* and 8 sum(x) per group, the codes' offset */
-    for (int b = 0; b < nc && n16 > 0; b++) {
+    int32_t xsum[64];           /* and their sums */
+    for (int b = 0; b < nc; b++) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
         const float *sb = xs + (size_t)(t + b) * G;
         float *o = out + (size_t)b * ldo;
@@ -700,17 +778,17 @@ static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, con
             for (int g = 0; g < cg; g++) {
                 __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)(c0 + g) * LLM__GQ));
                 _mm512_storeu_si512((void *)(xp + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
-                off[g] = 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
+                xsum[g] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
             }
-            for (int done = 0; done < n16; done += 16) {
+            for (int done = 0; done < nr; done += 16) {
                 /* a last short block overlaps the one before: its rows are
                  * computed again (the same bits) but only the new ones stored */
-                int a0 = done + 16 <= n16 ? done : n16 - 16;
+                int a0 = done + 16 <= nr ? done : nr - 16;
                 __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
                 const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 * 18;
                 int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
                 __m512 acc = c0 ? _mm512_maskz_loadu_ps(fresh, o + a0) : _mm512_setzero_ps();
-                for (int g = 0; g < cg; g++) {
+                for (int g = 0; g < cg; g += step) {
                     const unsigned char *blk = rows + (size_t)g * 18;
                     /* sixteen row streams defeat the hardware prefetcher: fetch the
                      * next sixteen rows meanwhile, in address order where one
@@ -719,19 +797,26 @@ static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, con
                      * (36 bytes a row every two groups: every line) */
                     if (G <= 64) {
                         size_t at = (size_t)16 * rb + (size_t)g * 288, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
-                        for (size_t k = 0; k < 288 && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                        for (size_t k = 0; k < (size_t)288 * step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
                     } else {
-                        for (int i = g & 1; i < 16 && i < ahead; i += 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                        for (int i = g & 1; i < 16 && i < ahead; i += 2 - q4k) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                     }
-                    __m512i isum = _mm512_sub_epi32(llm__q4_0_sums16(blk + 2, rb, xp + g * LLM__GQ), _mm512_set1_epi32(off[g]));
-                    __m512i dh = _mm512_i32gather_epi32(d_at, (const void *)blk, 1);
-                    __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
-                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(sb[c0 + g])), acc);
+                    if (q4k) acc = llm__q4_k_block16(acc, blk, rb, xp + g * LLM__GQ, xsum + g, sb + c0 + g);
+                    else acc = llm__q4_0_group16(acc, blk, rb, d_at, xp + g * LLM__GQ, xsum[g], sb[c0 + g]);
                 }
                 _mm512_mask_storeu_ps(o + a0, fresh, acc);
             }
         }
     }
-    if (n16 == 0) llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0);
+    else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1);
+    else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif
