@@ -625,13 +625,14 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
 LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
-LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
 LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
 LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(llm__tile8_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #else
 LLM__GG_TILE8(llm__tile_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
 LLM__GG_TILE8(llm__tile_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #endif
 #endif
 
@@ -659,6 +660,13 @@ LLM__INLINE void llm__words16(__m512i *t, const unsigned char *w, size_t rb) {
     __m512i c = _mm512_unpacklo_epi32(z[2], z[3]), d = _mm512_unpackhi_epi32(z[2], z[3]);
     t[0] = _mm512_unpacklo_epi64(a, c); t[1] = _mm512_unpackhi_epi64(a, c);
     t[2] = _mm512_unpacklo_epi64(b, d); t[3] = _mm512_unpackhi_epi64(b, d);
+}
+/* the sixteen rows' f16 at blk (rows rb apart) as f32, through memory:
+ * faster here than a gather */
+LLM__INLINE __m512 llm__f16_rows16(const unsigned char *blk, size_t rb) {
+    uint16_t dh[16];
+    for (int i = 0; i < 16; i++) memcpy(&dh[i], blk + (size_t)i * rb, 2);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dh));
 }
 /* A word of code bytes b0..b3 as int16 pairs, each nibble masked in place
  * (1, 16, 256 times the code: at most 3840, so even eight words' dpwssd
@@ -700,10 +708,7 @@ LLM__INLINE __m512 llm__q4_0_group16(__m512 acc, const unsigned char *blk, size_
     /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
     __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[0], _mm512_srai_epi32(s[1], 4)), _mm512_add_epi32(_mm512_srai_epi32(s[2], 8), s[3]));
     isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum));
-    /* the sixteen scales through memory: faster here than a gather */
-    uint16_t dh[16];
-    for (int i = 0; i < 16; i++) memcpy(&dh[i], blk + (size_t)i * rb, 2);
-    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dh));
+    __m512 d = llm__f16_rows16(blk, rb);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs)), acc);
 }
 
@@ -760,14 +765,64 @@ LLM__INLINE __m512 llm__q4_k_block16(__m512 acc, const unsigned char *blk, size_
     return acc;
 }
 
-/* The tile of q4_0 (q4k = 0) or q4_K (1) for nr >= 16 rows: a chunk of up
- * to 64 groups' activation pairs at a time, sixteen rows over it. Both
- * types take 18 bytes a group (a q4_K block of 144 is eight groups). */
+/* q6_K block of 256 (eight groups) for sixteen rows. Group k = 4h + c takes
+ * the low (c < 2) or high nibbles of ql[64h + 32(c & 1) + l] and bits 2c,
+ * 2c + 1 of qh[32h + l]; per 16 values (a quarter q, one scale) the three
+ * byte runs are transposed, each word's even and odd bytes become int16
+ * code pairs (nibble | high bits << 4, less 32), against the pairs of
+ * llm__pair_order(1). isum = sc[2k] (first 16) + sc[2k + 1] (last 16), then
+ * the twin's step fma(isum, d * xs, acc). */
+LLM__INLINE __m512i llm__q6k_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) {
+    /* the nibble at bit s_nib and the two bits at s_hb of each int16's low byte, as a code - 32 */
+    __m512i lo = _mm512_and_si512(_mm512_srli_epi16(nib, (unsigned)s_nib), _mm512_set1_epi16(0x000F));
+    __m512i hi = s_hb >= 4 ? _mm512_srli_epi16(hb, (unsigned)(s_hb - 4)) : _mm512_slli_epi16(hb, (unsigned)(4 - s_hb));
+    hi = _mm512_and_si512(hi, _mm512_set1_epi16(0x0030));
+    return _mm512_sub_epi16(_mm512_or_si512(lo, hi), _mm512_set1_epi16(32));
+}
+LLM__INLINE __m512 llm__q6_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp, const float *xs) {
+    __m512i sw[4];
+    llm__words16(sw, blk + 192, rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
+    __m512 d = llm__f16_rows16(blk + 208, rb);
+    for (int h = 0; h < 2; h++) {
+        __m512i sum[4][2];
+        for (int q = 0; q < 2; q++) {
+            __m512i a[4], b[4], qh[4];
+            llm__words16(a, blk + 64 * h + 16 * q, rb);
+            llm__words16(b, blk + 64 * h + 32 + 16 * q, rb);
+            llm__words16(qh, blk + 128 + 32 * h + 16 * q, rb);
+            for (int c = 0; c < 4; c++) {
+                const int *xw = (const int *)(const void *)(xp + 32 * (4 * h + c));
+                const __m512i *nb = c & 1 ? b : a;
+                int sn = c < 2 ? 0 : 4;
+                __m512i sacc = _mm512_setzero_si512();
+                for (int m = 0; m < 4; m++) {
+                    int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
+                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn, 2 * c), LLM__PAIR(xw, 2 * wm));
+                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn + 8, 2 * c + 8), LLM__PAIR(xw, 2 * wm + 1));
+                }
+                sum[c][q] = sacc;
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            int k = 4 * h + c, j0 = 2 * k, j1 = 2 * k + 1;   /* the scales' bytes: word j / 4, byte j % 4, signed */
+            __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j0 / 4], (unsigned)(24 - 8 * (j0 % 4))), 24);
+            __m512i sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j1 / 4], (unsigned)(24 - 8 * (j1 % 4))), 24);
+            __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, sum[c][0]), _mm512_mullo_epi32(sc1, sum[c][1]));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[k])), acc);
+        }
+    }
+    return acc;
+}
+
+/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows: a
+ * chunk of up to 64 groups' activation pairs at a time, sixteen rows over
+ * it; gb8 bytes a row for eight groups (a q4_0 block of 18 is one group, a
+ * K-quant block eight). */
 LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
-                             int t, int nr, int nc, int q4k) {
-    int n = w->cols, G = n / LLM__GQ, step = q4k ? 8 : 1;
-    size_t rb = llm__block_row_bytes(w);
-    const __m512i order = llm__pair_order(q4k);
+                             int t, int nr, int nc, int kind) {
+    int n = w->cols, G = n / LLM__GQ, step = kind ? 8 : 1;
+    size_t rb = llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
+    const __m512i order = llm__pair_order(kind != 0);
     int16_t xp[64 * LLM__GQ];   /* a chunk of up to 64 groups' activation pairs */
     int32_t xsum[64];           /* and their sums */
     for (int b = 0; b < nc; b++) {
@@ -786,23 +841,24 @@ LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, co
                  * computed again (the same bits) but only the new ones stored */
                 int a0 = done + 16 <= nr ? done : nr - 16;
                 __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
-                const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 * 18;
+                const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 / 8 * gb8;
                 int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
                 __m512 acc = c0 ? _mm512_maskz_loadu_ps(fresh, o + a0) : _mm512_setzero_ps();
                 for (int g = 0; g < cg; g += step) {
-                    const unsigned char *blk = rows + (size_t)g * 18;
+                    const unsigned char *blk = rows + (size_t)g * gb8 / 8;
                     /* sixteen row streams defeat the hardware prefetcher: fetch the
                      * next sixteen rows meanwhile, in address order where one
-                     * chunk is the whole row (their 16 * 18 G bytes, 288 a
-                     * group), else their same blocks, half the rows per group
-                     * (36 bytes a row every two groups: every line) */
+                     * chunk is the whole row (their 16 gb8 / 8 bytes a group),
+                     * else their same blocks, half the rows per group (q4_0:
+                     * 36 bytes a row every two groups, every line) */
                     if (G <= 64) {
-                        size_t at = (size_t)16 * rb + (size_t)g * 288, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
-                        for (size_t k = 0; k < (size_t)288 * step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                        size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
+                        for (size_t k = 0; k < 2 * gb8 * (size_t)step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
                     } else {
-                        for (int i = g & 1; i < 16 && i < ahead; i += 2 - q4k) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                        for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                     }
-                    if (q4k) acc = llm__q4_k_block16(acc, blk, rb, xp + g * LLM__GQ, xsum + g, sb + c0 + g);
+                    if (kind == 2) acc = llm__q6_k_block16(acc, blk, rb, xp + g * LLM__GQ, sb + c0 + g);
+                    else if (kind == 1) acc = llm__q4_k_block16(acc, blk, rb, xp + g * LLM__GQ, xsum + g, sb + c0 + g);
                     else acc = llm__q4_0_group16(acc, blk, rb, xp + g * LLM__GQ, xsum[g], sb[c0 + g]);
                 }
                 _mm512_mask_storeu_ps(o + a0, fresh, acc);
@@ -819,5 +875,10 @@ static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, con
                             const float *xs, int t, int nr, int nc) {
     if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1);
     else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+static void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2);
+    else llm__tile8_gq6_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif

@@ -738,7 +738,7 @@ static void test_gguf_blocks(void) {
  * all at the int16 code limit (2 * 16 * 32 * 128 * 16383, just below 2^31):
  * twin and tile give 256 * 128 * 32 per block, so no int32 overflowed */
 static void test_gguf_q6k_extremes(void) {
-    int rows = 5, cols = 512;
+    int rows = 21, cols = 512;   /* x86's 16-row tile and its edge */
     unsigned char *w = calloc((size_t)rows * 2, 210);
     uint16_t one = llm_f32_to_f16(1.0f);
     for (int b = 0; b < rows * 2; b++) {
@@ -751,7 +751,7 @@ static void test_gguf_q6k_extremes(void) {
     s.n_threads = 1;
     s.act_q = malloc((size_t)cols * 2);
     s.act_scale = malloc((size_t)cols / 32 * 4);
-    float x[512], y[5], ys[5], xs[16], worst = 0.0f;
+    float x[512], y[21], ys[21], xs[16], worst = 0.0f;
     int16_t xq[512];
     for (int j = 0; j < cols; j++) x[j] = 0.75f;
     llm__matmul(y, &t, x, 1, &s);
