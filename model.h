@@ -185,7 +185,9 @@ typedef struct llm_state {
     float *hb, *hb2;        /* (B, hidden_dim) FFN gate and up            */
     float *rope;            /* (B, head_size) cos,sin pairs per position  */
     float *logits;          /* (B, vocab) with LLM_LOGITS_ALL, else (vocab,) */
-    int8_t *act_q;          /* (B, max(dim,hidden)) q8_0 activations      */
+    int8_t *act_q;          /* (B, max(dim,hidden)) quantized activations:
+                               int8 codes, or int16 for the types whose
+                               act_type is int16 (GGUF q4_0, q4_K, q6_K) */
     float *act_scale;       /* their group scales                         */
     void *key_cache;        /* (layer, ctx, n_kv_heads*head_size) of kv_type */
     void *value_cache;
@@ -249,8 +251,9 @@ int llm_gguf_next_string(const llm_gguf_value *v, uint64_t *pos, const char **s,
 void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps);
 void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n,
                    float eps);
-/* xq, xs: scratch for the quantized activations, cols codes (a block type's
- * cols rounded up to its block: 32, q4_K 256) and one scale per 32 / group */
+/* xq: scratch for the quantized activations: cols codes (a block type's cols
+ * rounded up to its block: 32, q4_K 256), 2 bytes each where the type
+ * quantizes to int16; xs: one scale per 32 (or per group) */
 void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, float *xs);
 void llm_softmax(float *x, int n);
 float llm_f16_to_f32(uint16_t h);

@@ -606,8 +606,9 @@ static int llm__load_gguf(llm_model *m, const unsigned char *b, size_t n, void *
                          t.offset % f.alignment ? "not aligned to general.alignment" : "past the end of the file");
                 return LLM_ERR_SIZE;
             }
-            /* a matrix a product reads (the embedding too: it may be the classifier) */
-            if (matrix && (weight_type < 0 || tr->act_type == LLM_TYPE_Q8_0)) weight_type = type;
+            /* a matrix a product reads (the embedding too: it may be the
+             * classifier); the one with the widest activation codes plans them */
+            if (matrix && (weight_type < 0 || llm__act_bytes(type) > llm__act_bytes(weight_type))) weight_type = type;
         }
         if (pass == 1) break;
         for (int s = 0; s < LLM__GT_GLOBALS + c->n_layers * LLM__GT_PER_LAYER; s++) {
@@ -618,10 +619,10 @@ static int llm__load_gguf(llm_model *m, const unsigned char *b, size_t n, void *
                 return LLM_ERR_FORMAT;
             }
         }
-        /* the activations' plan: q8_0 in groups of 32 when any matrix takes them */
+        /* the activations' plan: int8 or int16 codes in groups of 32 when any matrix takes them */
         c->shared_classifier = !(seen[LLM__GT_OUTPUT / 32] >> LLM__GT_OUTPUT & 1);
         c->weight_type = weight_type < 0 ? LLM_TYPE_F32 : weight_type;
-        c->group_size = llm__traits[c->weight_type].act_type == LLM_TYPE_Q8_0 ? LLM__GQ : 0;
+        c->group_size = llm__act_bytes(c->weight_type) ? LLM__GQ : 0;
         if ((st = llm_check_config(m)) != LLM_OK) return st;
         if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
     }

@@ -1,5 +1,6 @@
 /* engine/neon.h -- the AArch64 NEON kernels behind simd.h's mapping macros:
- * f32/f16 vectors of four, and the q8_0 lanes by sdot (or widening multiplies). */
+ * f32/f16 vectors of four, the q8_0 lanes by sdot (or widening multiplies),
+ * and the K-quants' group sums by widening int16 multiply-adds. */
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #define LLM__SIMD "neon"
@@ -48,4 +49,52 @@ LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
     vst1q_f32(lane + 4, v.val[1]);
     return llm__lanes_total(lane);
 }
+#endif
+
+#if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+/* GGUF's K-quants: each group's integer sum (ref.h's llm__gsum_*) with
+ * widening int16 multiply-adds, four int32 lanes added at the end; integer
+ * sums are exact, so these give the twin's values, and simd.h's tile keeps
+ * the twin's float steps along the row. q8_0 and q4_0 keep their twins. */
+#define LLM__HAVE_GG_SUMS 1
+/* acc + codes (16, int8 or uint8 widened by the caller) . 16 int16 activations */
+LLM__INLINE int32x4_t llm__dot16_i16(int32x4_t acc, int16x8_t lo, int16x8_t hi, const int16_t *x) {
+    int16x8_t x0 = vld1q_s16(x), x1 = vld1q_s16(x + 8);
+    acc = vmlal_s16(acc, vget_low_s16(lo), vget_low_s16(x0));
+    acc = vmlal_high_s16(acc, lo, x0);
+    acc = vmlal_s16(acc, vget_low_s16(hi), vget_low_s16(x1));
+    return vmlal_high_s16(acc, hi, x1);
+}
+/* q4_K group g: its 32 codes (0..15) . xq (32) */
+LLM__INLINE int32_t llm__gg_sum_q4_k(const unsigned char *row, int g, const int16_t *xq) {
+    const unsigned char *qs = row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2);
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int h = 0; h < 2; h++) {
+        uint8x16_t b = vld1q_u8(qs + 16 * h);
+        uint8x16_t q = g & 1 ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(15));
+        acc = llm__dot16_i16(acc, vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q))),
+                             vreinterpretq_s16_u16(vmovl_high_u8(q)), xq + 16 * h);
+    }
+    return vaddvq_s32(acc);
+}
+/* q6_K group g: sc[2k] (first 16 codes . xq) + sc[2k + 1] (last 16), codes -32..31 */
+LLM__INLINE int32_t llm__gg_sum_q6_k(const unsigned char *row, int g, const int16_t *xq) {
+    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    int k = g % 8, h = k >> 2, c = k & 3;
+    int32_t s[2];
+    for (int half = 0; half < 2; half++) {
+        uint8x16_t lo = vld1q_u8(b + h * 64 + (c & 1) * 32 + 16 * half);
+        uint8x16_t hi = vld1q_u8(b + 128 + h * 32 + 16 * half);
+        lo = c < 2 ? vandq_u8(lo, vdupq_n_u8(15)) : vshrq_n_u8(lo, 4);
+        hi = vandq_u8(vshlq_u8(hi, vdupq_n_s8((int8_t)(-2 * c))), vdupq_n_u8(3));   /* >> 2c */
+        int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+        int32x4_t acc = llm__dot16_i16(vdupq_n_s32(0), vmovl_s8(vget_low_s8(q)), vmovl_high_s8(q), xq + 16 * half);
+        s[half] = vaddvq_s32(acc);
+    }
+    return (int32_t)(int8_t)b[192 + 2 * k] * s[0] + (int32_t)(int8_t)b[192 + 2 * k + 1] * s[1];
+}
+#define llm__gg_sums_q8_0(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_q8_0(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+#define llm__gg_sums_q4_0(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_q4_0(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+#define llm__gg_sums_q4_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+#define llm__gg_sums_q6_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q6_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #endif

@@ -38,9 +38,10 @@ llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     uint64_t widest = llm__widest(c), groups = G > 0 ? (widest + G - 1) / G : 0;
     uint64_t x = B * D * 4, xb = B * (D > qd ? D : qd) * 4, q = B * qd * 4, kv_new = B * kvd * 4, hb = B * H * 4;
     uint64_t rope = B * hs * 4, logits = (o.all_logits ? B : 1) * V * 4;
-    /* activations quantized per group, where the weights' type multiplies them so */
-    int q8_acts = c->weight_type >= 0 && c->weight_type < LLM_TYPE_COUNT && llm__traits[c->weight_type].act_type == LLM_TYPE_Q8_0;
-    uint64_t act_q = q8_acts ? llm__align(B * widest) + B * groups * 4 : 0;
+    /* activations quantized per group, where the weights' type multiplies
+     * them so: int8 or int16 codes (weight_type: the model's widest) */
+    uint64_t code_bytes = (uint64_t)llm__act_bytes(c->weight_type);
+    uint64_t act_q = code_bytes ? llm__align(B * widest * code_bytes) + B * groups * 4 : 0;
     uint64_t cache = L * ctx * kvd * llm__kv_elem_bytes(o.kv_type);
     /* int8 cache: one f16 scale per (layer, position, kv head), keys and values */
     uint64_t kv_scales = o.kv_type == LLM_KV_Q8 ? L * ctx * n_kv * 2 : 0;
@@ -117,8 +118,8 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *op
     s->logits = (float *)llm__carve(a, &at, p.logits);
     s->act_q = (int8_t *)llm__carve(a, &at, p.act_q);
     if (p.act_q) {
-        size_t widest = (size_t)llm__widest(c);
-        s->act_scale = (float *)(void *)((unsigned char *)s->act_q + (size_t)llm__align((uint64_t)o.max_batch * widest));
+        uint64_t codes = (uint64_t)o.max_batch * llm__widest(c) * (uint64_t)llm__act_bytes(c->weight_type);
+        s->act_scale = (float *)(void *)((unsigned char *)s->act_q + (size_t)llm__align(codes));
     }
     memset(arena, 0, at);
     s->key_cache = llm__carve(a, &at, p.key_cache);

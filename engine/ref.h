@@ -90,6 +90,14 @@ static int llm__all_finite(const float *x, int n) {
 static void llm__round_q8_ref(int8_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int8_t)lroundf(x[j] * inv);
 }
+/* int16 activation codes stay within +-16383, not 32767, so that every
+ * group's integer sum fits int32: q6_K's two halves of 16 codes reach
+ * 2 * 16 * 32 * 128 * 16383 < 2^31 (with 32767, twice that) */
+#define LLM__Q16_MAX 16383
+/* the same into int16 (|x * inv| <= LLM__Q16_MAX) */
+static void llm__round_q16_ref(int16_t *xq, const float *x, int n, float inv) {
+    for (int j = 0; j < n; j++) xq[j] = (int16_t)lroundf(x[j] * inv);
+}
 
 /* int8 row (n,) in groups of G with scales ws . int8 xq with scales xs: integer sums per group */
 static float llm__dot_q8(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
@@ -168,24 +176,30 @@ static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const i
 
 /* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): simd.h */
 static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G);
-
-/* x (n,) -> xq (np,), xs (np/G,) for a block type's zero-padded rows (np a
- * multiple of G): the padding's codes and scales are 0, so the padded
- * weights (codes that decode to 0) meet finite zeros and add exactly 0 */
-static void llm__quantize_q8_padded(int8_t *xq, float *xs, const float *x, int n, int np, int G) {
-    llm__quantize_q8(xq, xs, x, n, G);
-    for (int j = n; j < np; j++) xq[j] = 0;
+/* x (n,) -> int16 groups of 32, xq (n,) with scales xs (n/32,): simd.h */
+static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n);
+/* x (n,) -> the activations a product of w's type takes, in xq/xs, for the
+ * row as the kernels see it: past column n of a block type's zero-padded row
+ * (llm__padded_cols) the codes and scales are 0, so the padded weights (codes
+ * that decode to 0) meet finite zeros and add exactly 0 */
+static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const float *x) {
+    int a = llm__act_bytes(w->type), n = w->cols, np = llm__padded_cols(w), G = llm__group(w);
+    if (a == 2) llm__quantize_q16((int16_t *)(void *)xq, xs, x, n);
+    else if (a == 1) llm__quantize_q8(xq, xs, x, n, G);
+    else return;
+    memset(xq + (size_t)n * (size_t)a, 0, (size_t)(np - n) * (size_t)a);
     for (int g = (n + G - 1) / G; g < np / G; g++) xs[g] = 0.0f;
 }
 
-/* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for q8_0 activations, for a
- * block type with room for llm__padded_cols(w) codes. The kernels see the
- * padded row: w's view with cols padded to whole blocks. */
+/* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for the quantized activations
+ * (int16 codes where the type's act_type is LLM__ACT_Q16; a block type's row
+ * padded to whole blocks). The kernels see the padded row: w's view with cols
+ * padded to whole blocks. */
 void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, float *xs) {
     const llm__type_traits *tr = &llm__traits[w->type];
     llm_tensor wp = *w;
     wp.cols = llm__padded_cols(w);
-    if (tr->act_type == LLM_TYPE_Q8_0) llm__quantize_q8_padded(xq, xs, x, w->cols, wp.cols, llm__group(w));
+    llm__quantize_acts(w, xq, xs, x);
     for (int r = 0; r < w->rows; r++) out[r] = tr->dot(&wp, r, x, xq, xs);
 }
 
@@ -217,14 +231,16 @@ static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
  *   q6_K (210 bytes / 256): uint8 ql[128] (low four bits), qh[64] (high two),
  *        int8 sc[16] (one per 16), f16 d;                           w = d sc (q - 32)
  * The float order of a product, which every fast kernel reproduces: the
- * activations in int8 groups of 32 with one f32 scale xs each
- * (llm__quantize_q8); per group, an integer sum of weight codes times
- * activation codes (exact, so any lane order gives it), then one step
+ * activations in groups of 32 with one f32 scale xs each, int8 codes for
+ * q8_0 (llm__quantize_q8), int16 codes of at most LLM__Q16_MAX for q4_0,
+ * q4_K and q6_K (llm__quantize_q16: int8 activations were most of their
+ * error against a float forward, 0.003 to 0.01 in NLL); per group, an integer sum of weight codes times activation
+ * codes (exact in int32, so any lane order gives it), then one step
  * acc = fma(isum, d * xs, acc) along the row, group after group. q4_K takes
  * two steps, the scale's then the min's: fma(sc * isum, d * xs, acc), then
  * fma(m * sum(xq), -(dmin * xs), acc). q6_K's group has two scales:
- * isum = sc[2k] * (first 16) + sc[2k + 1] * (last 16), still exact
- * (|isum| < 2^24, so its float is too). */
+ * isum = sc[2k] * (first 16) + sc[2k + 1] * (last 16). An isum past 2^24
+ * rounds once on its way to float, the same on every target. */
 /* f16 to f32 is exact, so F16C's instruction gives the portable bits */
 #if defined(__F16C__) && !defined(MODEL_NO_SIMD)
 #include <immintrin.h>
@@ -265,20 +281,20 @@ static int32_t llm__gsum_q8_0(const unsigned char *row, int g, const int8_t *xq)
     for (int j = 0; j < 32; j++) s += (int32_t)q[j] * (int32_t)xq[j];
     return s;
 }
-static int32_t llm__gsum_q4_0(const unsigned char *row, int g, const int8_t *xq) {
+static int32_t llm__gsum_q4_0(const unsigned char *row, int g, const int16_t *xq) {
     const unsigned char *b = row + (size_t)g * 18 + 2;
     int32_t s = 0;
     for (int j = 0; j < 16; j++) s += ((b[j] & 15) - 8) * xq[j] + ((b[j] >> 4) - 8) * xq[j + 16];
     return s;
 }
-static int32_t llm__gsum_q4_k(const unsigned char *row, int g, const int8_t *xq) {   /* codes 0..15, no scale */
+static int32_t llm__gsum_q4_k(const unsigned char *row, int g, const int16_t *xq) {   /* codes 0..15, no scale */
     const unsigned char *qs = row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2);
     int shift = (g & 1) * 4;
     int32_t s = 0;
     for (int l = 0; l < 32; l++) s += ((qs[l] >> shift) & 15) * xq[l];
     return s;
 }
-static int32_t llm__gsum_q6_k(const unsigned char *row, int g, const int8_t *xq) {   /* with its two scales */
+static int32_t llm__gsum_q6_k(const unsigned char *row, int g, const int16_t *xq) {   /* with its two scales */
     const unsigned char *b = row + (size_t)(g / 8) * 210;
     int k = g % 8;
     int32_t s0 = 0, s1 = 0;
@@ -286,7 +302,7 @@ static int32_t llm__gsum_q6_k(const unsigned char *row, int g, const int8_t *xq)
     for (int l = 16; l < 32; l++) s1 += llm__q6k_code(b, 32 * k + l) * xq[l];
     return (int32_t)(int8_t)b[192 + 2 * k] * s0 + (int32_t)(int8_t)b[192 + 2 * k + 1] * s1;
 }
-static int32_t llm__sum_i8(const int8_t *xq, int n) {
+static int32_t llm__sum_i16(const int16_t *xq, int n) {
     int32_t s = 0;
     for (int j = 0; j < n; j++) s += xq[j];
     return s;
@@ -308,13 +324,14 @@ static inline float llm__gstep_q4_k(const unsigned char *row, int g, int32_t isu
     return fmaf((float)(m * xsum), -(llm__gg_half(b + 2) * xs), acc);
 }
 
-/* The twins: row (n,) . activations xq (n,) with scales xs (n/32,) */
-#define LLM__GG_DOT(name, with_xsum)                                                                   \
-    static float llm__dot_g##name(const unsigned char *row, const int8_t *xq, const float *xs, int n) { \
+/* The twins: row (n,) . activations xq (n,) of type act_t (int8_t or
+ * int16_t, the traits' act_type) with scales xs (n/32,) */
+#define LLM__GG_DOT(name, with_xsum, act_t)                                                            \
+    static float llm__dot_g##name(const unsigned char *row, const act_t *xq, const float *xs, int n) { \
         float acc = 0.0f;                                                                              \
         for (int g = 0; g < n / LLM__GQ; g++) {                                                        \
-            const int8_t *x = xq + (size_t)g * LLM__GQ;                                                \
-            int32_t xsum = with_xsum ? llm__sum_i8(x, LLM__GQ) : 0;                                    \
+            const act_t *x = xq + (size_t)g * LLM__GQ;                                                 \
+            int32_t xsum = with_xsum ? llm__sum_i16((const int16_t *)(const void *)x, LLM__GQ) : 0;    \
             (void)xsum;                                                                                \
             acc = llm__gstep_##name(row, g, llm__gsum_##name(row, g, x), xsum, xs[g], acc);            \
         }                                                                                              \
@@ -322,12 +339,12 @@ static inline float llm__gstep_q4_k(const unsigned char *row, int g, int32_t isu
     }                                                                                                  \
     static float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
         (void)x;                                                                                       \
-        return llm__dot_g##name(llm__block_row(w, r), xq, xs, w->cols);                                \
+        return llm__dot_g##name(llm__block_row(w, r), (const act_t *)(const void *)xq, xs, w->cols);   \
     }
-LLM__GG_DOT(q8_0, 0)
-LLM__GG_DOT(q4_0, 0)
-LLM__GG_DOT(q4_k, 1)
-LLM__GG_DOT(q6_k, 0)
+LLM__GG_DOT(q8_0, 0, int8_t)
+LLM__GG_DOT(q4_0, 0, int16_t)
+LLM__GG_DOT(q4_k, 1, int16_t)
+LLM__GG_DOT(q6_k, 0, int16_t)
 #undef LLM__GG_DOT
 
 static float llm__row_dot_bf16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {

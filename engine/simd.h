@@ -31,6 +31,9 @@
 #ifndef LLM__HAVE_ROUND_Q8
 #define llm__round_q8 llm__round_q8_ref
 #endif
+#ifndef LLM__HAVE_ROUND_Q16
+#define llm__round_q16 llm__round_q16_ref
+#endif
 #ifndef LLM__HAVE_EXP_SHIFTED
 #define llm__exp_shifted llm__exp_shifted_ref
 #endif
@@ -86,22 +89,32 @@ static float llm__dot8(const float *a, const float *b, int n) {
 #define llm__dot8 llm__dot8_ref
 #endif
 
-/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): x ~ xq * xs */
-static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G) {
+/* x (n,) -> groups of G codes xq (n,), int8 (code_bytes 1, |code| <= 127)
+ * or int16 (2, |code| <= LLM__Q16_MAX), with scales xs (ceil(n/G),):
+ * x ~ xq * xs */
+static void llm__quantize_groups(void *xq, int code_bytes, float *xs, const float *x, int n, int G) {
+    float qmax = code_bytes == 2 ? (float)LLM__Q16_MAX : 127.0f;
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
         int len = n - g0 < G ? n - g0 : G;
         if (!llm__all_finite(x + g0, len)) {
             /* NaN or inf: a NaN scale and zero values, so every product the
              * group enters is NaN, as in the float path (no NaN is cast) */
             xs[gi] = NAN;
-            memset(xq + g0, 0, (size_t)len);
+            memset((unsigned char *)xq + (size_t)g0 * code_bytes, 0, (size_t)len * code_bytes);
             continue;
         }
         float amax = llm__max(x + g0, len, 1);
-        float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        float scale = amax / qmax, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         xs[gi] = scale;
-        llm__round_q8(xq + g0, x + g0, len, inv);
+        if (code_bytes == 2) llm__round_q16((int16_t *)xq + g0, x + g0, len, inv);
+        else llm__round_q8((int8_t *)xq + g0, x + g0, len, inv);
     }
+}
+static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G) {
+    llm__quantize_groups(xq, 1, xs, x, n, G);
+}
+static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
+    llm__quantize_groups(xq, 2, xs, x, n, LLM__GQ);
 }
 
 /* The q8_0 dot product in the order every fast path computes it (ref.h's
@@ -353,8 +366,9 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
     for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #endif
 /* out doubles as each row's accumulator between chunks of 64 groups, so a
- * chunk's activation sums (q4_K's) are taken once for all the rows */
-#define LLM__GG_TILE(name, with_xsum)                                                                            \
+ * chunk's activation sums (q4_K's) are taken once for all the rows; act_t
+ * is the type's activation code (ref.h's twins) */
+#define LLM__GG_TILE(name, with_xsum, act_t)                                                                     \
     static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
                                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
@@ -363,13 +377,13 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
         int32_t isum[64], xsum[64];   /* a chunk of up to 64 groups (2048 columns) at a time */              \
         (void)x;                                                                                               \
         for (int b = 0; b < nc; b++) {                                                                         \
-            const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
+            const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                           \
             const float *sb = xs + (size_t)(t + b) * G;                                                        \
             float *o = out + (size_t)b * ldo;                                                                  \
             for (int c0 = 0; c0 < G; c0 += 64) {   /* c0 a multiple of 8: whole 256-blocks */                  \
                 int cg = G - c0 < 64 ? G - c0 : 64;                                                            \
                 for (int g = 0; g < cg; g++)                                                                   \
-                    xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;           \
+                    xsum[g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
                 for (int a = 0; a < nr; a++) {                                                                 \
                     const unsigned char *rc = llm__block_row(w, r + a) + (size_t)(c0 / 64) * chunk_bytes;      \
                     float acc = c0 ? o[a] : 0.0f;                                                              \
@@ -382,10 +396,10 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
         }                                                                                                      \
     }
 #ifndef LLM__HAVE_GG_TILES   /* x86.h's steps eight rows at a time */
-LLM__GG_TILE(q8_0, 0)
-LLM__GG_TILE(q4_0, 0)
-LLM__GG_TILE(q4_k, 1)
-LLM__GG_TILE(q6_k, 0)
+LLM__GG_TILE(q8_0, 0, int8_t)
+LLM__GG_TILE(q4_0, 0, int16_t)
+LLM__GG_TILE(q4_k, 1, int16_t)
+LLM__GG_TILE(q6_k, 0, int16_t)
 #endif
 #undef LLM__GG_TILE
 
@@ -447,11 +461,12 @@ static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, 
      * activations zero-padded to match (the same n for the other types) */
     llm_tensor wp = *w;
     int np = wp.cols = llm__padded_cols(w);
-    if (llm__traits[w->type].act_type == LLM_TYPE_Q8_0) {
+    int code_bytes = llm__act_bytes(w->type);
+    if (code_bytes) {
         int G = llm__group(w), groups = (np + G - 1) / G;
         LLM__PARALLEL_FOR(nt, parallel && T > 1,
         for (int t = 0; t < T; t++)
-            llm__quantize_q8_padded(xq + (size_t)t * np, xs + (size_t)t * groups, x + (size_t)t * n, n, np, G););
+            llm__quantize_acts(w, xq + (size_t)t * np * code_bytes, xs + (size_t)t * groups, x + (size_t)t * n););
     }
     w = &wp;
     if (!parallel) {

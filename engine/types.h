@@ -12,7 +12,8 @@ typedef struct llm__type_traits {
     int value_bytes;        /* bytes per element of the values            */
     int scale_bytes;        /* bytes per block's scale (0: no scales)     */
     int act_type;           /* what a product converts the activations to:
-                               f32 as they are, or q8_0 in the tensor's groups */
+                               f32 as they are, q8_0 in the tensor's groups, or
+                               LLM__ACT_Q16 (int16 codes in groups of 32) */
     /* row r as f32: out (cols,) */
     void (*dequant_row)(float *out, const llm_tensor *w, int r);
     /* the scalar twin: row r . x (f32), or . xq/xs (q8_0 activations) */
@@ -40,8 +41,11 @@ static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const
 static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                          const float *xs, int t, int nr, int nc);
 /* GGUF's types: bf16, and the block types whose twins multiply activations
- * quantized in groups of LLM__GQ (engine/ref.h) */
+ * quantized in groups of LLM__GQ (engine/ref.h): int8 codes for q8_0,
+ * int16 codes (LLM__ACT_Q16, not a weight type) for q4_0 and the K-quants,
+ * where int8 activations were most of the error */
 #define LLM__GQ 32
+#define LLM__ACT_Q16 LLM_TYPE_COUNT
 #define LLM__GG_TYPE_FNS(name)                                                                                  \
     static void llm__dequant_row_##name(float *out, const llm_tensor *w, int r);                                \
     static float llm__row_dot_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs); \
@@ -62,14 +66,22 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row     qblock, bytes */
     { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0 },
     { "gguf-q8_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq8_0, llm__row_dot_gq8_0, llm__tile_gq8_0, 32, 34 },
-    { "gguf-q4_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18 },
-    { "gguf-q4_K", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq4_k, llm__row_dot_gq4_k, llm__tile_gq4_k, 256, 144 },
-    { "gguf-q6_K", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq6_k, llm__row_dot_gq6_k, llm__tile_gq6_k, 256, 210 },
+    { "gguf-q4_0", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18 },
+    { "gguf-q4_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_k, llm__row_dot_gq4_k, llm__tile_gq4_k, 256, 144 },
+    { "gguf-q6_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq6_k, llm__row_dot_gq6_k, llm__tile_gq6_k, 256, 210 },
 };
 LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
 LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);
 
 const char *llm_type_name(int t) { return t >= 0 && t < LLM_TYPE_COUNT ? llm__traits[t].name : "unknown"; }
+
+/* bytes per activation code a product of type t quantizes to: 0 (f32 as
+ * they are), 1 (int8) or 2 (int16); 0 for a type the file got wrong */
+static int llm__act_bytes(int t) {
+    if (t < 0 || t >= LLM_TYPE_COUNT) return 0;
+    int a = llm__traits[t].act_type;
+    return a == LLM__ACT_Q16 ? 2 : a == LLM_TYPE_Q8_0 ? 1 : 0;
+}
 
 /* elements per scale of tensor w, and scales per row (0 for unscaled types) */
 static int llm__group(const llm_tensor *w) { return llm__traits[w->type].block ? llm__traits[w->type].block : w->group; }

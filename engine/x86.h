@@ -80,23 +80,35 @@ static float llm__max(const float *x, int n, int absolute) {
     return llm__max_from(x + i, n - i, absolute, max);
 }
 
+/* lroundf(x[0..7] * inv) as int16: truncate, then step away from zero
+ * when the dropped fraction (exact) is at least one half */
+LLM__INLINE __m128i llm__round8_i16(const float *x, __m256 vinv) {
+    const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), vinv);
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
+    __m256 step = _mm256_and_ps(away, _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)));
+    __m256i q = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+    return _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+}
 #define LLM__HAVE_ROUND_Q8 1
 /* llm__round_q8_ref eight at a time */
 static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
     int j = 0;
-    /* lroundf eight at a time: truncate, then step away from zero when
-     * the dropped fraction (exact) is at least one half */
-    const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f), vinv = _mm256_set1_ps(inv);
+    const __m256 vinv = _mm256_set1_ps(inv);
     for (; j + 8 <= n; j += 8) {
-        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), vinv);
-        __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
-        __m256 step = _mm256_and_ps(away, _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)));
-        __m256i q = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
-        __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        __m128i q16 = llm__round8_i16(x + j, vinv);
         _mm_storel_epi64((__m128i *)(void *)(xq + j), _mm_packs_epi16(q16, q16));
     }
     llm__round_q8_ref(xq + j, x + j, n - j, inv);
+}
+#define LLM__HAVE_ROUND_Q16 1
+/* llm__round_q16_ref eight at a time */
+static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
+    int j = 0;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (; j + 8 <= n; j += 8) _mm_storeu_si128((__m128i *)(void *)(xq + j), llm__round8_i16(x + j, vinv));
+    llm__round_q16_ref(xq + j, x + j, n - j, inv);
 }
 #endif
 
@@ -490,22 +502,38 @@ LLM__INLINE __m256i llm__gg_lanes_q8_0(const unsigned char *row, int g, const in
     return llm__dot32_i8(_mm256_setzero_si256(), llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2)),
                          llm__i8x32_load(xq + (size_t)g * 32));
 }
-LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const int8_t *xq) {
+/* acc + the eight lane sums of 16 int16 products w*x, pairs per lane
+ * (VNNI's dpwssd where the CPU has it; no pair here reaches 2^31) */
+LLM__INLINE __m256i llm__dot16_i16(__m256i acc, __m256i w, __m256i x) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, w, x);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, w, x);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
+#endif
+}
+/* the lane sums of a group's 32 int8 weight codes q times its 32 int16 activation codes */
+LLM__INLINE __m256i llm__dot32_i8_i16(__m256i q, const int16_t *xq) {
+    __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(const void *)xq));
+    return llm__dot16_i16(s, hi, _mm256_loadu_si256((const __m256i *)(const void *)(xq + 16)));
+}
+LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const int16_t *xq) {
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
     const __m128i low = _mm_set1_epi8(15);
     __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
-    q = _mm256_sub_epi8(q, _mm256_set1_epi8(8));
-    return llm__dot32_i8(_mm256_setzero_si256(), q, llm__i8x32_load(xq + (size_t)g * 32));
+    return llm__dot32_i8_i16(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), xq + (size_t)g * 32);
 }
-/* q4_K's codes are 0..15: unsigned times signed directly (pairs fit int16) */
-LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int8_t *xq) {
+/* q4_K: codes 0..15 */
+LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int16_t *xq) {
     __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
     __m256i q = _mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15));
-    __m256i p = _mm256_maddubs_epi16(q, llm__i8x32_load(xq + (size_t)g * 32));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    return llm__dot32_i8_i16(q, xq + (size_t)g * 32);
 }
-/* q6_K: codes - 32, lanes 0..3 the first 16 (scale 2k), 4..7 the last (2k + 1) */
-LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const int8_t *xq) {
+/* q6_K: (codes - 32) times their scale (|product| <= 4096, an int16), the
+ * first 16 with sc[2k], the last 16 with sc[2k + 1] */
+LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const int16_t *xq) {
     const unsigned char *b = row + (size_t)(g / 8) * 210;
     int k = g % 8, h = k >> 2, c = k & 3;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
@@ -513,9 +541,11 @@ LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const in
     lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
     hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
     __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    __m256i s = llm__dot32_i8(_mm256_setzero_si256(), q, llm__i8x32_load(xq + (size_t)g * 32));
-    __m256i sc = _mm256_set_m128i(_mm_set1_epi32((int8_t)b[192 + 2 * k + 1]), _mm_set1_epi32((int8_t)b[192 + 2 * k]));
-    return _mm256_mullo_epi32(s, sc);
+    __m256i q0 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16((int8_t)b[192 + 2 * k]));
+    __m256i q1 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16((int8_t)b[192 + 2 * k + 1]));
+    const int16_t *x = xq + (size_t)g * 32;
+    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), q0, _mm256_loadu_si256((const __m256i *)(const void *)x));
+    return llm__dot16_i16(s, q1, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
 }
 #define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q8_0(row, g, xq))
 #define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_0(row, g, xq))
@@ -534,8 +564,8 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
 }
-#define LLM__GG_TILE8(name, with_xsum, d_off)                                                                  \
-    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
+#define LLM__GG_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
+    static void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
                                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
@@ -544,7 +574,7 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
         (void)x; (void)xsum;                                                                                   \
         memset(isum, 0, sizeof isum);                                                                          \
         for (int b = 0; b < nc; b++) {                                                                         \
-            const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
+            const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                           \
             const float *sb = xs + (size_t)(t + b) * G;                                                        \
             float *o = out + (size_t)b * ldo;                                                                  \
             for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
@@ -555,7 +585,7 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
                 for (int c0 = 0; c0 < G; c0 += 64) {                                                           \
                     int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
                     for (int g = 0; g < cg; g++)                                                               \
-                        xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;       \
+                        xsum[g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
                     for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
                     for (int i = 0; i < na; i++) llm__gg_sums_##name(isum[i], rc[i], xb + (size_t)c0 * LLM__GQ, cg); \
                     for (int g = 0; g < cg; g++) {                                                             \
@@ -594,8 +624,261 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * 18)
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
-LLM__GG_TILE8(q8_0, 0, LLM__GG_DOFF_q8_0)
-LLM__GG_TILE8(q4_0, 0, LLM__GG_DOFF_q4_0)
-LLM__GG_TILE8(q4_k, 1, LLM__GG_DOFF_q4_k)
-LLM__GG_TILE8(q6_k, 0, LLM__GG_DOFF_q6_k)
+LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
+#if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
+LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
+LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(llm__tile8_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+#else
+LLM__GG_TILE8(llm__tile_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
+LLM__GG_TILE8(llm__tile_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+#endif
+#endif
+
+#if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
+/* q4_0 and q4_K sixteen rows at a time with the rows in the lanes, so no
+ * group sum needs a horizontal add: the sixteen rows' code bytes are
+ * transposed (32-bit words: word m of every row in one vector), each word's
+ * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
+ * each by the matching pair of activation codes, broadcast. Lane i then
+ * holds row i's exact group sums and takes the twin's steps along the row:
+ * every row's bits are the twin's. */
+
+/* 16 bytes of each of sixteen rows (at w, rb bytes apart) as four vectors:
+ * t[m] lane i is row i's word m */
+LLM__INLINE void llm__words16(__m512i *t, const unsigned char *w, size_t rb) {
+    __m512i z[4];
+    for (int r = 0; r < 4; r++) { /* rows r, r + 4, r + 8, r + 12 in the four 128-bit lanes */
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)r * rb)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 4) * rb)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 8) * rb)), 2);
+        z[r] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 12) * rb)), 3);
+    }
+    /* 4 x 4 transposes of words in each lane: t[m] word 4L + r is row 4L + r's word m */
+    __m512i a = _mm512_unpacklo_epi32(z[0], z[1]), b = _mm512_unpackhi_epi32(z[0], z[1]);
+    __m512i c = _mm512_unpacklo_epi32(z[2], z[3]), d = _mm512_unpackhi_epi32(z[2], z[3]);
+    t[0] = _mm512_unpacklo_epi64(a, c); t[1] = _mm512_unpackhi_epi64(a, c);
+    t[2] = _mm512_unpacklo_epi64(b, d); t[3] = _mm512_unpackhi_epi64(b, d);
+}
+/* the sixteen rows' f16 at blk (rows rb apart) as f32, through memory:
+ * faster here than a gather */
+LLM__INLINE __m512 llm__f16_rows16(const unsigned char *blk, size_t rb) {
+    uint16_t dh[16];
+    for (int i = 0; i < 16; i++) memcpy(&dh[i], blk + (size_t)i * rb, 2);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dh));
+}
+/* A word of code bytes b0..b3 as int16 pairs, each nibble masked in place
+ * (1, 16, 256 times the code: at most 3840, so even eight words' dpwssd
+ * stay below 2^31) or, the top one, shifted down (a mask would leave it
+ * negative): (b0, b2) low nibbles, high nibbles, (b1, b3) low, high */
+#define LLM__NIB0(t) _mm512_and_si512(t, _mm512_set1_epi16(0x000F))
+#define LLM__NIB1(t) _mm512_and_si512(t, _mm512_set1_epi16(0x00F0))
+#define LLM__NIB2(t) _mm512_and_si512(t, _mm512_set1_epi16(0x0F00))
+#define LLM__NIB3(t) _mm512_srli_epi16(t, 12)
+#define LLM__PAIR(xw, i) _mm512_set1_epi32((xw)[i])
+
+/* The activation pairs of a group (32 int16 codes) in the order the code
+ * pairs come out, pair p = (x[at_p], x[at_p + 2]). q4_0: word m holds codes
+ * 4m..4m+3 (low nibbles) and 4m+16.. (high), at = 4m + 0, 16, 1, 17 for
+ * pairs 4m..4m+3. q4_K: word m holds codes 4m..4m+3 of two sub-blocks (low,
+ * high nibbles), at = 4m + 0, 1 for pairs 2m, 2m+1. */
+LLM__INLINE __m512i llm__pair_order(int q4k) {
+    int16_t idx[32];
+    static const int o[4] = { 0, 16, 1, 17 };
+    for (int p = 0; p < 32; p++)
+        idx[p] = (int16_t)(q4k ? 4 * (p / 4) + (p / 2) % 2 + 2 * (p % 2) : 4 * (p / 8) + o[(p / 2) % 4] + 2 * (p % 2));
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+/* q4_0 group: acc = fma(isum, d * xs, acc) for sixteen rows, blk the
+ * group's block in the first row, xp its activation pairs, xsum their sum */
+LLM__INLINE __m512 llm__q4_0_group16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                     int32_t xsum, float xs) {
+    __m512i t[4], s[4];
+    const int *xw = (const int *)(const void *)xp;
+    llm__words16(t, blk + 2, rb);
+    for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+    for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
+        s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[m]), LLM__PAIR(xw, 4 * m));
+        s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[m]), LLM__PAIR(xw, 4 * m + 1));
+        s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[m]), LLM__PAIR(xw, 4 * m + 2));
+        s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[m]), LLM__PAIR(xw, 4 * m + 3));
+    }
+    /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
+    __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[0], _mm512_srai_epi32(s[1], 4)), _mm512_add_epi32(_mm512_srai_epi32(s[2], 8), s[3]));
+    isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum));
+    __m512 d = llm__f16_rows16(blk, rb);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs)), acc);
+}
+
+/* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
+ * words h1..h3 (bytes 0..3, 4..7, 8..11), as llm__q4k_scale_min */
+LLM__INLINE void llm__q4k_scale_min16(const __m512i *h, int j, __m512i *sc, __m512i *m) {
+    const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
+    if (j < 4) {
+        *sc = _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j), six);
+        *m = _mm512_and_si512(_mm512_srli_epi32(h[2], 8 * j), six);
+    } else {
+        int q = 8 * (j - 4);
+        *sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], q), four),
+                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[1], q + 6), two), 4));
+        *m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], q + 4), four),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], q + 6), two), 4));
+    }
+}
+/* q4_K block of 256 (eight groups) for sixteen rows: per group the twin's
+ * two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
+LLM__INLINE __m512 llm__q4_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                     const int32_t *xsum, const float *xs) {
+    __m512i h[4], t[4];
+    llm__words16(h, blk, rb);          /* d | dmin << 16, then the 12 scale bytes */
+    __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    for (int p = 0; p < 4; p++) {   /* sub-blocks 2p and 2p + 1: low and high nibbles of 32 bytes */
+        const int *x0 = (const int *)(const void *)(xp + 64 * p), *x1 = x0 + 16;
+        __m512i s[4];
+        for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+        for (int half = 0; half < 2; half++) {
+            llm__words16(t, blk + 16 + 32 * p + 16 * half, rb);
+            for (int mm = 0; mm < 4; mm++) {
+                int m = 4 * half + mm;
+                s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[mm]), LLM__PAIR(x0, 2 * m));
+                s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[mm]), LLM__PAIR(x0, 2 * m + 1));
+                s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[mm]), LLM__PAIR(x1, 2 * m));
+                s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[mm]), LLM__PAIR(x1, 2 * m + 1));
+            }
+        }
+        __m512i isum[2];
+        isum[0] = _mm512_add_epi32(s[0], _mm512_srai_epi32(s[2], 8));
+        isum[1] = _mm512_add_epi32(_mm512_srai_epi32(s[1], 4), s[3]);
+        for (int k = 0; k < 2; k++) {
+            int j = 2 * p + k;
+            __m512i sc, m;
+            llm__q4k_scale_min16(h, j, &sc, &m);
+            __m512 xsv = _mm512_set1_ps(xs[j]);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum[k])), _mm512_mul_ps(d, xsv), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[j]))),
+                                  _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc);
+        }
+    }
+    return acc;
+}
+
+/* q6_K block of 256 (eight groups) for sixteen rows. Group k = 4h + c takes
+ * the low (c < 2) or high nibbles of ql[64h + 32(c & 1) + l] and bits 2c,
+ * 2c + 1 of qh[32h + l]; per 16 values (a quarter q, one scale) the three
+ * byte runs are transposed, each word's even and odd bytes become int16
+ * code pairs (nibble | high bits << 4, less 32), against the pairs of
+ * llm__pair_order(1). isum = sc[2k] (first 16) + sc[2k + 1] (last 16), then
+ * the twin's step fma(isum, d * xs, acc). */
+LLM__INLINE __m512i llm__q6k_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) {
+    /* the nibble at bit s_nib and the two bits at s_hb of each int16's low byte, as a code - 32 */
+    __m512i lo = _mm512_and_si512(_mm512_srli_epi16(nib, (unsigned)s_nib), _mm512_set1_epi16(0x000F));
+    __m512i hi = s_hb >= 4 ? _mm512_srli_epi16(hb, (unsigned)(s_hb - 4)) : _mm512_slli_epi16(hb, (unsigned)(4 - s_hb));
+    hi = _mm512_and_si512(hi, _mm512_set1_epi16(0x0030));
+    return _mm512_sub_epi16(_mm512_or_si512(lo, hi), _mm512_set1_epi16(32));
+}
+LLM__INLINE __m512 llm__q6_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp, const float *xs) {
+    __m512i sw[4];
+    llm__words16(sw, blk + 192, rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
+    __m512 d = llm__f16_rows16(blk + 208, rb);
+    for (int h = 0; h < 2; h++) {
+        __m512i sum[4][2];
+        for (int q = 0; q < 2; q++) {
+            __m512i a[4], b[4], qh[4];
+            llm__words16(a, blk + 64 * h + 16 * q, rb);
+            llm__words16(b, blk + 64 * h + 32 + 16 * q, rb);
+            llm__words16(qh, blk + 128 + 32 * h + 16 * q, rb);
+            for (int c = 0; c < 4; c++) {
+                const int *xw = (const int *)(const void *)(xp + 32 * (4 * h + c));
+                const __m512i *nb = c & 1 ? b : a;
+                int sn = c < 2 ? 0 : 4;
+                __m512i sacc = _mm512_setzero_si512();
+                for (int m = 0; m < 4; m++) {
+                    int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
+                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn, 2 * c), LLM__PAIR(xw, 2 * wm));
+                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn + 8, 2 * c + 8), LLM__PAIR(xw, 2 * wm + 1));
+                }
+                sum[c][q] = sacc;
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            int k = 4 * h + c, j0 = 2 * k, j1 = 2 * k + 1;   /* the scales' bytes: word j / 4, byte j % 4, signed */
+            __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j0 / 4], (unsigned)(24 - 8 * (j0 % 4))), 24);
+            __m512i sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j1 / 4], (unsigned)(24 - 8 * (j1 % 4))), 24);
+            __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, sum[c][0]), _mm512_mullo_epi32(sc1, sum[c][1]));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[k])), acc);
+        }
+    }
+    return acc;
+}
+
+/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows: a
+ * chunk of up to 64 groups' activation pairs at a time, sixteen rows over
+ * it; gb8 bytes a row for eight groups (a q4_0 block of 18 is one group, a
+ * K-quant block eight). */
+LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+                             int t, int nr, int nc, int kind) {
+    int n = w->cols, G = n / LLM__GQ, step = kind ? 8 : 1;
+    size_t rb = llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
+    const __m512i order = llm__pair_order(kind != 0);
+    int16_t xp[64 * LLM__GQ];   /* a chunk of up to 64 groups' activation pairs */
+    int32_t xsum[64];           /* and their sums */
+    for (int b = 0; b < nc; b++) {
+        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * G;
+        float *o = out + (size_t)b * ldo;
+        for (int c0 = 0; c0 < G; c0 += 64) {
+            int cg = G - c0 < 64 ? G - c0 : 64;
+            for (int g = 0; g < cg; g++) {
+                __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)(c0 + g) * LLM__GQ));
+                _mm512_storeu_si512((void *)(xp + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
+                xsum[g] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
+            }
+            for (int done = 0; done < nr; done += 16) {
+                /* a last short block overlaps the one before: its rows are
+                 * computed again (the same bits) but only the new ones stored */
+                int a0 = done + 16 <= nr ? done : nr - 16;
+                __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
+                const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 / 8 * gb8;
+                int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
+                __m512 acc = c0 ? _mm512_maskz_loadu_ps(fresh, o + a0) : _mm512_setzero_ps();
+                for (int g = 0; g < cg; g += step) {
+                    const unsigned char *blk = rows + (size_t)g * gb8 / 8;
+                    /* sixteen row streams defeat the hardware prefetcher: fetch the
+                     * next sixteen rows meanwhile, in address order where one
+                     * chunk is the whole row (their 16 gb8 / 8 bytes a group),
+                     * else their same blocks, half the rows per group (q4_0:
+                     * 36 bytes a row every two groups, every line) */
+                    if (G <= 64) {
+                        size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
+                        for (size_t k = 0; k < 2 * gb8 * (size_t)step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                    } else {
+                        for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                    }
+                    if (kind == 2) acc = llm__q6_k_block16(acc, blk, rb, xp + g * LLM__GQ, sb + c0 + g);
+                    else if (kind == 1) acc = llm__q4_k_block16(acc, blk, rb, xp + g * LLM__GQ, xsum + g, sb + c0 + g);
+                    else acc = llm__q4_0_group16(acc, blk, rb, xp + g * LLM__GQ, xsum[g], sb[c0 + g]);
+                }
+                _mm512_mask_storeu_ps(o + a0, fresh, acc);
+            }
+        }
+    }
+}
+static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0);
+    else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1);
+    else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+static void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2);
+    else llm__tile8_gq6_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
 #endif

@@ -23,7 +23,8 @@ import gguf_writer as gw  # noqa: E402
 
 LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
 TOL_EXACT = 1e-4     # f32/f16/bf16 weights: the engine multiplies f32 activations (as test_reference)
-TOL_Q8ACT = 2.5e-2   # block types: the engine quantizes activations to int8 per 32 (seen: q8_0 5e-3, q4_K 1e-2)
+TOL_Q8ACT = 2.5e-2   # q8_0: the engine quantizes activations to int8 per 32 (seen: q8_0 5e-3)
+TOL_Q16ACT = 1e-3    # q4_0, q4_K, q6_K: int16 activation codes per 32 (seen: q4_0 5e-5, q4_K 9e-6, q6_K 1.2e-4)
 TOL_NLL = 0.01       # |mean NLL difference| in nats, the issue's bar for llama.cpp-written files
 TOL_NLL_STORIES_Q8 = 0.04   # stories260K q8_0: int8 activations over dim 64 (seen: 0.021)
 
@@ -260,7 +261,7 @@ def test_random_block_types_against_reference():
     """Q8_0, Q4_0, Q4_K, Q6_K and BF16 random models: logits and NLL against the
     reference on the writer's dequantized tensors, prefill and decode"""
     toks = tokens(RANDOM["vocab_size"], 11)
-    for qtype, tol in ((gw.Q8_0, TOL_Q8ACT), (gw.Q4_0, TOL_Q8ACT), (gw.Q4_K, TOL_Q8ACT), (gw.Q6_K, TOL_Q8ACT),
+    for qtype, tol in ((gw.Q8_0, TOL_Q8ACT), (gw.Q4_0, TOL_Q16ACT), (gw.Q4_K, TOL_Q16ACT), (gw.Q6_K, TOL_Q16ACT),
                        (gw.BF16, TOL_EXACT), (gw.F16, TOL_EXACT)):
         path = random_gguf(qtype)
         ref = reference_logits(open(path, "rb").read(), toks)

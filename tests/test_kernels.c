@@ -234,39 +234,48 @@ static test_matrix make_matrix(int type, int rows, int cols, int group) {
 static void free_matrix(test_matrix *t) { free(t->ref); free(t->data); free(t->scale); }
 
 /* matvec vs sum_j W[i][j] x[j] in double (q8_0: vs its defining integer formula) */
-/* Activation quantization (q8_0): the vector path against lroundf, with
- * halfway cases (k + 0.5 at scale 1 round away from zero) and awkward sizes */
-static void test_quantize_q8(void) {
+/* Activation quantization, int8 (q8_0) and int16 (the K-quants' codes of at
+ * most 16383, groups of 32): the vector path against lroundf, with halfway
+ * cases (k + 0.5 at scale 1 round away from zero) and awkward sizes */
+static void test_quantize_codes(int code_bytes) {
     int sizes[] = { 1, 7, 8, 31, 32, 33, 96, 200 }, Gs[] = { 32, 48, 8 };
-    int mismatch = 0, scale_mismatch = 0, cases = 0;
-    for (int gi = 0; gi < 3; gi++) {
+    int mismatch = 0, scale_mismatch = 0, cases = 0, qmax = code_bytes == 2 ? 16383 : 127;
+    for (int gi = 0; gi < (code_bytes == 2 ? 1 : 3); gi++) {
         for (int si = 0; si < 8; si++) {
             int n = sizes[si], G = Gs[gi], ng = (n + G - 1) / G;
             float *x = malloc((size_t)n * 4), *xs = malloc((size_t)ng * 4);
-            int8_t *xq = malloc((size_t)n);
+            int8_t *xq = malloc((size_t)n * 2);
+            int16_t *xq16 = (int16_t *)(void *)xq;
             for (int kind = 0; kind < 3; kind++) {
                 for (int i = 0; i < n; i++) {
                     if (kind == 0) x[i] = frand() * 3.0f;
-                    else if (kind == 1) x[i] = (float)((int)(frand() * 126.0f)) + (frand() < 0.0f ? -0.5f : 0.5f);
+                    else if (kind == 1) x[i] = (float)((int)(frand() * (float)(qmax - 1))) + (frand() < 0.0f ? -0.5f : 0.5f);
                     else x[i] = frand() * 1e-3f;
                 }
-                if (kind == 1) for (int g0 = 0; g0 < n; g0 += G) x[g0] = 127.0f;   /* scale exactly 1 */
-                llm__quantize_q8(xq, xs, x, n, G);
+                if (kind == 1) for (int g0 = 0; g0 < n; g0 += G) x[g0] = (float)qmax;   /* scale exactly 1 */
+                if (code_bytes == 2) llm__quantize_q16(xq16, xs, x, n);
+                else llm__quantize_q8(xq, xs, x, n, G);
                 for (int g0 = 0, g = 0; g0 < n; g0 += G, g++) {
                     int len = n - g0 < G ? n - g0 : G;
                     float amax = 0.0f;
                     for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(x[g0 + j]));
-                    float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+                    float scale = amax / (float)qmax, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
                     if (memcmp(&scale, &xs[g], 4) != 0) scale_mismatch++;
-                    for (int j = 0; j < len; j++) if (xq[g0 + j] != (int8_t)lroundf(x[g0 + j] * inv)) mismatch++;
+                    for (int j = 0; j < len; j++) {
+                        long want = lroundf(x[g0 + j] * inv);
+                        if ((code_bytes == 2 ? xq16[g0 + j] : xq[g0 + j]) != want || labs(want) > qmax) mismatch++;
+                    }
                 }
                 cases++;
             }
             free(x); free(xs); free(xq);
         }
     }
-    check(mismatch == 0, "quantize_q8_equals_lroundf", "%g mismatched values (want %g)", mismatch, 0);
-    check(scale_mismatch == 0, "quantize_q8_scales_exact", "%g mismatched scales (want %g)", scale_mismatch, 0);
+    char name[64];
+    snprintf(name, sizeof name, "quantize_q%d_equals_lroundf", 8 * code_bytes);
+    check(mismatch == 0, name, "%g mismatched values (want %g)", mismatch, 0);
+    snprintf(name, sizeof name, "quantize_q%d_scales_exact", 8 * code_bytes);
+    check(scale_mismatch == 0, name, "%g mismatched scales (want %g)", scale_mismatch, 0);
     printf("   %d cases\n", cases);
 }
 
@@ -653,8 +662,8 @@ static void test_state_errors(const llm_model *m) {
  * f16 scales): the fast tile, decode and threads against the scalar twin bit
  * for bit (integer group sums, then the twin's steps), and the twin against
  * its definition in double, sum_g xs_g sum_j w_j xq_j with w_j from
- * dequant_row, over awkward shapes (rows not a multiple of 4, 72 groups:
- * past the tile's 64-group chunk). */
+ * dequant_row, over awkward shapes (rows not a multiple of 4 or 16, 72
+ * groups: past the tile's 64-group chunk). */
 static void test_gguf_blocks(void) {
     int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
     int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 } };
@@ -665,7 +674,8 @@ static void test_gguf_blocks(void) {
         for (int ci = 0; ci < 3; ci++) {
             for (int k = 0; k < 3; k++) {
                 for (int threads = 1; threads <= 2; threads++) {
-                    int rows = 13, cols = cols_k[ci] * 256, T = Ts[k], ng = cols / 32;
+                    /* 37 rows: two of x86's 16-row q4_0 tiles and edge rows */
+                    int rows = k == 1 ? 37 : 13, cols = cols_k[ci] * 256, T = Ts[k], ng = cols / 32;
                     size_t row_bytes = (size_t)(cols / tr->qblock) * (size_t)tr->qblock_bytes;
                     unsigned char *w = malloc(rows * row_bytes);
                     for (size_t i = 0; i < rows * row_bytes; i++) w[i] = (unsigned char)(frand() * 128.0f + 128.0f);
@@ -679,11 +689,12 @@ static void test_gguf_blocks(void) {
                     llm_state s;
                     memset(&s, 0, sizeof s);
                     s.n_threads = threads;
-                    s.act_q = malloc((size_t)T * cols);
+                    int code_bytes = llm__act_bytes(types[ti]);   /* int8 or int16 activations */
+                    s.act_q = malloc((size_t)T * cols * code_bytes);
                     s.act_scale = malloc((size_t)T * ng * 4);
                     float *x = malloc((size_t)T * cols * 4), *y = malloc((size_t)T * rows * 4);
                     float *y1 = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4), *row = malloc(cols * 4);
-                    int8_t *xq = malloc(cols);
+                    int8_t *xq = malloc((size_t)cols * code_bytes);
                     fill(x, T * cols, 1.5f);
                     llm__matmul(y, &t, x, T, &s);
                     double batch_vs_one = 0, fast_vs_twin = 0, twin_vs_def = 0;
@@ -698,7 +709,12 @@ static void test_gguf_blocks(void) {
                             double want = 0, mag = 0;
                             for (int g = 0; g < ng; g++) {
                                 double gs = 0;
-                                for (int j = 0; j < 32; j++) { gs += (double)row[32 * g + j] * xq[32 * g + j]; mag += fabs(row[32 * g + j] * xq[32 * g + j] * xs[g]); }
+                                for (int j = 0; j < 32; j++) {
+                                    int e = 32 * g + j;
+                                    double code = code_bytes == 2 ? ((const int16_t *)(const void *)xq)[e] : xq[e];
+                                    gs += (double)row[e] * code;
+                                    mag += fabs(row[e] * code * xs[g]);
+                                }
                                 want += gs * xs[g];
                             }
                             twin_vs_def = worse(twin_vs_def, fabs(ys[r] - want) / (mag > 0 ? mag : 1));
@@ -747,11 +763,13 @@ static void test_padded_blocks(void) {
                     llm_state s;
                     memset(&s, 0, sizeof s);
                     s.n_threads = threads;
-                    s.act_q = malloc((size_t)T * np);
+                    int cb = llm__act_bytes(types[ti]);   /* bytes per activation code */
+                    s.act_q = malloc((size_t)T * np * cb);
                     s.act_scale = malloc((size_t)T * ng * 4);
                     float *x = malloc((size_t)T * cols * 4), *y = malloc((size_t)T * rows * 4);
                     float *y1 = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4), *row = malloc((np + 1) * 4);
-                    int8_t *xq = malloc(np);
+                    int8_t *xq = malloc((size_t)np * cb);
+                    const int16_t *xq16 = (const int16_t *)(const void *)xq;
                     fill(x, T * cols, 1.5f);
                     llm__matmul(y, &t, x, T, &s);
                     double batch_vs_one = 0, fast_vs_twin = 0, twin_vs_def = 0;
@@ -768,8 +786,9 @@ static void test_padded_blocks(void) {
                             past_end |= row[cols] != 12345.0f;
                             double want = 0, mag = 0;
                             for (int j = 0; j < cols; j++) {
-                                want += (double)row[j] * xq[j] * xs[j / 32];
-                                mag += fabs((double)row[j] * xq[j] * xs[j / 32]);
+                                double code = cb == 2 ? xq16[j] : xq[j];
+                                want += (double)row[j] * code * xs[j / 32];
+                                mag += fabs((double)row[j] * code * xs[j / 32]);
                             }
                             twin_vs_def = worse(twin_vs_def, fabs(ys[r] - want) / (mag > 0 ? mag : 1));
                         }
@@ -790,6 +809,36 @@ static void test_padded_blocks(void) {
     }
 }
 
+/* q6_K's largest group sums: codes -32 with scales -128 against activations
+ * all at the int16 code limit (2 * 16 * 32 * 128 * 16383, just below 2^31):
+ * twin and tile give 256 * 128 * 32 per block, so no int32 overflowed */
+static void test_gguf_q6k_extremes(void) {
+    int rows = 21, cols = 512;   /* x86's 16-row tile and its edge */
+    unsigned char *w = calloc((size_t)rows * 2, 210);
+    uint16_t one = llm_f32_to_f16(1.0f);
+    for (int b = 0; b < rows * 2; b++) {
+        memset(w + (size_t)b * 210 + 192, 0x80, 16);   /* sc = -128; ql = qh = 0: code -32 */
+        memcpy(w + (size_t)b * 210 + 208, &one, 2);
+    }
+    llm_tensor t = llm__tensor(w, NULL, LLM_TYPE_GGUF_Q6_K, rows, cols, 0);
+    llm_state s;
+    memset(&s, 0, sizeof s);
+    s.n_threads = 1;
+    s.act_q = malloc((size_t)cols * 2);
+    s.act_scale = malloc((size_t)cols / 32 * 4);
+    float x[512], y[21], ys[21], xs[16], worst = 0.0f;
+    int16_t xq[512];
+    for (int j = 0; j < cols; j++) x[j] = 0.75f;
+    llm__matmul(y, &t, x, 1, &s);
+    llm_matvec(ys, &t, x, (int8_t *)(void *)xq, xs);
+    for (int r = 0; r < rows; r++) {
+        float want = 2 * 256 * 128 * 32 * 0.75f;
+        worst = fmaxf(worst, fmaxf(fabsf(y[r] - want), fabsf(ys[r] - want)) / want);
+    }
+    check(worst <= 1e-6f && xq[0] == 16383, "gguf_q6_K_largest_sums_fit_int32", "max rel diff %g (tol %g)", worst, 1e-6);
+    free(s.act_q); free(s.act_scale); free(w);
+}
+
 int main(int argc, char **argv) {
     const char *models = argc > 1 ? argv[1] : "../shared/models";
     test_rmsnorm_lesson();
@@ -797,11 +846,13 @@ int main(int argc, char **argv) {
     test_softmax();
     test_expf();
     test_f16();
-    test_quantize_q8();
+    test_quantize_codes(1);
+    test_quantize_codes(2);
     test_matvec();
     test_matmul_fast();
     test_gguf_blocks();
     test_padded_blocks();
+    test_gguf_q6k_extremes();
     test_attention_fast();
 
     char path[1024];
