@@ -174,6 +174,17 @@ def matrix_bytes(rows, cols, weight_type, group_size):
     return q, s_off, s_off + 4 * rows * n_groups(cols, group_size)
 
 
+def matrix_type(cfg, cols):
+    """A matrix's storage type: the header's weight_type, except that a version 2
+    q4_k file stores a matrix whose rows are not whole superblocks of 256 as q4_0
+    (FORMAT.md): padding them to 256 would cost more bytes than q4_0's coarser
+    scales lose (stories260K's 64 and 172 columns, stories15M's 288)."""
+    wt = cfg["weight_type"]
+    if wt == WT_Q4_K and cfg.get("version", VERSION) == 2 and cols % 256:
+        return WT_Q4_0
+    return wt
+
+
 def tensor_count(cfg):
     """Tensors in the file (the version 2 directory's entries), without listing them."""
     one, two = (len(tensor_plan(dict(cfg, n_layers=n))) for n in (1, 2))
@@ -198,7 +209,7 @@ def layout(cfg):
             out.append((name, shape, kind, off, None))
             off += 4 * shape[0]
         else:
-            _, s_off, total = matrix_bytes(shape[0], shape[1], cfg["weight_type"], cfg["group_size"])
+            _, s_off, total = matrix_bytes(shape[0], shape[1], matrix_type(cfg, shape[1]), cfg["group_size"])
             out.append((name, shape, kind, off, None if s_off is None else off + s_off))
             off += total
     return out, off
@@ -225,7 +236,7 @@ def directory(cfg, entries):
     for name, shape, kind, off, s_off in entries:
         k, l = split_name(name)
         rows, cols = (1, shape[0]) if kind == "vec" else shape
-        wt = WT_F32 if kind == "vec" else cfg["weight_type"]
+        wt = WT_F32 if kind == "vec" else matrix_type(cfg, cols)
         group = cfg["group_size"] if wt == WT_Q8_0 else 0
         out.append(struct.pack(ENTRY_FMT, KIND_IDS[k], l, wt, group, rows, cols, off, s_off or 0))
     return b"".join(out)
@@ -625,7 +636,7 @@ def write_llmw(path, cfg, src):
             if kind == "vec":
                 f.write(np.asarray(arr, dtype="<f4").tobytes())
             else:
-                max_err = max(max_err, write_matrix(f, name, arr, cfg["weight_type"],
+                max_err = max(max_err, write_matrix(f, name, arr, matrix_type(cfg, shape[1]),
                                                     cfg["group_size"]))
             del arr
         progress.update(len(entries), f.tell())
@@ -911,7 +922,7 @@ def load_llmw(path):
         for i, (name, shape, kind) in enumerate(tensor_plan(cfg)):
             k, l, t, g, rows, cols, off, s_off = struct.unpack_from(ENTRY_FMT, raw, i * ENTRY_SIZE)
             want_k, want_l = split_name(name)
-            want_t = WT_F32 if kind == "vec" else wt
+            want_t = WT_F32 if kind == "vec" else matrix_type(cfg, shape[1])
             want = (KIND_IDS[want_k], want_l, want_t, gs if want_t == WT_Q8_0 else 0,
                     *((1, shape[0]) if kind == "vec" else shape))
             if (k, l, t, g, rows, cols) != want:
@@ -949,10 +960,10 @@ def load_llmw(path):
         elif wt == WT_F16:
             fn = lambda off=off, shape=shape: _mm(path, np.dtype("<f2"), off, shape).astype(np.float32)
         elif wt in BLOCK_TYPES:
-            def fn(off=off, shape=shape):
-                nbytes = matrix_bytes(shape[0], shape[1], wt, gs)[2]
+            def fn(off=off, shape=shape, mt=matrix_type(cfg, shape[1])):
+                nbytes = matrix_bytes(shape[0], shape[1], mt, gs)[2]
                 raw = _mm(path, np.uint8, off, (nbytes,))
-                return QUANTIZERS[wt][1](np.asarray(raw).tobytes(), *shape)
+                return QUANTIZERS[mt][1](np.asarray(raw).tobytes(), *shape)
         else:
             def fn(off=off, s_off=s_off, shape=shape):
                 q = _mm(path, np.int8, off, shape)
@@ -2677,6 +2688,10 @@ def do_export(src, out, a):
     size, err = write_llmw(out, cfg, src)
     extra = f", max abs rounding error {err:.3g}" if cfg["weight_type"] != WT_F32 else ""
     gs = f" group {cfg['group_size']}" if cfg["weight_type"] == WT_Q8_0 else ""
+    narrow = sorted({shape[1] for _, shape, kind in tensor_plan(cfg)
+                     if kind == "mat" and matrix_type(cfg, shape[1]) != cfg["weight_type"]})
+    if narrow:
+        gs += f" (rows of {', '.join(map(str, narrow))} as q4_0: not whole superblocks of 256)"
     feats = "".join([f", {ROPE_SCALING_NAMES[cfg['rope_scaling']]} rope scaling x{cfg['rope_factor']:g}"
                      if cfg["rope_scaling"] else "", ", q/k/v biases" if cfg["qkv_bias"] else "",
                      ", q/k norms" if cfg["qk_norm"] else ""])

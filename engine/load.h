@@ -283,6 +283,14 @@ static uint64_t llm__entry_key(const llm_config *c, int kind, uint32_t layer) {
     return ((uint64_t)layer + 1) * LLM__K_COUNT + (uint64_t)kind;
 }
 
+/* A matrix's type in a version 2 file: the header's weight type, except
+ * that a q4_K file stores a matrix whose rows are not whole superblocks of
+ * 256 as q4_0 (FORMAT.md: padding them to 256 would cost more bytes than
+ * q4_0's coarser scales lose; stories260K's 64 and 172, stories15M's 288). */
+static int llm__llmw2_matrix_type(const llm_config *c, uint64_t cols) {
+    return c->weight_type == LLM_TYPE_GGUF_Q4_K && cols % 256 ? LLM_TYPE_GGUF_Q4_0 : c->weight_type;
+}
+
 /* Version 2: each directory entry (40 bytes: u32 kind, layer, type, group,
  * rows, cols; u64 values offset, scales offset) is checked against the
  * config before the arena is asked for: a known kind the header's flags
@@ -335,10 +343,10 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
         if (rows != llm__size_of(c, k->rows) || cols != llm__size_of(c, k->cols))
             LLM__BAD("shape (%u, %u), but the header's dims (dim, hidden_dim, heads, head_size, vocab_size) imply (%u, %u)", (unsigned)rows, (unsigned)cols,
                      (unsigned)llm__size_of(c, k->rows), (unsigned)llm__size_of(c, k->cols));
-        int want_type = k->matrix ? c->weight_type : LLM_TYPE_F32;
+        int want_type = k->matrix ? llm__llmw2_matrix_type(c, cols) : LLM_TYPE_F32;
         uint32_t want_group = llm__traits[want_type].block ? 0u : (uint32_t)c->group_size;
         if (type != (uint32_t)want_type || group != want_group)
-            LLM__BAD("type %u group %u, but this engine reads type %d group %u here (the header's weight type for matrices, f32 for vectors)",
+            LLM__BAD("type %u group %u, but this engine reads type %d group %u here (the header's weight type for matrices, q4_0 for a q4_K file's rows not a multiple of 256; f32 for vectors)",
                      (unsigned)type, (unsigned)group, want_type, (unsigned)want_group);
         uint64_t scale_at;
         llm_config tc = *c;   /* the bytes of a tensor of this entry's type */

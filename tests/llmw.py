@@ -28,7 +28,8 @@ Written from the format's description (FORMAT.md), not from export.py's code:
     its high nibble; value d * (code - 8)); q4_K QK 256, 144 bytes (f16 d, f16
     dmin, 12 bytes of 6-bit scales and mins, 128 bytes: sub-blocks 2p and
     2p + 1 the low and high nibbles of bytes 32p..32p+31; value
-    (d * sc) * code - dmin * m).
+    (d * sc) * code - dmin * m). In a version 2 q4_K file a matrix whose cols
+    is not a multiple of 256 is q4_0 (its directory entry says so).
 
   h, tensors, data = parse(path)  # raw storage: {name: (start, end, raw)}
   h, weights = read(path)         # {name: float32 array}, q8_0/f16 widened
@@ -110,6 +111,14 @@ def tensor_list(h):
     return out
 
 
+def matrix_type(h, cols):
+    """A matrix's type: the header's weight_type, except in a version 2 q4_K file,
+    where a matrix whose rows are not a multiple of 256 is q4_0 (FORMAT.md)."""
+    if h["weight_type"] == Q4_K and h["version"] == 2 and cols % 256:
+        return Q4_0
+    return h["weight_type"]
+
+
 def parse(path):
     """(header, {name: (start, end, raw)}, bytes). raw is a float32 or float16
     array of the tensor's shape, (q int8 (rows, cols), scale float32 (rows, groups)),
@@ -133,7 +142,7 @@ def parse(path):
             want_layer = int(name.split(".")[1]) if name.startswith("layers.") else 0xFFFFFFFF
             assert KINDS[kind] == name.split(".")[-1] and layer == want_layer, (i, kind, layer, name)
             assert (rows, cols) == (tuple(shape) if is_matrix else (1, shape[0])), (name, rows, cols, shape)
-            want_type = wt if is_matrix else F32
+            want_type = matrix_type(h, cols) if is_matrix else F32
             assert typ == want_type and group == (G if want_type == Q8_0 else 0), (name, typ, group)
             starts.append((off, s_off))
         pos = d0 + 40 * len(wanted)
@@ -144,15 +153,16 @@ def parse(path):
             start = starts[i][0]
         assert data[pos:start] == b"\0" * (start - pos), f"padding before {name} is not zero"
         n = int(np.prod(shape))
-        if not is_matrix or wt == F32:
+        mt = matrix_type(h, shape[1]) if is_matrix else F32
+        if not is_matrix or mt == F32:
             raw, end = np.frombuffer(data, "<f4", n, start).reshape(shape), start + 4 * n
-        elif wt == F16:
+        elif mt == F16:
             raw, end = np.frombuffer(data, "<f2", n, start).reshape(shape), start + 2 * n
-        elif wt in BLOCKS:
-            qk, size = BLOCKS[wt]
+        elif mt in BLOCKS:
+            qk, size = BLOCKS[mt]
             nb = -(-shape[1] // qk)
             b = np.frombuffer(data, np.uint8, shape[0] * nb * size, start).reshape(shape[0], nb, size)
-            raw, end = Blocks(wt, b, shape[1]), start + shape[0] * nb * size
+            raw, end = Blocks(mt, b, shape[1]), start + shape[0] * nb * size
             if starts is not None:
                 assert starts[i][1] == 0, (name, "q4 types have no scales apart")
         else:

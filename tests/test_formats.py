@@ -350,10 +350,20 @@ def test_malformed_llmw_refused():
         yield name, one
 
 
+def q4_k_wide():
+    """A random model whose every matrix row is a multiple of 256 wide, in q4_k: all
+    q4_K (stories260K's rows of 64 and 172 are stored q4_0, FORMAT.md)."""
+    path = scratch("fmt_wide_q4_k.llmw")
+    if not os.path.exists(path):
+        export("random", "--dim", 256, "--hidden-dim", 512, "--layers", 1, "--heads", 4, "--kv-heads", 4,
+               "--vocab", 512, "--seq-len", 32, "--dtype", "q4_k", path)
+    return path
+
+
 def test_malformed_q4_llmw_refused():
     """LLMW q4_0 / q4_K files with a bad field: one line naming it, exit 1."""
     for dtype in ("q4_0", "q4_k"):
-        good = open(exported(dtype), "rb").read()
+        good = open(exported(dtype) if dtype == "q4_0" else q4_k_wide(), "rb").read()
 
         def patched(off, fmt, value):
             b = bytearray(good)
@@ -374,6 +384,17 @@ def test_malformed_q4_llmw_refused():
             "trailing": (good + b"\0" * 64, "bytes"),
             "huge_hidden": (patched(20, "<i", 1 << 19), "shape"),
         }
+        if dtype == "q4_0":
+            # stories260K in q4_0 with the header saying q4_K is a valid q4_K file:
+            # its rows (64, 172) are not whole superblocks, so q4_K stores them q4_0
+            del cases["other_q4_type"]
+        if dtype == "q4_k":
+            # stories260K's q4_k file: its rows (64, 172) must be q4_0, so an entry
+            # that says q4_K is refused
+            narrow = open(exported("q4_k"), "rb").read()
+            b = bytearray(narrow)
+            struct.pack_into("<I", b, entry(2, 8), 6)
+            cases["narrow_row_as_q4_k"] = (bytes(b), "multiple of 256")
         for name, (blob, word) in cases.items():
             def one(blob=blob, word=word, name=f"{dtype}_{name}"):
                 path = scratch(f"fmt_bad_{name}.llmw")

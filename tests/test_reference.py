@@ -72,8 +72,10 @@ def checkpoint(which):
         base, _, dtype = which.partition("-")
         if dtype:
             src, vocab = checkpoint(base)
-            path = common.scratch(f"ref_{base}_{dtype}.llmw")
-            p = subprocess.run([REF_PYTHON, os.path.join(common.ROOT, "export.py"), "--dtype", dtype, src, path],
+            dtype, _, v1 = dtype.partition("@")   # 'q4_k@v1': LLMW version 1
+            path = common.scratch(f"ref_{base}_{dtype}{v1}.llmw")
+            version = ["--llmw-version", "1"] if v1 else []
+            p = subprocess.run([REF_PYTHON, os.path.join(common.ROOT, "export.py"), "--dtype", dtype] + version + [src, path],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
             assert p.returncode == 0, p.stderr.decode()
             _ckpts[which] = (path, vocab)
@@ -158,8 +160,10 @@ def test_prefill_equals_decode_every_variant():
     """Batched prefill, one-token decode and chunks of 5 give the same logits,
     bit for bit, for every norm variant (the engine runs the same per-token
     float operations in each), with f32 weights and LLMW's 4-bit q4_K and
-    q4_0 (rows of 64 and 172, of 48 and 100: zero-padded blocks)."""
-    for which in ("stories260K", "random", "stories260K-q4_k", "random-q4_0"):
+    q4_0 (rows of 64 and 172, of 48 and 100: zero-padded blocks; q4_K in a
+    version 1 file, since version 2 stores rows that are not whole
+    superblocks of 256 as q4_0)."""
+    for which in ("stories260K", "random", "stories260K-q4_k@v1", "random-q4_0"):
         for combo in COMBOS:
             def one(which=which, combo=combo):
                 path, vocab = checkpoint(which)
