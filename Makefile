@@ -115,7 +115,7 @@ test-bins: build/run.stamp run-asan run-portable build/bpe_tool $(foreach p,$(TE
 test: test-bins
 	@$(if $(HAVE_AVX2),,echo "note: this CPU lacks AVX2/FMA/F16C, so the avx2 variant does not run")
 	@$(if $(HAVE_I386),,echo "note: no gcc -m32 (gcc-12-multilib) or qemu-i386 (qemu-user), so the i386 variant does not run")
-	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py \
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py --durations \
 	  --variant "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=build/test_tokenizer_unit" \
 	  --variant "asan:RUN=./run-asan,LOGITS=build/logits-asan,KERNELS=build/test_kernels-asan,TOKUNIT=build/test_tokenizer_unit-asan" \
 	  --variant "portable:RUN=./run-portable,LOGITS=build/logits-portable,KERNELS=build/test_kernels-portable,TOKUNIT=build/test_tokenizer_unit-portable,PORTABLE=1" \

@@ -5,13 +5,14 @@ function named test_*; a test that is a generator yields (name, callable) pairs,
 each a test of its own (a generator that yields none is a failure). Prints one line per test and ends with
 'N passed, N failed'. Exit status 1 if anything failed.
 
-  python3 tests/run_tests.py [-k SUBSTRING] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
+  python3 tests/run_tests.py [-k SUBSTRING] [--durations] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
 
 --variant runs the whole suite once per build (e.g. opt, asan, portable) with
 the given environment variables set, prefixing each test name with NAME;
 one closing line counts them all. A module that sets BUILD_INDEPENDENT = True
 tests no C build and runs with the first variant only. A variant's SUBSET=a+b
 runs only the tests named a or b (a module, or module::function) in that build.
+--durations adds, before the closing line, each build's seconds per test module.
 """
 import importlib.util
 import inspect
@@ -87,24 +88,40 @@ def run_module(mod, variant, pattern, results, keep=None):
         try:
             call()
         except Exception as e:  # a failed assertion or a crash in the test
-            results.append((name, False))
-            print(f"FAIL {name} ({time.time() - t0:.2f}s)")
+            results.append((name, False, time.time() - t0))
+            print(f"FAIL {name} ({results[-1][2]:.2f}s)")
             msg = traceback.format_exc() if not isinstance(e, AssertionError) else str(e)
             print("     " + msg.strip().replace("\n", "\n     "))
         else:
-            results.append((name, True))
-            print(f"ok   {name} ({time.time() - t0:.2f}s)")
+            results.append((name, True, time.time() - t0))
+            print(f"ok   {name} ({results[-1][2]:.2f}s)")
         sys.stdout.flush()
+
+
+def print_durations(results):
+    """Seconds per build and, within each, per test module, slowest first."""
+    per = {}   # build -> module -> seconds
+    for name, _, secs in results:
+        variant, _, module = name.split("::")[0].rpartition(":")
+        modules = per.setdefault(variant, {})
+        modules[module] = modules.get(module, 0.0) + secs
+    for variant, modules in per.items():
+        print(f"durations {variant or '-'}: {sum(modules.values()):.1f}s")
+        for module, secs in sorted(modules.items(), key=lambda kv: -kv[1]):
+            print(f"  {secs:8.1f}s  {module}")
 
 
 def main(argv):
     pattern = None
+    durations = False
     files = []
     variants = []
     it = iter(argv)
     for a in it:
         if a == "-k":
             pattern = next(it)
+        elif a == "--durations":
+            durations = True
         elif a == "--variant":
             name, _, assigns = next(it).partition(":")
             env = dict(kv.split("=", 1) for kv in assigns.split(",") if kv)
@@ -136,9 +153,11 @@ def main(argv):
             run_module(mod, variant, pattern, results, keep)
         for n in (env["SUBSET"].split("+") if keep else ()):
             if n not in matched and not_left_out(n.split("::")[0], files):
-                results.append((f"{variant}:SUBSET[{n}]", False))
+                results.append((f"{variant}:SUBSET[{n}]", False, 0.0))
                 print(f"FAIL {variant}:SUBSET[{n}]: names no test")
-    failures = [name for name, ok in results if not ok]
+    if durations:
+        print_durations(results)
+    failures = [name for name, ok, _ in results if not ok]
     passed, failed = len(results) - len(failures), len(failures)
     if failures:
         print("failed:\n  " + "\n  ".join(failures))
