@@ -148,9 +148,13 @@ include embedded/embedded.mk
 
 # Everything CI runs: the devices, a short fuzzing run (30 s a harness), then
 # the host suite with its i386 and valgrind parts (its summary line last).
+# The host's binaries (and aarch64's, where its compiler is) are built first,
+# JOBS at a time; the devices' tests and the fuzzing, each a process at a time,
+# then run side by side (each one's output kept whole).
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 check:
-	$(MAKE) --no-print-directory embedded-test
-	$(MAKE) --no-print-directory fuzz-short
+	$(MAKE) --no-print-directory -j$(JOBS) test-bins fuzz-build $(if $(shell command -v $(EMB_A64_CC)),embedded-aarch64)
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse embedded-test fuzz-short
 	$(MAKE) --no-print-directory test
 
 # Prefill and decode tok/s for stories260K and the TinyStories shapes in f32/f16/q8_0,

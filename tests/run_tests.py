@@ -10,7 +10,10 @@ each a test of its own (a generator that yields none is a failure). Prints one l
 --variant runs the whole suite once per build (e.g. opt, asan, portable) with
 the given environment variables set, prefixing each test name with NAME;
 one closing line counts them all. A module that sets BUILD_INDEPENDENT = True
-tests no C build and runs with the first variant only. A variant's SUBSET=a+b
+tests no C build and runs with the first variant only; a module's tuple
+FIRST_BUILD_ONLY names tests (function, or function[case]) that run with the
+first variant only: slow repeats whose code paths the other builds reach
+through smaller tests. A variant's SUBSET=a+b
 runs only the tests named a or b (a module, or module::function) in that build.
 --durations adds, before the closing line, each build's seconds per test module.
 """
@@ -79,8 +82,17 @@ def not_left_out(module, files):
     return module in chosen or not os.path.exists(os.path.join(HERE, module + ".py"))
 
 
-def run_module(mod, variant, pattern, results, keep=None):
+def first_build_only(mod, name):
+    """True for a test case that the module's FIRST_BUILD_ONLY names
+    (name: 'module::function' or 'module::function[case]')."""
+    short = name.partition("::")[2]
+    return any(short == n or short.startswith(n + "[") for n in getattr(mod, "FIRST_BUILD_ONLY", ()))
+
+
+def run_module(mod, variant, pattern, results, keep=None, first=True):
     for name, call in cases(mod, keep):
+        if not first and first_build_only(mod, name):
+            continue
         name = f"{variant}:{name}" if variant else name
         if pattern and pattern not in name:
             continue
@@ -150,7 +162,7 @@ def main(argv):
             mod = load(path)
             if getattr(mod, "BUILD_INDEPENDENT", False) and variant != variants[0][0]:
                 continue  # pure-Python tests: one build is enough
-            run_module(mod, variant, pattern, results, keep)
+            run_module(mod, variant, pattern, results, keep, variant == variants[0][0])
         for n in (env["SUBSET"].split("+") if keep else ()):
             if n not in matched and not_left_out(n.split("::")[0], files):
                 results.append((f"{variant}:SUBSET[{n}]", False, 0.0))
