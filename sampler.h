@@ -299,7 +299,8 @@ static inline int llm_sample(llm_sampler *s, float *logits) {
     if (s->temperature == 0.0f) {
         next = llm__sample_argmax(logits, n);
     } else {
-        for (int i = 0; i < n; i++) logits[i] /= s->temperature;
+        if (s->temperature != 1.0f)   /* x / 1 is x: the pass changes nothing */
+            for (int i = 0; i < n; i++) logits[i] /= s->temperature;
         llm_softmax(logits, n);
         float coin = llm__random_f32(&s->rng_state);
         int use_topp = s->topp > 0.0f && s->topp < 1.0f, use_topk = s->topk > 0 && s->topk < n;
