@@ -118,7 +118,7 @@ test-bins: build/run.stamp run-asan run-portable build/bpe_tool $(foreach p,$(TE
 test: test-bins
 	@$(if $(HAVE_AVX2),,echo "note: this CPU lacks AVX2/FMA/F16C, so the avx2 variant does not run")
 	@$(if $(HAVE_I386),,echo "note: no gcc -m32 (gcc-12-multilib) or qemu-i386 (qemu-user), so the i386 variant does not run")
-	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py \
+	LLM_MODELS=$(MODELS) $(PYTHON) tests/run_tests.py --durations \
 	  --variant "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=build/test_tokenizer_unit" \
 	  --variant "asan:RUN=./run-asan,LOGITS=build/logits-asan,KERNELS=build/test_kernels-asan,TOKUNIT=build/test_tokenizer_unit-asan" \
 	  --variant "portable:RUN=./run-portable,LOGITS=build/logits-portable,KERNELS=build/test_kernels-portable,TOKUNIT=build/test_tokenizer_unit-portable,PORTABLE=1" \
@@ -151,9 +151,13 @@ include embedded/embedded.mk
 
 # Everything CI runs: the devices, a short fuzzing run (30 s a harness), then
 # the host suite with its i386 and valgrind parts (its summary line last).
+# The host's binaries (and aarch64's, where its compiler is) are built first,
+# JOBS at a time; the devices' tests and the fuzzing, each a process at a time,
+# then run side by side (each one's output kept whole).
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 check:
-	$(MAKE) --no-print-directory embedded-test
-	$(MAKE) --no-print-directory fuzz-short
+	$(MAKE) --no-print-directory -j$(JOBS) test-bins fuzz-build $(if $(shell command -v $(EMB_A64_CC)),embedded-aarch64)
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse embedded-test fuzz-short
 	$(MAKE) --no-print-directory test
 
 # Prefill and decode tok/s for stories260K and the TinyStories shapes in f32/f16/q8_0,

@@ -25,11 +25,12 @@
  *      the kept mass; with none of step 3 on, llama2.c's plain draw.
  * With top-k, min-p and the penalty off it draws exactly the tokens
  * llama2.c's run.c draws for the same logits, temperature, top-p and seed,
- * on every target. Only the candidates the draw reaches are put in order:
- * one counting pass spreads them over 256 buckets of probability (by the
- * float's bits, which order as integers for p >= 0), and the buckets are
- * radix-sorted a run at a time from the most probable until top-k or top-p
- * stops.
+ * on every target. Only the candidates the draw reaches are put in order,
+ * and only their probabilities move, not their ids: one counting pass
+ * spreads them over 256 buckets (by the float's bits, which order as
+ * integers for p >= 0), and the buckets are sorted one at a time from the
+ * most probable until top-k or top-p stops; the token drawn is then found
+ * by its probability and its rank among equal ones.
  *
  *   llm_sampler s;
  *   memset(&s, 0, sizeof s);
@@ -121,37 +122,84 @@ static inline uint32_t llm__prob_key(float p) {
     return k;
 }
 
-/* Sort ids (n,) by their probability p[id], largest first, equal
- * probabilities in their order in ids: a stable LSD radix sort on the low
- * `bits` bits of hi - key (the float's bits; for p >= 0 they order as the
- * values), one byte a pass, a pass skipped when every id shares its byte.
- * tmp has n entries. */
-static inline void llm__sort_by_prob(int *ids, int *tmp, int n, const float *p, uint32_t hi, int bits) {
-    int *src = ids, *dst = tmp;
+/* The keys k (n,) sorted in place, largest first, by insertion, for keys
+ * already close to their place; gives up (returns 0) after `moves` moves. */
+static inline int llm__insertion_sort_desc(uint32_t *k, int n, long moves) {
+    for (int i = 1; i < n; i++) {
+        uint32_t v = k[i];
+        int j = i;
+        for (; j > 0 && k[j - 1] < v; j--) k[j] = k[j - 1];
+        k[j] = v;
+        if ((moves -= i - j) < 0) return 0;
+    }
+    return 1;
+}
+
+/* The keys k (n,) sorted largest first: an LSD radix sort on the low `bits`
+ * bits of d = hi - key (the higher ones equal), one byte a pass, a pass
+ * skipped when every key shares its byte. tmp has n entries. */
+static inline void llm__radix_sort_desc(uint32_t *k, uint32_t *tmp, int n, uint32_t hi, int bits) {
+    uint32_t *src = k, *dst = tmp;
     for (int shift = 0; shift < bits; shift += 8) {
         int count[257];
         memset(count, 0, sizeof count);
-        for (int i = 0; i < n; i++) count[(((hi - llm__prob_key(p[src[i]])) >> shift) & 0xff) + 1]++;
+        for (int i = 0; i < n; i++) count[(((hi - src[i]) >> shift) & 0xff) + 1]++;
         int all_one = 0;
         for (int d = 1; d <= 256; d++) all_one |= count[d] == n;
         if (all_one) continue;
         for (int d = 1; d <= 256; d++) count[d] += count[d - 1];
-        for (int i = 0; i < n; i++) dst[count[((hi - llm__prob_key(p[src[i]])) >> shift) & 0xff]++] = src[i];
-        int *t = src; src = dst; dst = t;
+        for (int i = 0; i < n; i++) dst[count[((hi - src[i]) >> shift) & 0xff]++] = src[i];
+        uint32_t *t = src; src = dst; dst = t;
     }
-    if (src != ids) memcpy(ids, src, (size_t)n * sizeof *ids);
+    if (src != k) memcpy(k, src, (size_t)n * sizeof *k);
+}
+
+/* One bucket's keys k (n,), whose d = hi - key agree from bit s up, sorted
+ * largest first. Usually spread by d's next w bits over 2^w sub-buckets,
+ * about two a key (through tmp, `room` ints: the keys, then the counts),
+ * then one insertion pass in which a key moves within its sub-bucket only;
+ * where that meets crowded sub-buckets (many near-equal values), the radix
+ * sort instead, whose cost has no worst case. */
+static inline void llm__sort_bucket_desc(uint32_t *k, uint32_t *tmp, int n, int room, uint32_t hi, int s) {
+    int w = 0;
+    while (w < s && w < 24 && (1 << w) < 2 * n && n + (2 << w) + 1 <= room) w++;
+    if (n > 16 && w > 0) {
+        int t = s - w, *start = (int *)(tmp + n);
+        uint32_t mask = (1u << w) - 1u;
+        memset(start, 0, ((size_t)mask + 2) * sizeof *start);
+        for (int i = 0; i < n; i++) start[(((hi - k[i]) >> t) & mask) + 1]++;
+        for (uint32_t d = 1; d <= mask + 1; d++) start[d] += start[d - 1];
+        for (int i = 0; i < n; i++) tmp[start[((hi - k[i]) >> t) & mask]++] = k[i];
+        memcpy(k, tmp, (size_t)n * sizeof *k);
+    }
+    if (!llm__insertion_sort_desc(k, n, 4L * n + 64)) llm__radix_sort_desc(k, tmp, n, hi, s);
+}
+
+/* The id holding the rank-th (from 0) of the probabilities equal to key in p
+ * (n,), in index order: the token at that place of the stable order. */
+static inline int llm__nth_equal(const float *p, int n, uint32_t key, int rank) {
+    int last = 0;
+    for (int i = 0; i < n; i++)
+        if (llm__prob_key(p[i]) == key) {
+            if (rank-- == 0) return i;
+            last = i;
+        }
+    return last;
 }
 
 /* Top-k, top-p and min-p over p (n,) as step 3 above, then the draw with
  * coin; cand has 2n ints. The candidates (p >= thr: llama2.c's cutoff, or
- * min-p's bound if higher) go into 256 buckets by the high byte of d = hi -
- * key (hi: their largest key), most probable first, in index order within
- * each (one counting pass, one placing pass). The buckets are then ordered a
- * run at a time (runs of whole buckets, doubling in size) by a stable radix
- * sort on d's low bits, and their mass added up until top-k or top-p stops:
- * the prefix the draw reads is in the order a full stable sort gives, so the
- * token is llama2.c's, including its cutoff and, where that leaves nothing,
- * the most probable token; what lies past the stop is never sorted. */
+ * min-p's bound if higher) go into 256 buckets by the high bits of d = hi -
+ * key (hi: their largest key), most probable first (one counting pass, one
+ * placing pass); only their keys move, not their ids: the running
+ * sum that top-p and the draw read depends on the probabilities in order,
+ * not on which of several equal ones comes first. Bucket by bucket, the keys
+ * are sorted (a few to a bucket) and added up until top-k or top-p stops;
+ * what lies past the stop is never sorted. The draw then walks the same
+ * prefix again, and the key it stops at, and its rank among the equal keys
+ * before it, name the token: the rank-th such in index order, as llama2.c's
+ * stable sort orders ties. So the token is llama2.c's, including its cutoff
+ * and, where that leaves nothing, the most probable token. */
 static inline int llm__sample_top(const float *p, int n, int topk, float topp, float minp, float coin, int *cand) {
     int use_topp = topp > 0.0f && topp < 1.0f, use_topk = topk > 0 && topk < n;
     float thr = use_topp && !use_topk ? (1.0f - topp) / (float)(n - 1) : 0.0f;
@@ -178,36 +226,44 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
     /* llama2.c reads before its array here; a tiny topp over a flat
      * distribution can leave no candidate: then the most probable */
     if (n0 == 0) return llm__sample_argmax(p, n);
-    int s = 0;   /* bucket (hi - key) >> s, 256 at most */
-    while (s < 32 && ((uint64_t)(hi - lo) >> s) > 255u) s++;
-    int start[257];
+    const int nb = 256;   /* bucket (hi - key) >> s */
+    int s = 0;
+    while (s < 32 && ((uint64_t)(hi - lo) >> s) >= (uint64_t)nb) s++;
+    uint32_t *keys = (uint32_t *)cand, *tmp = keys + n;   /* the placed keys; scratch */
+    int start[257];   /* counts, then bucket b ends at start[b] */
     memset(start, 0, sizeof start);
     for (int i = 0; i < n; i++)
         if (p[i] >= thr) start[((hi - llm__prob_key(p[i])) >> s) + 1]++;
-    for (int b = 1; b <= 256; b++) start[b] += start[b - 1];
-    int *ids = cand + n, *tmp = cand;   /* the placed ids; the radix sort's other half */
+    for (int b = 1; b <= nb; b++) start[b] += start[b - 1];
     for (int i = 0; i < n; i++)
-        if (p[i] >= thr) ids[start[(hi - llm__prob_key(p[i])) >> s]++] = i;
-    /* now bucket b ends at start[b] */
+        if (p[i] >= thr) {
+            uint32_t k = llm__prob_key(p[i]);
+            keys[start[(hi - k) >> s]++] = k;
+        }
     float mass = 0.0f;
-    int last = n0 - 1, pos = 0, b = 0, run = 64;
-    while (pos < n0) {
-        while (b < 255 && start[b] - pos < run) b++;   /* whole buckets */
-        int end = start[b++];
-        run *= 2;
-        if (end - pos > 1) llm__sort_by_prob(ids + pos, tmp + pos, end - pos, p, hi, s + 8 < 32 ? s + 8 : 32);
+    int last = n0 - 1, pos = 0;
+    for (int b = 0; b < nb && pos < n0; b++) {
+        int end = start[b];
+        llm__sort_bucket_desc(keys + pos, tmp, end - pos, n, hi, s);
         for (; pos < end; pos++) {
-            mass += p[ids[pos]];
+            float v;
+            memcpy(&v, &keys[pos], 4);
+            mass += v;
             if ((use_topk && pos == topk - 1) || (use_topp && mass > topp)) break;
         }
         if (pos < end) { last = pos; break; }
     }
     float r = coin * mass, cdf = 0.0f;
-    for (int i = 0; i <= last; i++) {
-        cdf += p[ids[i]];
-        if (r < cdf) return ids[i];
+    int at = last;
+    for (int i = 0; i < last; i++) {
+        float v;
+        memcpy(&v, &keys[i], 4);
+        cdf += v;
+        if (r < cdf) { at = i; break; }
     }
-    return ids[last];
+    int first = at;
+    while (first > 0 && keys[first - 1] == keys[at]) first--;
+    return llm__nth_equal(p, n, keys[at], at - first);
 }
 
 /* Min-p alone over p (n,): the tokens with p >= minp * max p, in index order. */
@@ -243,7 +299,8 @@ static inline int llm_sample(llm_sampler *s, float *logits) {
     if (s->temperature == 0.0f) {
         next = llm__sample_argmax(logits, n);
     } else {
-        for (int i = 0; i < n; i++) logits[i] /= s->temperature;
+        if (s->temperature != 1.0f)   /* x / 1 is x: the pass changes nothing */
+            for (int i = 0; i < n; i++) logits[i] /= s->temperature;
         llm_softmax(logits, n);
         float coin = llm__random_f32(&s->rng_state);
         int use_topp = s->topp > 0.0f && s->topp < 1.0f, use_topk = s->topk > 0 && s->topk < n;

@@ -5,13 +5,17 @@ function named test_*; a test that is a generator yields (name, callable) pairs,
 each a test of its own (a generator that yields none is a failure). Prints one line per test and ends with
 'N passed, N failed'. Exit status 1 if anything failed.
 
-  python3 tests/run_tests.py [-k SUBSTRING] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
+  python3 tests/run_tests.py [-k SUBSTRING] [--durations] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
 
 --variant runs the whole suite once per build (e.g. opt, asan, portable) with
 the given environment variables set, prefixing each test name with NAME;
 one closing line counts them all. A module that sets BUILD_INDEPENDENT = True
-tests no C build and runs with the first variant only. A variant's SUBSET=a+b
+tests no C build and runs with the first variant only; a module's tuple
+FIRST_BUILD_ONLY names tests (function, or function[case]) that run with the
+first variant only: slow repeats whose code paths the other builds reach
+through smaller tests. A variant's SUBSET=a+b
 runs only the tests named a or b (a module, or module::function) in that build.
+--durations adds, before the closing line, each build's seconds per test module.
 """
 import importlib.util
 import inspect
@@ -78,8 +82,17 @@ def not_left_out(module, files):
     return module in chosen or not os.path.exists(os.path.join(HERE, module + ".py"))
 
 
-def run_module(mod, variant, pattern, results, keep=None):
+def first_build_only(mod, name):
+    """True for a test case that the module's FIRST_BUILD_ONLY names
+    (name: 'module::function' or 'module::function[case]')."""
+    short = name.partition("::")[2]
+    return any(short == n or short.startswith(n + "[") for n in getattr(mod, "FIRST_BUILD_ONLY", ()))
+
+
+def run_module(mod, variant, pattern, results, keep=None, first=True):
     for name, call in cases(mod, keep):
+        if not first and first_build_only(mod, name):
+            continue
         name = f"{variant}:{name}" if variant else name
         if pattern and pattern not in name:
             continue
@@ -87,24 +100,40 @@ def run_module(mod, variant, pattern, results, keep=None):
         try:
             call()
         except Exception as e:  # a failed assertion or a crash in the test
-            results.append((name, False))
-            print(f"FAIL {name} ({time.time() - t0:.2f}s)")
+            results.append((name, False, time.time() - t0))
+            print(f"FAIL {name} ({results[-1][2]:.2f}s)")
             msg = traceback.format_exc() if not isinstance(e, AssertionError) else str(e)
             print("     " + msg.strip().replace("\n", "\n     "))
         else:
-            results.append((name, True))
-            print(f"ok   {name} ({time.time() - t0:.2f}s)")
+            results.append((name, True, time.time() - t0))
+            print(f"ok   {name} ({results[-1][2]:.2f}s)")
         sys.stdout.flush()
+
+
+def print_durations(results):
+    """Seconds per build and, within each, per test module, slowest first."""
+    per = {}   # build -> module -> seconds
+    for name, _, secs in results:
+        variant, _, module = name.split("::")[0].rpartition(":")
+        modules = per.setdefault(variant, {})
+        modules[module] = modules.get(module, 0.0) + secs
+    for variant, modules in per.items():
+        print(f"durations {variant or '-'}: {sum(modules.values()):.1f}s")
+        for module, secs in sorted(modules.items(), key=lambda kv: -kv[1]):
+            print(f"  {secs:8.1f}s  {module}")
 
 
 def main(argv):
     pattern = None
+    durations = False
     files = []
     variants = []
     it = iter(argv)
     for a in it:
         if a == "-k":
             pattern = next(it)
+        elif a == "--durations":
+            durations = True
         elif a == "--variant":
             name, _, assigns = next(it).partition(":")
             env = dict(kv.split("=", 1) for kv in assigns.split(",") if kv)
@@ -133,12 +162,14 @@ def main(argv):
             mod = load(path)
             if getattr(mod, "BUILD_INDEPENDENT", False) and variant != variants[0][0]:
                 continue  # pure-Python tests: one build is enough
-            run_module(mod, variant, pattern, results, keep)
+            run_module(mod, variant, pattern, results, keep, variant == variants[0][0])
         for n in (env["SUBSET"].split("+") if keep else ()):
             if n not in matched and not_left_out(n.split("::")[0], files):
-                results.append((f"{variant}:SUBSET[{n}]", False))
+                results.append((f"{variant}:SUBSET[{n}]", False, 0.0))
                 print(f"FAIL {variant}:SUBSET[{n}]: names no test")
-    failures = [name for name, ok in results if not ok]
+    if durations:
+        print_durations(results)
+    failures = [name for name, ok, _ in results if not ok]
     passed, failed = len(results) - len(failures), len(failures)
     if failures:
         print("failed:\n  " + "\n  ".join(failures))

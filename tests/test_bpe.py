@@ -29,6 +29,14 @@ import common
 JS = os.path.join(common.TESTS, "js")
 EXPORT = os.path.join(common.ROOT, "export.py")
 WORK = os.path.join(common.BUILD, "bpe")
+# In the first build only (run_tests.py): the tests of build/bpe_tool, which
+# is the optimised build whatever the variant, and the corpus against the npm
+# reference on the large vocabularies (Llama 3's 128k, GPT-2's 50k; one ./run
+# per text), slow in asan and under the scalar kernels. Every build still
+# runs the corpus on the small Qwen2 and SmolLM vocabularies (the same merge
+# and pre-tokenizer code), the hostile LTOK files and test_tokenizer.py.
+FIRST_BUILD_ONLY = ("test_header_and_ids", "test_piece_id_and_decode", "test_1mb_degenerate_inputs_encode") + \
+    tuple(f"test_against_huggingface_tokenizers[{n}{s}]" for n in ("llama3", "gpt2") for s in ("", "-special"))
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")

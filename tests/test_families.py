@@ -28,6 +28,10 @@ import common
 from common import run, scratch
 
 REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
+# q8_0 of the families in the first build only (run_tests.py): the other builds
+# check the q8_0 kernels in test_kernels and whole q8_0 models in test_formats
+# (the same text in every build); f32 and f16 run in every build.
+FIRST_BUILD_ONLY = tuple(f"test_families_compact_weights[{n}-q8_0]" for n in ("qwen3", "qwen2", "llama3"))
 LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
 EXPORT = os.path.join(common.ROOT, "export.py")
 TOL = 1e-4          # max |c - ref| <= TOL * max |ref|, as in test_reference.py
