@@ -1,5 +1,6 @@
 /* engine/neon.h -- the AArch64 NEON kernels behind simd.h's mapping macros:
- * f32/f16 vectors of four, and the q8_0 lanes by sdot (or widening multiplies). */
+ * f32/f16 vectors of four, and q8_0's integer sums by sdot (or widening
+ * multiplies). */
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #define LLM__SIMD "neon"
@@ -15,17 +16,15 @@ typedef float32x4_t llm__vf;
 #endif
 
 #if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+/* q8_0 (simd.h's llm__tile_q8_pairs): four int32 lanes of each (row, token)
+ * pair's integer sum, eight pairs' totals at a time by pairwise adds */
 #define LLM__Q8_SIMD 1
 typedef int8x16x2_t llm__i8x32;
-typedef int32x4x2_t llm__i32x8;
-typedef float32x4x2_t llm__f32x8;
-LLM__INLINE llm__i32x8 llm__i32x8_zero(void) { llm__i32x8 z; z.val[0] = z.val[1] = vdupq_n_s32(0); return z; }
+typedef int32x4_t llm__i32x8;       /* one pair's lanes (four here)      */
+typedef float32x4x2_t llm__f32x8;   /* eight pairs' float accumulators   */
+#define llm__i32x8_zero() vdupq_n_s32(0)
 LLM__INLINE llm__f32x8 llm__f32x8_zero(void) { llm__f32x8 z; z.val[0] = z.val[1] = vdupq_n_f32(0.0f); return z; }
-LLM__INLINE llm__f32x8 llm__f32x8_fma_scaled(llm__f32x8 acc, llm__i32x8 isum, float scale) {
-    acc.val[0] = vfmaq_n_f32(acc.val[0], vcvtq_f32_s32(isum.val[0]), scale);
-    acc.val[1] = vfmaq_n_f32(acc.val[1], vcvtq_f32_s32(isum.val[1]), scale);
-    return acc;
-}
+LLM__INLINE void llm__f32x8_store(float *p, llm__f32x8 v) { vst1q_f32(p, v.val[0]); vst1q_f32(p + 4, v.val[1]); }
 LLM__INLINE llm__i8x32 llm__i8x32_load(const int8_t *p) { llm__i8x32 v; v.val[0] = vld1q_s8(p); v.val[1] = vld1q_s8(p + 16); return v; }
 /* four products per int32 lane: sdot where the CPU has it, else widening multiplies */
 LLM__INLINE int32x4_t llm__dot16_i8(int32x4_t acc, int8x16_t w, int8x16_t x) {
@@ -38,14 +37,14 @@ LLM__INLINE int32x4_t llm__dot16_i8(int32x4_t acc, int8x16_t w, int8x16_t x) {
 #endif
 }
 LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x) {
-    acc.val[0] = llm__dot16_i8(acc.val[0], w.val[0], x.val[0]);
-    acc.val[1] = llm__dot16_i8(acc.val[1], w.val[1], x.val[1]);
-    return acc;
+    return llm__dot16_i8(llm__dot16_i8(acc, w.val[0], x.val[0]), w.val[1], x.val[1]);
 }
-LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
-    float lane[8];
-    vst1q_f32(lane, v.val[0]);
-    vst1q_f32(lane + 4, v.val[1]);
-    return llm__lanes_total(lane);
+/* acc[p] = fma(total of lanes v[p], scale[p], acc[p]) for eight pairs p */
+LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const float *scale) {
+    int32x4_t t0 = vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));
+    int32x4_t t1 = vpaddq_s32(vpaddq_s32(v[4], v[5]), vpaddq_s32(v[6], v[7]));
+    acc.val[0] = vfmaq_f32(acc.val[0], vcvtq_f32_s32(t0), vld1q_f32(scale));
+    acc.val[1] = vfmaq_f32(acc.val[1], vcvtq_f32_s32(t1), vld1q_f32(scale + 4));
+    return acc;
 }
 #endif
