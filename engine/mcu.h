@@ -41,6 +41,19 @@ static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, con
     }
     isum[0] = s0; isum[1] = s1; isum[2] = s2; isum[3] = s3;
 }
+/* GGUF's q8_0 and q4_0 blocks (ref.h): one group's integer sum, exact, so
+ * the twin's; q4_0's nibbles less 8 are int8 codes */
+#define LLM__HAVE_GG_ISUM 1
+static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
+    const int8_t *q = (const int8_t *)(const void *)(b + 2);
+    return vmladavaq_s8(vmladavq_s8(vld1q_s8(q), vld1q_s8(x)), vld1q_s8(q + 16), vld1q_s8(x + 16));
+}
+static inline int32_t llm__gg_isum_q4_0(const unsigned char *b, const int8_t *x) {
+    uint8x16_t qs = vld1q_u8(b + 2);
+    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), vdupq_n_s8(8));   /* q[0..15]  */
+    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), vdupq_n_s8(8));              /* q[16..31] */
+    return vmladavaq_s8(vmladavq_s8(lo, vld1q_s8(x)), hi, vld1q_s8(x + 16));
+}
 #elif defined(__ARM_FEATURE_DSP) && !defined(MODEL_NO_SIMD) && !defined(__aarch64__)
 #include <arm_acle.h>
 /* bytes 1 and 3 of a, sign-extended to two int16: SXTB16's own rotation
@@ -76,6 +89,35 @@ static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, con
     isum[1] = s1 + llm__isum_i8(w1 + j, x + j, len - j);
     isum[2] = s2 + llm__isum_i8(w2 + j, x + j, len - j);
     isum[3] = s3 + llm__isum_i8(w3 + j, x + j, len - j);
+}
+/* GGUF's q8_0 and q4_0 blocks (ref.h): one group's integer sum, exact, so
+ * the twin's; q4_0's nibbles less 8 (SSUB8, no borrow between bytes) are
+ * int8 codes, the low nibbles against x[0..15], the high against x[16..31] */
+#define LLM__HAVE_GG_ISUM 1
+static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
+    const int8_t *q = (const int8_t *)(const void *)(b + 2);
+    int32_t s = 0;
+    for (int j = 0; j < 32; j += 4) {
+        uint32_t xw;
+        memcpy(&xw, x + j, 4);
+        s = llm__smlad_word(q + j, __sxtb16(xw), llm__sxtb16_ror8(xw), s);
+    }
+    return s;
+}
+static inline int32_t llm__smlad_codes(uint32_t q, uint32_t xw, int32_t acc) {   /* four int8 codes q . x */
+    return __smlad(llm__sxtb16_ror8(q), llm__sxtb16_ror8(xw), __smlad(__sxtb16(q), __sxtb16(xw), acc));
+}
+static inline int32_t llm__gg_isum_q4_0(const unsigned char *b, const int8_t *x) {
+    int32_t s = 0;
+    for (int j = 0; j < 16; j += 4) {
+        uint32_t qw, xl, xh;
+        memcpy(&qw, b + 2 + j, 4);
+        memcpy(&xl, x + j, 4);
+        memcpy(&xh, x + 16 + j, 4);
+        s = llm__smlad_codes((uint32_t)__ssub8((int8x4_t)(qw & 0x0F0F0F0Fu), 0x08080808), xl, s);
+        s = llm__smlad_codes((uint32_t)__ssub8((int8x4_t)((qw >> 4) & 0x0F0F0F0Fu), 0x08080808), xh, s);
+    }
+    return s;
 }
 #endif
 

@@ -47,4 +47,18 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
     acc.val[1] = vfmaq_f32(acc.val[1], vcvtq_f32_s32(t1), vld1q_f32(scale + 4));
     return acc;
 }
+/* GGUF's q8_0 and q4_0 blocks (ref.h): one group's integer sum by sdot,
+ * exact, so the twin's; q4_0's nibbles less 8 are int8 codes */
+#define LLM__HAVE_GG_ISUM 1
+LLM__INLINE int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
+    const int8_t *q = (const int8_t *)(const void *)(b + 2);
+    return vaddvq_s32(llm__dot32_i8(vdupq_n_s32(0), llm__i8x32_load(q), llm__i8x32_load(x)));
+}
+LLM__INLINE int32_t llm__gg_isum_q4_0(const unsigned char *b, const int8_t *x) {
+    uint8x16_t qs = vld1q_u8(b + 2);
+    llm__i8x32 q;
+    q.val[0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), vdupq_n_s8(8));   /* q[0..15]  */
+    q.val[1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), vdupq_n_s8(8));              /* q[16..31] */
+    return vaddvq_s32(llm__dot32_i8(vdupq_n_s32(0), q, llm__i8x32_load(x)));
+}
 #endif

@@ -359,21 +359,40 @@ static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const
 
 /* GGUF's types. bf16: its scalar twin (no vector kernel yet). The block
  * types: each (row, token) by the group sums of the type, then the twin's
- * steps along the row; an ISA file with faster group sums (LLM__HAVE_GG_SUMS)
- * gives llm__gg_sums_<type>(isum, row, xq, groups), all of a row's sums
- * at once, and the steps stay the twin's, so the bits do. */
+ * steps along the row; an ISA file with faster group sums gives
+ * llm__gg_sums_<type>(isum, row, xq, groups), all of a row's sums at once,
+ * or llm__gg_isum_q8_0 / _q4_0(block, x), one group's (LLM__HAVE_GG_ISUM),
+ * and the steps stay the twin's, so the bits do. */
 static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                            const float *xs, int t, int nr, int nc) {
     for (int b = 0; b < nc; b++)
         for (int a = 0; a < nr; a++)
             out[(size_t)b * ldo + a] = llm__row_dot_bf16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
 }
-#ifdef LLM__HAVE_GG_SUMS
-#define LLM__GG_ROW_SUMS(name, isum, row, xq, G) llm__gg_sums_##name(isum, row, xq, G)
-#else
-#define LLM__GG_ROW_SUMS(name, isum, row, xq, G) \
-    for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+/* A row's G group sums, each by an expression of g_ */
+#define LLM__GG_SUMS_EACH(isum, G, sum_of_g) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = (sum_of_g)
+#if defined(LLM__HAVE_GG_ISUM) && !defined(llm__gg_sums_q8_0)
+/* an ISA file's one-group sums of q8_0 and q4_0 (llm__gg_isum_<type>(block, x)) */
+#define llm__gg_sums_q8_0(isum, row, xq, G) \
+    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum_q8_0((row) + (size_t)g_ * 34, (xq) + (size_t)g_ * LLM__GQ))
+#define llm__gg_sums_q4_0(isum, row, xq, G) \
+    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum_q4_0((row) + (size_t)g_ * 18, (xq) + (size_t)g_ * LLM__GQ))
 #endif
+/* the twins' sums for what the ISA file leaves out */
+#define LLM__GG_TWIN_SUMS(name, isum, row, xq, G) LLM__GG_SUMS_EACH(isum, G, llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ))
+#ifndef llm__gg_sums_q8_0
+#define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_TWIN_SUMS(q8_0, isum, row, xq, G)
+#endif
+#ifndef llm__gg_sums_q4_0
+#define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_TWIN_SUMS(q4_0, isum, row, xq, G)
+#endif
+#ifndef llm__gg_sums_q4_k
+#define llm__gg_sums_q4_k(isum, row, xq, G) LLM__GG_TWIN_SUMS(q4_k, isum, row, xq, G)
+#endif
+#ifndef llm__gg_sums_q6_k
+#define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_TWIN_SUMS(q6_k, isum, row, xq, G)
+#endif
+#define LLM__GG_ROW_SUMS(name, isum, row, xq, G) llm__gg_sums_##name(isum, row, xq, G)
 /* out doubles as each row's accumulator between chunks of 64 groups, so a
  * chunk's activation sums (q4_K's) are taken once for all the rows */
 #define LLM__GG_TILE(name, with_xsum)                                                                            \
