@@ -11,6 +11,7 @@
 #   make mutation-check   deliberate bugs that the suite must catch (not in CI)
 #   make run        build and tell a story with the default model
 #   make bench      speed against the machine's limits (README's table)
+#   make ppl-table  perplexity and file size per weight type (README's table)
 #   make bench-bpe  byte-level BPE encoding of 1 MB texts (CPU seconds)
 CC ?= cc
 PYTHON ?= /usr/bin/python3
@@ -37,7 +38,7 @@ SRC = run.c tokenizer.c
 HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h
 LIBS = -lm
 
-.PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table check
+.PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check
 all: build/run.stamp
 
 # ./run is the binary, `make run` the story: the binary's rule keys on a stamp
@@ -100,7 +101,8 @@ I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
 I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_reference::test_prefill_equals_decode_every_variant \
   test_formats::test_compact_config_same_text_every_build test_formats::test_ak42_files \
-  test_formats::test_malformed_llmw_refused test_eval::test_eval_bad_input \
+  test_formats::test_malformed_llmw_refused test_formats::test_malformed_q4_llmw_refused test_eval::test_eval_bad_input \
+  test_export_q4::test_engine_dequant_equals_spec_reader \
   test_tokenizer::test_unit_c test_tokenizer::test_malformed_tokenizer_files \
   test_tokenizer::test_wrong_vocab_size_for_model test_tokenizer::test_long_prompt
 empty :=
@@ -176,6 +178,30 @@ norm-table: build/run.stamp
 	    --norm $$n --norm-pos $$p --final-norm $$f 2>/dev/null | \
 	  awk -v n=$$n -v p=$$p -v f=$$f '{ printf "| %s | %s | %s | %s | %s | %s |\n", n, p, f, $$2, $$4, $$6 }'; \
 	done; done; done
+
+# Perplexity of stories260K and of a random 15M-shaped model (export.py random,
+# seed 0) on PPL_TEXT per LLMW weight type (f32 first: the NLL column beside it is
+# the change from f32), with the file sizes (README's table).
+# The models are written to build/ppl/ (derived files: never committed).
+PPL_TEXT ?= tests/data/stories.txt
+PPL_DIR = build/ppl
+PPL_DTYPES = f32 f16 q8_0 q4_0 q4_k
+RANDOM15M = random --dim 288 --hidden-dim 768 --layers 6 --heads 6 --kv-heads 6 --vocab 32000 --seq-len 256 --seed 0
+ppl-table: build/run.stamp
+	@mkdir -p $(PPL_DIR)
+	@echo "| model | weights | file bytes | tokens | mean NLL | NLL - f32's | perplexity |"
+	@echo "| --- | --- | --- | --- | --- | --- | --- |"
+	@for m in stories260K random15M; do for d in $(PPL_DTYPES); do \
+	  f=$(PPL_DIR)/$$m-$$d.llmw; \
+	  if [ $$m = stories260K ]; then src=$(MODELS)/stories260K.bin; tok=$(MODELS)/tok512.bin; \
+	    $(PYTHON) export.py --dtype $$d $$src $$f 2>/dev/null || { echo "export of $$f failed"; exit 1; }; \
+	  else tok=$(MODELS)/tokenizer.bin; \
+	    $(PYTHON) export.py $(RANDOM15M) --dtype $$d $$f 2>/dev/null || { echo "export of $$f failed"; exit 1; }; fi; \
+	  out=$$(./run $$f -z $$tok -m eval -f $(PPL_TEXT) 2>/dev/null) || { echo "eval of $$f failed"; exit 1; }; \
+	  if [ $$d = f32 ]; then base=$$(echo "$$out" | awk '{ print $$4 }'); fi; \
+	  echo "$$out" | awk -v m=$$m -v d=$$d -v sz=$$(wc -c < $$f) -v base=$$base \
+	    '{ printf "| %s | %s | %s | %s | %s | %+.6f | %s |\n", m, d, sz, $$2, $$4, $$4 - base, $$6 }'; \
+	done; done
 
 # Each deliberate bug listed in tests/mutation_check.py must make the suite fail
 # (applied one at a time to a copy of the tree; not part of check or CI).

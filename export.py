@@ -69,7 +69,10 @@ HEADER_FIELDS = ("magic", "version", "header_size", "alignment",
                  "weight_type", "group_size", "norm_bias", "file_size")
 
 WT_F32, WT_F16, WT_Q8_0 = 0, 1, 2
-DTYPES = {"f32": WT_F32, "f16": WT_F16, "q8_0": WT_Q8_0}
+WT_Q4_0, WT_Q4_K = 5, 6     # ggml's block layouts (the engine's GGUF types), rows zero-padded
+DTYPES = {"f32": WT_F32, "f16": WT_F16, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0, "q4_k": WT_Q4_K}
+# a block type's (values per block, bytes per block)
+BLOCK_TYPES = {WT_Q4_0: (32, 18), WT_Q4_K: (256, 144)}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 NORM_TYPES = {"rms": 0, "layer": 1}
 NORM_POS = {"pre": 0, "post": 1}
@@ -163,6 +166,9 @@ def matrix_bytes(rows, cols, weight_type, group_size):
         return 4 * rows * cols, None, 4 * rows * cols
     if weight_type == WT_F16:
         return 2 * rows * cols, None, 2 * rows * cols
+    if weight_type in BLOCK_TYPES:
+        qk, size = BLOCK_TYPES[weight_type]
+        return rows * n_groups(cols, qk) * size, None, rows * n_groups(cols, qk) * size
     q = rows * cols
     s_off = align_up(q)
     return q, s_off, s_off + 4 * rows * n_groups(cols, group_size)
@@ -330,6 +336,168 @@ def dequantize_q8_0(q, scale, group_size):
     return q.astype(np.float32) * s
 
 
+def pad_columns(w, qk):
+    """(rows, cols) -> (rows, cols rounded up to a multiple of qk), zeros appended."""
+    pad = -w.shape[1] % qk
+    return np.pad(w, ((0, 0), (0, pad))) if pad else w
+
+
+def f16_scale(v, name, what):
+    """float32 scales -> their f16 bits, refusing one beyond f16's range."""
+    big = float(np.abs(v).max(initial=0))
+    if not big <= F16_MAX:
+        raise ExportError(f"tensor {name} needs a {what} of {big:g}, beyond f16's range (65504): "
+                          f"its values are too large for 4 bits; use --dtype q8_0 or f32")
+    return _f16_bits(v)
+
+
+def quantize_q4_0(w, name="matrix"):
+    """(rows, cols) float32 -> LLMW q4_0 bytes: each row zero-padded to blocks of 32, then
+    ggml's Q4_0 reference rounding (quantize_gguf_q4_0). A padded value is 0, so its code
+    is 8, which decodes to exactly 0 whatever the block's d."""
+    w = np.asarray(w, dtype=np.float32)
+    pick = np.abs(w).max(initial=0)
+    f16_scale(np.float32(pick / 8.0), name, "q4_0 block scale")
+    return quantize_gguf_q4_0(pad_columns(w, 32))
+
+
+def dequantize_q4_0(raw, rows, cols):
+    """The real columns of LLMW q4_0 bytes, float32, as the engine computes them."""
+    return dequantize_gguf(raw, GG_Q4_0, rows, n_groups(cols, 32) * 32)[:, :cols]
+
+
+Q4K_STEPS = np.float32(-1.0) + np.float32(0.1) * np.arange(21, dtype=np.float32)
+
+
+def fit_scale_min(x, wt, nmax=15):
+    """Per row of x (N, 32) with error weights wt (N, 32) (0: a padded value): the scale
+    s >= 0 and offset m <= 0 that make x ~ s * L + m, L = 0..nmax, with small weighted
+    squared error: ggml's make_qkx2_quants idea. Start from L spread over [min(x, 0),
+    max(x)]; then for 21 stretches of that grid (nmax - 1 .. nmax + 1 steps across the
+    range) round x to it and solve the weighted least squares for (s, m) given those L,
+    keeping the fit of least error. Returns float32 (s (N,), m (N,))."""
+    f32 = np.float32
+    real = wt > 0
+    lo = np.minimum(np.where(real, x, f32(np.inf)).min(axis=1), f32(0.0))
+    hi = np.where(real, x, f32(-np.inf)).max(axis=1)
+    hi = np.where(np.isfinite(hi), hi, lo)               # a sub-block of padding only
+    flat = hi <= lo
+    rng = np.where(flat, f32(1.0), hi - lo)
+    u = (x - lo[:, None]) / rng[:, None]                 # 0..1 across [lo, hi]
+    wx = wt * x
+    sw, sx, sxx = wt.sum(axis=1), wx.sum(axis=1), np.einsum("ij,ij->i", wx, x)
+    L = np.empty_like(x)
+
+    def fit(k, least_squares):
+        """Codes on the grid of k steps across [lo, hi], then (s, m, weighted squared
+        error); the error from sums: sum w (s L + m - x)^2, expanded."""
+        np.multiply(u, k, out=L)
+        np.rint(L, out=L)
+        if k > nmax:                                     # u <= 1: only a stretched grid overflows
+            np.minimum(L, f32(nmax), out=L)
+        sl, sl2, sxl = np.einsum("ij,ij->i", wt, L), np.einsum("ij,ij,ij->i", wt, L, L), np.einsum("ij,ij->i", wx, L)
+        if least_squares:
+            D = sw * sl2 - sl * sl
+            ok = D > 0
+            Ds = np.where(ok, D, f32(1.0))
+            sc = (sw * sxl - sx * sl) / Ds
+            m = (sl2 * sx - sl * sxl) / Ds
+            pos = m > 0                                  # an offset above 0: fit s alone, m = 0
+            sc = np.where(pos, sxl / np.where(sl2 > 0, sl2, f32(1.0)), sc)
+            m = np.where(pos, f32(0.0), m)
+        else:
+            ok, sc, m = True, rng / k, lo
+        e = sc * sc * sl2 + 2 * sc * m * sl + m * m * sw - 2 * sc * sxl - 2 * m * sx + sxx
+        return ok, sc, m, e
+    _, best_s, best_m, best = fit(f32(nmax), False)
+    for step in Q4K_STEPS:
+        ok, sc, m, e = fit(f32(nmax) + step, True)
+        better = ok & (e < best)
+        best, best_s, best_m = np.where(better, e, best), np.where(better, sc, best_s), np.where(better, m, best_m)
+    best_s = np.where(flat, f32(0.0), best_s).astype(f32)
+    best_m = np.where(flat, lo, best_m).astype(f32)
+    return best_s, best_m
+
+
+def pack_q4_k_scales(ls, lm):
+    """Eight 6-bit scales ls and mins lm (..., 8) -> ggml's 12 bytes (..., 12): bytes 0-3
+    scales 0-3, bytes 4-7 mins 0-3, each with bits 4-5 of scale/min j+4 in its top two
+    bits; bytes 8-11 scale j+4's low four bits, min j+4's in the high four."""
+    out = np.empty(ls.shape[:-1] + (12,), dtype=np.uint8)
+    out[..., 0:4] = ls[..., :4] | (ls[..., 4:] >> 4) << 6
+    out[..., 4:8] = lm[..., :4] | (lm[..., 4:] >> 4) << 6
+    out[..., 8:12] = (ls[..., 4:] & 15) | (lm[..., 4:] & 15) << 4
+    return out
+
+
+def quantize_q4_k(w, name="matrix"):
+    """(rows, cols) float32 -> LLMW q4_k bytes: rows zero-padded to superblocks of 256, each
+    144 bytes: f16 d, f16 dmin, 12 bytes of eight 6-bit sub-block scales and mins, 128 bytes
+    of codes (sub-blocks 2p, 2p + 1 the low and high nibbles of bytes 32p..32p + 31), value
+    = d * sc * code - dmin * m. Each sub-block of 32 is fitted (fit_scale_min, error weights
+    rms(x) + |x| as ggml's reference; padding weighs 0); then sc = round(63 * s / max s) with
+    d = max s / 63, m likewise with dmin, and the codes rounded against the stored d, dmin.
+    A sub-block of padding only gets sc = m = 0 and codes 0: it decodes to exactly 0."""
+    f32 = np.float32
+    w = np.asarray(w, dtype=np.float32)
+    rows, cols = w.shape
+    x = pad_columns(w, 256)
+    nb = x.shape[1] // 256
+    real = (np.arange(nb * 256) < cols).reshape(nb * 8, 32)
+    x = x.reshape(rows * nb * 8, 32)
+    real = np.broadcast_to(real[None], (rows, nb * 8, 32)).reshape(rows * nb * 8, 32)
+    n_real = np.maximum(real.sum(axis=1), 1).astype(f32)
+    rms = np.sqrt((x * x).sum(axis=1) / n_real)
+    wt = np.where(real, rms[:, None] + np.abs(x), f32(0.0)).astype(f32)
+    with np.errstate(over="ignore", invalid="ignore"):   # values too large for f16 scales: refused below
+        s, m = fit_scale_min(x, wt)
+    s, mn = s.reshape(rows, nb, 8), (f32(0.0) - m).reshape(rows, nb, 8)    # mn = -m >= 0 (never -0)
+    max_s, max_m = s.max(axis=2), mn.max(axis=2)
+    inv_s = np.where(max_s > 0, f32(63.0) / np.where(max_s > 0, max_s, f32(1.0)), f32(0.0)).astype(f32)
+    inv_m = np.where(max_m > 0, f32(63.0) / np.where(max_m > 0, max_m, f32(1.0)), f32(0.0)).astype(f32)
+    ls = np.minimum(np.rint(inv_s[..., None] * s), 63).astype(np.uint8)
+    lm = np.minimum(np.rint(inv_m[..., None] * mn), 63).astype(np.uint8)
+    d = f16_scale((max_s / f32(63.0)).astype(f32), name, "q4_k superblock scale")
+    dmin = f16_scale((max_m / f32(63.0)).astype(f32), name, "q4_k superblock min")
+    d1 = (d.astype(f32)[..., None] * ls.astype(f32)).reshape(-1, 1)
+    m1 = (dmin.astype(f32)[..., None] * lm.astype(f32)).reshape(-1, 1)
+    L = np.where(d1 > 0, np.clip(np.rint((x + m1) / np.where(d1 > 0, d1, f32(1.0))), 0, 15), 0)
+    L = L.astype(np.uint8).reshape(rows, nb, 4, 2, 32)
+    out = np.empty((rows, nb, 144), dtype=np.uint8)
+    out[..., 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
+    out[..., 2:4] = dmin.view(np.uint8).reshape(rows, nb, 2)
+    out[..., 4:16] = pack_q4_k_scales(ls, lm)
+    out[..., 16:] = (L[:, :, :, 0] | L[:, :, :, 1] << 4).reshape(rows, nb, 128)
+    return out.tobytes()
+
+
+def unpack_q4_k_scales(s):
+    """ggml's 12 bytes (..., 12) -> the eight 6-bit scales and mins, each (..., 8)."""
+    s = s.astype(np.int32)
+    sc = np.concatenate([s[..., 0:4] & 63, (s[..., 8:12] & 15) | (s[..., 0:4] >> 6) << 4], axis=-1)
+    mn = np.concatenate([s[..., 4:8] & 63, (s[..., 8:12] >> 4) | (s[..., 4:8] >> 6) << 4], axis=-1)
+    return sc, mn
+
+
+def dequantize_q4_k(raw, rows, cols):
+    """The real columns of LLMW q4_k bytes, float32, in the engine's order:
+    (d * sc) * code - dmin * m."""
+    f32 = np.float32
+    nb = n_groups(cols, 256)
+    b = np.frombuffer(raw, np.uint8, rows * nb * 144).reshape(rows, nb, 144)
+    d = b[..., 0:2].copy().view("<f2").astype(f32)       # (rows, nb, 1)
+    dmin = b[..., 2:4].copy().view("<f2").astype(f32)
+    sc, mn = unpack_q4_k_scales(b[..., 4:16])
+    qs = b[..., 16:].reshape(rows, nb, 4, 32)
+    L = np.stack([qs & 15, qs >> 4], axis=3).reshape(rows, nb, 8, 32).astype(f32)
+    d1 = (d * sc.astype(f32))[..., None]
+    m1 = (dmin * mn.astype(f32))[..., None]
+    return (d1 * L - m1).astype(f32).reshape(rows, nb * 256)[:, :cols]
+
+
+QUANTIZERS = {WT_Q4_0: (quantize_q4_0, dequantize_q4_0), WT_Q4_K: (quantize_q4_k, dequantize_q4_k)}
+
+
 # ----------------------------------------------------------------------------
 # writing
 
@@ -376,6 +544,14 @@ def write_matrix(f, name, w, weight_type, group_size):
         f.write(b"\0" * (align_up(f.tell() - start) - (f.tell() - start)))
         for s in scales:
             f.write(s.astype("<f4").tobytes())
+        return err
+    if weight_type in BLOCK_TYPES:
+        quantize, dequantize = QUANTIZERS[weight_type]
+        for r0 in range(0, rows, step):
+            blk = np.asarray(w[r0:r0 + step], dtype=np.float32)
+            raw = quantize(blk, name)
+            err = max(err, float(np.abs(dequantize(raw, blk.shape[0], cols) - blk).max(initial=0)))
+            f.write(raw)
         return err
     for r0 in range(0, rows, step):
         blk = np.asarray(w[r0:r0 + step], dtype=np.float32)
@@ -708,7 +884,7 @@ def read_llmw_header(path):
 
 
 def load_llmw(path):
-    """An LLMW file as a Source (q8_0 / f16 matrices come back as float32). Version 2's
+    """An LLMW file as a Source (q8_0 / q4 / f16 matrices come back as float32). Version 2's
     directory must list the tensors the header implies, in file order, each inside the
     file and after the one before."""
     hdr, size = read_llmw_header(path)
@@ -772,6 +948,11 @@ def load_llmw(path):
             fn = lambda off=off, shape=shape: _mm(path, np.dtype("<f4"), off, shape)
         elif wt == WT_F16:
             fn = lambda off=off, shape=shape: _mm(path, np.dtype("<f2"), off, shape).astype(np.float32)
+        elif wt in BLOCK_TYPES:
+            def fn(off=off, shape=shape):
+                nbytes = matrix_bytes(shape[0], shape[1], wt, gs)[2]
+                raw = _mm(path, np.uint8, off, (nbytes,))
+                return QUANTIZERS[wt][1](np.asarray(raw).tobytes(), *shape)
         else:
             def fn(off=off, s_off=s_off, shape=shape):
                 q = _mm(path, np.int8, off, shape)
@@ -2435,9 +2616,11 @@ class Parser(argparse.ArgumentParser):
 
 def add_model_options(p, converting=True):
     g = p.add_argument_group("output options")
-    g.add_argument("--dtype", choices=list(GGUF_DTYPES), default="f32",
-                   help="matrix storage: f32, f16 or q8_0 (default f32); norms stay f32. "
-                        "With --format gguf also q4_0")
+    g.add_argument("--dtype", choices=list(DTYPES), default="f32",
+                   help="matrix storage: f32, f16, q8_0, q4_0 or q4_k (default f32); norms "
+                        "stay f32. q4_0: ggml's blocks of 32 (f16 scale, 4-bit codes); q4_k: "
+                        "ggml's superblocks of 256 (6-bit sub-block scales and mins); rows "
+                        "are zero-padded to whole blocks. --format gguf: f32, f16, q8_0, q4_0")
     g.add_argument("--group-size", type=int, default=DEFAULT_GROUP, metavar="N",
                    help="q8_0 group length along each row (default 32)")
     g.add_argument("--norm", choices=list(NORM_TYPES), default=None,
@@ -2537,8 +2720,8 @@ def cmd_convert(argv):
     a = p.parse_args(argv)
     if a.format != "gguf" and a.tokenizer:
         raise ExportError("--tokenizer is for --format gguf (an LLMW file holds no tokenizer)")
-    if a.format != "gguf" and a.dtype not in DTYPES:
-        raise ExportError(f"--dtype {a.dtype} is for --format gguf; LLMW holds f32, f16 and q8_0")
+    if a.format == "gguf" and a.dtype not in GGUF_DTYPES:
+        raise ExportError(f"--dtype {a.dtype} is for LLMW; --format gguf writes f32, f16, q8_0 and q4_0")
     src = detect(a.input)
     log(f"detected {src.desc}: {describe(src.cfg)}")
     if a.format == "gguf":

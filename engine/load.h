@@ -201,8 +201,10 @@ static int llm__load_legacy(llm_model *m, const unsigned char *b, size_t n, void
 /* Bytes a (rows, cols) matrix takes in the LLMW file, and where its scales start. */
 static uint64_t llm__matrix_bytes(const llm_config *c, uint64_t rows, uint64_t cols, uint64_t *scale_offset) {
     const llm__type_traits *tr = &llm__traits[c->weight_type];
-    uint64_t values = llm__mul(llm__mul(rows, cols), (uint64_t)tr->value_bytes);
     *scale_offset = 0;
+    if (tr->qblock)   /* q4_0, q4_K: each row whole blocks, the last zero-padded */
+        return llm__mul(llm__mul(rows, (cols + (uint64_t)tr->qblock - 1) / (uint64_t)tr->qblock), (uint64_t)tr->qblock_bytes);
+    uint64_t values = llm__mul(llm__mul(rows, cols), (uint64_t)tr->value_bytes);
     if (!tr->scale_bytes) return values;
     uint64_t G = (uint64_t)(tr->block ? tr->block : c->group_size), groups = (cols + G - 1) / G;
     *scale_offset = llm__align(values);
@@ -412,9 +414,17 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
         c->rope_high_freq_factor = llm__f32(b + 120); c->rope_orig_ctx = llm__i32(b + 124);
         c->qkv_bias = (int)llm__u32(b + 128); c->qk_norm = (int)llm__u32(b + 132);
     }
-    if (c->weight_type > LLM_TYPE_Q8_0) { /* the types after q8_0 are GGUF's block layouts */
-        llm__fmt(m->error, sizeof m->error, "weight type %d unknown to LLMW version %d (f32, f16, q8_0)", c->weight_type, LLM_VERSION);
+    /* f32, f16, q8_0, and two of GGUF's block layouts: q4_0 and q4_K */
+    int wt = c->weight_type;
+    if (wt != LLM_TYPE_F32 && wt != LLM_TYPE_F16 && wt != LLM_TYPE_Q8_0 && wt != LLM_TYPE_GGUF_Q4_0 && wt != LLM_TYPE_GGUF_Q4_K) {
+        llm__fmt(m->error, sizeof m->error, "weight type %d unknown to LLMW version %d (0 f32, 1 f16, 2 q8_0, 5 q4_0, 6 q4_K)",
+                 wt, LLM_VERSION);
         return LLM_ERR_CONFIG;
+    }
+    if (llm__traits[wt].qblock) {   /* the activations go in GGUF's groups of 32, as for a GGUF file */
+        if (c->group_size != 0)
+            return llm__fail(m, LLM_ERR_CONFIG, "LLMW q4_0/q4_K file with a group size: the field must be 0 (blocks are fixed)");
+        c->group_size = LLM__GQ;
     }
     int st = llm_check_config(m);
     if (st != LLM_OK) return st;

@@ -13,12 +13,16 @@ static llm_state_options llm__options(const llm_config *c, const llm_state_optio
 
 
 /* The longest row a product reads: dim, hidden_dim, or the attention's
- * n_heads*head_size (wider than dim when a model sets its head size apart). */
+ * n_heads*head_size (wider than dim when a model sets its head size apart),
+ * padded to the weight type's blocks. */
 static uint64_t llm__widest(const llm_config *c) {
     uint64_t D = llm__clamp_u64(c->dim, 0, LLM_MAX_DIM), H = llm__clamp_u64(c->hidden_dim, 0, LLM_MAX_HIDDEN);
     uint64_t qd = llm__clamp_u64(c->n_heads, 0, LLM_MAX_DIM) * llm__clamp_u64(c->head_size, 0, LLM_MAX_HEAD_SIZE);
     uint64_t w = D > H ? D : H;
-    return w > qd ? w : qd;
+    w = w > qd ? w : qd;
+    /* a block type's products read rows padded to whole blocks (types.h) */
+    int qb = c->weight_type >= 0 && c->weight_type < LLM_TYPE_COUNT ? llm__traits[c->weight_type].qblock : 0;
+    return qb ? (w + (uint64_t)qb - 1) / (uint64_t)qb * (uint64_t)qb : w;
 }
 
 llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {

@@ -168,11 +168,24 @@ static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const i
 /* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): simd.h */
 static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G);
 
-/* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for q8_0 activations. */
+/* x (n,) -> xq (np,), xs (np/G,) for a block type's zero-padded rows (np a
+ * multiple of G): the padding's codes and scales are 0, so the padded
+ * weights (codes that decode to 0) meet finite zeros and add exactly 0 */
+static void llm__quantize_q8_padded(int8_t *xq, float *xs, const float *x, int n, int np, int G) {
+    llm__quantize_q8(xq, xs, x, n, G);
+    for (int j = n; j < np; j++) xq[j] = 0;
+    for (int g = (n + G - 1) / G; g < np / G; g++) xs[g] = 0.0f;
+}
+
+/* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for q8_0 activations, for a
+ * block type with room for llm__padded_cols(w) codes. The kernels see the
+ * padded row: w's view with cols padded to whole blocks. */
 void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, float *xs) {
     const llm__type_traits *tr = &llm__traits[w->type];
-    if (tr->act_type == LLM_TYPE_Q8_0) llm__quantize_q8(xq, xs, x, w->cols, llm__group(w));
-    for (int r = 0; r < w->rows; r++) out[r] = tr->dot(w, r, x, xq, xs);
+    llm_tensor wp = *w;
+    wp.cols = llm__padded_cols(w);
+    if (tr->act_type == LLM_TYPE_Q8_0) llm__quantize_q8_padded(xq, xs, x, w->cols, wp.cols, llm__group(w));
+    for (int r = 0; r < w->rows; r++) out[r] = tr->dot(&wp, r, x, xq, xs);
 }
 
 /* Row r of an embedding-like matrix as f32: out (cols,), per type */
@@ -334,26 +347,30 @@ static void llm__dequant_row_gq8_0(float *out, const llm_tensor *w, int r) {
     for (int g = 0; g < w->cols / 32; g++, b += 34)
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(int8_t)b[2 + j] * llm__gg_half(b);
 }
+/* (q4_0 and q4_K rows may end in an LLMW file's padding: only the real
+ * columns are written) */
 static void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
-    for (int g = 0; g < w->cols / 32; g++, b += 18) {
+    int n = w->cols;
+    for (int g = 0; g < (n + 31) / 32; g++, b += 18) {
         float d = llm__gg_half(b);
         for (int j = 0; j < 16; j++) {
-            out[32 * g + j] = (float)((b[2 + j] & 15) - 8) * d;
-            out[32 * g + j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+            if (32 * g + j < n) out[32 * g + j] = (float)((b[2 + j] & 15) - 8) * d;
+            if (32 * g + j + 16 < n) out[32 * g + j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
         }
     }
 }
 static void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
-    for (int k = 0; k < w->cols / 256; k++, b += 144) {
+    int n = w->cols;
+    for (int k = 0; k < (n + 255) / 256; k++, b += 144) {
         float d = llm__gg_half(b), dmin = llm__gg_half(b + 2);
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
+        for (int j = 0; j < 8 && 256 * k + 32 * j < n; j++) {
+            int sc, m, len = n - (256 * k + 32 * j) < 32 ? n - (256 * k + 32 * j) : 32;
             llm__q4k_scale_min(b + 4, j, &sc, &m);
             float d1 = d * (float)sc, m1 = dmin * (float)m;
             const unsigned char *qs = b + 16 + 32 * (j / 2);
-            for (int l = 0; l < 32; l++) out[256 * k + 32 * j + l] = d1 * (float)((qs[l] >> ((j & 1) * 4)) & 15) - m1;
+            for (int l = 0; l < len; l++) out[256 * k + 32 * j + l] = d1 * (float)((qs[l] >> ((j & 1) * 4)) & 15) - m1;
         }
     }
 }

@@ -483,12 +483,18 @@ static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, 
     float *xs = s->act_scale;
     int64_t work = (int64_t)d * n * T;
     int parallel = nt > 1 && work >= s->parallel_min_work;
+    /* a block type's kernels see whole blocks: w's view with its rows'
+     * zero padding (an LLMW row of 172 reads as 192), and each token's
+     * activations zero-padded to match (the same n for the other types) */
+    llm_tensor wp = *w;
+    int np = wp.cols = llm__padded_cols(w);
     if (llm__traits[w->type].act_type == LLM_TYPE_Q8_0) {
-        int G = llm__group(w), groups = (n + G - 1) / G;
+        int G = llm__group(w), groups = (np + G - 1) / G;
         LLM__PARALLEL_FOR(nt, parallel && T > 1,
         for (int t = 0; t < T; t++)
-            llm__quantize_q8(xq + (size_t)t * n, xs + (size_t)t * groups, x + (size_t)t * n, n, G););
+            llm__quantize_q8_padded(xq + (size_t)t * np, xs + (size_t)t * groups, x + (size_t)t * n, n, np, G););
     }
+    w = &wp;
     if (!parallel) {
         llm__gemm_block(out, w, x, xq, xs, 0, d, 0, T);
         return;

@@ -77,9 +77,15 @@ static int llm__groups(const llm_tensor *w) {
     return llm__traits[w->type].scale_bytes ? (w->cols + llm__group(w) - 1) / llm__group(w) : 0;
 }
 
-/* bytes of one row of a GGUF block type (cols a multiple of its block), and row r */
+/* Columns a product of w reads: a block type's rows are whole blocks (an
+ * LLMW row that is not is zero-padded to them, FORMAT.md), others cols. */
+static int llm__padded_cols(const llm_tensor *w) {
+    int qb = llm__traits[w->type].qblock;
+    return qb ? (w->cols + qb - 1) / qb * qb : w->cols;
+}
+/* bytes of one row of a GGUF block type (whole blocks, the last perhaps padded), and row r */
 static size_t llm__block_row_bytes(const llm_tensor *w) {
-    return (size_t)(w->cols / llm__traits[w->type].qblock) * (size_t)llm__traits[w->type].qblock_bytes;
+    return (size_t)(llm__padded_cols(w) / llm__traits[w->type].qblock) * (size_t)llm__traits[w->type].qblock_bytes;
 }
 static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
     return (const unsigned char *)w->data + (size_t)r * llm__block_row_bytes(w);

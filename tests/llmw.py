@@ -21,7 +21,14 @@ Written from the format's description (FORMAT.md), not from export.py's code:
   - norm vectors are always float32; matrices are (rows, cols) row-major in
     the header's weight_type: 0 f32, 1 f16, 2 q8_0 = int8 q[rows*cols], then at
     the next 64-aligned offset float32 scale[rows * ceil(cols/G)], group j of
-    a row covering columns [j*G, min((j+1)*G, cols)), value = q * scale.
+    a row covering columns [j*G, min((j+1)*G, cols)), value = q * scale;
+    5 q4_0 and 6 q4_K = ggml's blocks, each row ceil(cols/QK) whole blocks
+    (the last zero-padded), rows back to back, no scales apart: q4_0 QK 32,
+    18 bytes (f16 d, 16 bytes: element j < 16 the low nibble of byte j, j + 16
+    its high nibble; value d * (code - 8)); q4_K QK 256, 144 bytes (f16 d, f16
+    dmin, 12 bytes of 6-bit scales and mins, 128 bytes: sub-blocks 2p and
+    2p + 1 the low and high nibbles of bytes 32p..32p+31; value
+    (d * sc) * code - dmin * m).
 
   h, tensors, data = parse(path)  # raw storage: {name: (start, end, raw)}
   h, weights = read(path)         # {name: float32 array}, q8_0/f16 widened
@@ -38,7 +45,8 @@ HEADER = [("magic", "4s"), ("version", "I"), ("header_size", "I"), ("alignment",
           ("norm_type", "I"), ("norm_pos", "I"), ("final_norm", "I"), ("norm_eps", "f"),
           ("rope_theta", "f"), ("rope_layout", "I"), ("shared_classifier", "I"),
           ("weight_type", "I"), ("group_size", "I"), ("norm_bias", "I"), ("file_size", "Q")]
-F32, F16, Q8_0 = 0, 1, 2
+F32, F16, Q8_0, Q4_0, Q4_K = 0, 1, 2, 5, 6
+BLOCKS = {Q4_0: (32, 18), Q4_K: (256, 144)}   # values, bytes per block
 HEADER_V2 = [("tensor_count", "I"), ("rope_scaling", "I"), ("directory_offset", "Q"),
              ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
              ("rope_orig_ctx", "i"), ("qkv_bias", "I"), ("qk_norm", "I")]
@@ -104,11 +112,12 @@ def tensor_list(h):
 
 def parse(path):
     """(header, {name: (start, end, raw)}, bytes). raw is a float32 or float16
-    array of the tensor's shape, or (q int8 (rows, cols), scale float32 (rows, groups))."""
+    array of the tensor's shape, (q int8 (rows, cols), scale float32 (rows, groups)),
+    or a Blocks of a q4 type."""
     data = open(path, "rb").read()
     h = read_header(data)
     wt, G = h["weight_type"], h["group_size"]
-    assert wt in (F32, F16, Q8_0), f"unknown weight_type {wt}"
+    assert wt in (F32, F16, Q8_0, Q4_0, Q4_K), f"unknown weight_type {wt}"
     pos, out = HEADER_SIZE, {}
     wanted = tensor_list(h)
     starts = None
@@ -139,6 +148,13 @@ def parse(path):
             raw, end = np.frombuffer(data, "<f4", n, start).reshape(shape), start + 4 * n
         elif wt == F16:
             raw, end = np.frombuffer(data, "<f2", n, start).reshape(shape), start + 2 * n
+        elif wt in BLOCKS:
+            qk, size = BLOCKS[wt]
+            nb = -(-shape[1] // qk)
+            b = np.frombuffer(data, np.uint8, shape[0] * nb * size, start).reshape(shape[0], nb, size)
+            raw, end = Blocks(wt, b, shape[1]), start + shape[0] * nb * size
+            if starts is not None:
+                assert starts[i][1] == 0, (name, "q4 types have no scales apart")
         else:
             assert G > 0, "q8_0 needs a group size"
             q = np.frombuffer(data, np.int8, n, start).reshape(shape)
@@ -159,6 +175,49 @@ def parse(path):
     return h, out, data
 
 
+class Blocks:
+    """A q4 matrix's blocks: type, uint8 (rows, blocks, bytes), real columns."""
+
+    def __init__(self, wt, b, cols):
+        self.wt, self.b, self.cols = wt, b, cols
+
+
+def half(b, at):
+    """The f16 at bytes at, at+1 of every block, as float32 (rows, blocks, 1)."""
+    return b[:, :, at:at + 2].copy().view("<f2").astype(np.float32)
+
+
+def dequantize_q4_0(b, cols):
+    """Element e of a block: code = byte e % 16's low (e < 16) or high nibble; d * (code - 8)."""
+    e = np.arange(32)
+    code = (b[:, :, 2 + e % 16] >> (4 * (e // 16))) & 15
+    return (half(b, 0) * (code.astype(np.float32) - np.float32(8))).reshape(b.shape[0], -1)[:, :cols]
+
+
+def q4_k_scale_min(s, j):
+    """Sub-block j's 6-bit scale and min from the 12 bytes s (rows, blocks, 12)."""
+    s = s.astype(np.int32)
+    if j < 4:
+        return s[..., j] & 63, s[..., j + 4] & 63
+    return (s[..., j + 4] & 15) | ((s[..., j - 4] >> 6) << 4), (s[..., j + 4] >> 4) | ((s[..., j] >> 6) << 4)
+
+
+def dequantize_q4_k(b, cols):
+    """Element 32j + l of a superblock: code = nibble j % 2 of byte 16 + 32 (j // 2) + l;
+    value (d * sc_j) * code - dmin * m_j, in float32."""
+    rows, nb, _ = b.shape
+    d, dmin = half(b, 0)[..., 0], half(b, 2)[..., 0]
+    out = np.empty((rows, nb, 8, 32), np.float32)
+    l = np.arange(32)
+    for j in range(8):
+        sc, m = q4_k_scale_min(b[:, :, 4:16], j)
+        code = (b[:, :, 16 + 32 * (j // 2) + l] >> (4 * (j % 2))) & 15
+        d1 = (d * sc.astype(np.float32))[..., None]
+        m1 = (dmin * m.astype(np.float32))[..., None]
+        out[:, :, j] = d1 * code.astype(np.float32) - m1
+    return out.reshape(rows, -1)[:, :cols]
+
+
 def dequantize(q, scale, group):
     """q8_0 values: column c of row r is q[r, c] * scale[r, c // group], in float32."""
     cols = q.shape[1]
@@ -173,6 +232,8 @@ def read(path):
     for name, (_, _, raw) in tensors.items():
         if isinstance(raw, tuple):
             out[name] = dequantize(raw[0], raw[1], h["group_size"])
+        elif isinstance(raw, Blocks):
+            out[name] = (dequantize_q4_0 if raw.wt == Q4_0 else dequantize_q4_k)(raw.b, raw.cols)
         else:
             out[name] = raw.astype(np.float32)
     return h, out

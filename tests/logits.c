@@ -6,6 +6,11 @@
  *                [--threads N] [--kv f32|f16|q8] [--ctx N] --out FILE
  * Writes float32 (T, vocab) row-major. prefill: one batch from position 0;
  * decode: one token per call; chunked: batches of 5 tokens.
+ *
+ *   build/logits CKPT --mode dequant --out FILE
+ * Writes every matrix as the engine decodes its rows (the traits'
+ * dequant_row), float32, in file order: tok_embeddings, per layer wq wk wv
+ * wo w1 w2 w3, then classifier when it is not shared.
  */
 #define _POSIX_C_SOURCE 200809L
 #define MODEL_IMPLEMENTATION
@@ -18,6 +23,28 @@
 static void fail(const char *what, const char *detail) {
     fprintf(stderr, "error: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
     exit(1);
+}
+
+/* every matrix's rows through the type's dequant_row, appended to f */
+static void dump_matrix(FILE *f, const llm_tensor *t) {
+    float *row = malloc((size_t)t->cols * sizeof(float) + 1);
+    for (int r = 0; r < t->rows; r++) {
+        llm__traits[t->type].dequant_row(row, t, r);
+        if (fwrite(row, sizeof(float), (size_t)t->cols, f) != (size_t)t->cols) fail("cannot write", "dequant");
+    }
+    free(row);
+}
+static void dump_matrices(const llm_model *m, const char *out) {
+    FILE *f = fopen(out, "wb");
+    if (!f) fail("cannot write", out);
+    dump_matrix(f, &m->w.tok_embeddings);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const llm_layer *L = &m->w.layers[l];
+        const llm_tensor *ts[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3 };
+        for (int i = 0; i < 7; i++) dump_matrix(f, ts[i]);
+    }
+    if (!m->cfg.shared_classifier) dump_matrix(f, &m->w.classifier);
+    fclose(f);
 }
 
 static void *read_file(const char *path, size_t *n) {
@@ -56,7 +83,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) ctx = atoi(v);
         else fail("unknown option", a);
     }
-    if (!ckpt || !tokens_arg || !out) fail("usage: logits CKPT --tokens 1,2,3 --out FILE", NULL);
+    int dequant = !strcmp(mode, "dequant");
+    if (!ckpt || (!tokens_arg && !dequant) || !out) fail("usage: logits CKPT --tokens 1,2,3 --out FILE", NULL);
+    if (dequant) tokens_arg = "";
 
     int T = 0, cap = 16, *tokens = malloc(cap * sizeof(int));
     for (const char *p = tokens_arg; *p;) {
@@ -80,6 +109,11 @@ int main(int argc, char **argv) {
     if (eps > 0.0f) m.cfg.norm_eps = eps;
     if (qk >= 0) m.cfg.qk_norm = qk;
     if (llm_check_config(&m) != LLM_OK) fail("config", m.error);
+    if (dequant) {
+        dump_matrices(&m, out);
+        free(model_arena); free(bytes); free(tokens);
+        return 0;
+    }
 
     int batch = !strcmp(mode, "prefill") ? T : !strcmp(mode, "chunked") ? 5 : 1;
     if (batch > T) batch = T;

@@ -921,7 +921,7 @@ def test_bad_inputs():
         expect_failure([p, out], out, "not a llama2.c")
 
     def bad_dtype_option():
-        expect_failure([stories(), out, "--dtype", "q4_0"], out, "--dtype", "q4_0")
+        expect_failure([stories(), out, "--dtype", "q5_1"], out, "--dtype", "q5_1")
 
     def bad_group_size():
         expect_failure([stories(), out, "--dtype", "q8_0", "--group-size", "0"], out, "group")

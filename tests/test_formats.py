@@ -18,6 +18,7 @@ TOK = model("tok512.bin")
 TOKENS = [1] + [(i * 37 + 11) % 512 for i in range(47)]   # 48 positions
 TOL_F16 = 2e-3      # max |logit - f32 logit| / max |f32 logit|: f16 weights (seen: 4e-4)
 TOL_Q8 = 5e-2       # the same for q8_0 weights and activations (seen: 2e-2)
+TOL_Q4 = 0.25       # q4_0 / q4_K weights, q8_0 activations (seen: 0.21, 0.20)
 TOL_REF = 1e-4      # engine vs the float64 reference, as in test_reference.py
 
 
@@ -89,7 +90,7 @@ def test_compact_weights_close_to_f32():
     base = logits(LEGACY)
     want = token_ids(open(model("stories260K.greedy200.txt"), "rb").read())
     for dtype, group, tol, min_agree in (("f16", 32, TOL_F16, 200), ("q8_0", 32, TOL_Q8, 50), ("q8_0", 64, TOL_Q8, 50),
-                                         ("q8_0", 48, TOL_Q8, 20)):
+                                         ("q8_0", 48, TOL_Q8, 20), ("q4_0", 32, TOL_Q4, 20), ("q4_k", 32, TOL_Q4, 20)):
         def one(dtype=dtype, group=group, tol=tol, min_agree=min_agree):
             path = exported(dtype, group)
             for mode in ("prefill", "decode"):
@@ -105,17 +106,19 @@ def test_compact_weights_close_to_f32():
 
 
 def test_compact_config_same_text_every_build():
-    """q8_0 weights, int8 KV cache, context 256: every build (and, in embedded-test,
-    every device) computes q8_0 products in one order, so prints the same text."""
-    path = exported("q8_0")
+    """q8_0 (and q4_0, q4_K) weights, int8 KV cache, context 256: every build (and,
+    in embedded-test, every device) computes these products in one order, so prints
+    the same text."""
     reference = os.path.join(common.ROOT, "run")
-    for args in (["-t", "0", "-n", "256"], ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"]):
+    for dtype, args in (("q8_0", ["-t", "0", "-n", "256"]), ("q8_0", ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"]),
+                        ("q4_0", ["-t", "0", "-n", "256"]), ("q4_k", ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])):
+        path = exported(dtype)
         outs = []
         for binary, threads in ((None, 1), (None, 2), (reference, 1)):
             rc, out, err = run([path, "-z", TOK, "--kv", "q8", "--ctx", "256", "--threads", threads] + args, binary=binary)
             assert rc == 0, err
             outs.append(out)
-        assert outs[0] == outs[1] == outs[2], f"{args}: texts differ:\n{outs[0]!r}\n{outs[1]!r}\n{outs[2]!r}"
+        assert outs[0] == outs[1] == outs[2], f"{dtype} {args}: texts differ:\n{outs[0]!r}\n{outs[1]!r}\n{outs[2]!r}"
 
 
 def test_llmw_with_norm_biases_matches_reference():
@@ -345,3 +348,39 @@ def test_malformed_llmw_refused():
             assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
             assert word in lines[0].replace(path, ""), lines[0]   # the message, not the file's name
         yield name, one
+
+
+def test_malformed_q4_llmw_refused():
+    """LLMW q4_0 / q4_K files with a bad field: one line naming it, exit 1."""
+    for dtype in ("q4_0", "q4_k"):
+        good = open(exported(dtype), "rb").read()
+
+        def patched(off, fmt, value):
+            b = bytearray(good)
+            struct.pack_into(fmt, b, off, value)
+            return bytes(b)
+        entry = lambda i, field: 256 + 40 * i + field   # entry 2: layer 0's wq
+        wq_off = struct.unpack_from("<Q", good, entry(2, 24))[0]
+        other = 6 if dtype == "q4_0" else 5
+        cases = {
+            "group_size": (patched(80, "<I", 32), "must be 0"),
+            "gguf_only_type": (patched(76, "<I", 4), "unknown to LLMW"),
+            "bf16_type": (patched(76, "<I", 3), "unknown to LLMW"),
+            "other_q4_type": (patched(76, "<I", other), "type"),
+            "entry_type": (patched(entry(2, 8), "<I", other), "type"),
+            "entry_group": (patched(entry(2, 12), "<I", 32), "group"),
+            "scales_given": (patched(entry(2, 32), "<Q", wq_off + 4096), "has no scales"),
+            "truncated": (good[:-1], "truncated"),
+            "trailing": (good + b"\0" * 64, "bytes"),
+            "huge_hidden": (patched(20, "<i", 1 << 19), "shape"),
+        }
+        for name, (blob, word) in cases.items():
+            def one(blob=blob, word=word, name=f"{dtype}_{name}"):
+                path = scratch(f"fmt_bad_{name}.llmw")
+                with open(path, "wb") as f:
+                    f.write(blob)
+                rc, out, err = run([path, "-z", TOK, "-n", "4"])
+                lines = [l for l in err.splitlines() if l.strip()]
+                assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
+                assert word in lines[0].replace(path, ""), lines[0]
+            yield f"{dtype}_{name}", one

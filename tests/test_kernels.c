@@ -715,6 +715,78 @@ static void test_gguf_blocks(void) {
     }
 }
 
+/* LLMW's q4_0 and q4_K rows of any length, zero-padded to whole blocks in
+ * the file: the products run the block kernels on the padded row with the
+ * activations' codes zero-padded, so the padding adds nothing whatever its
+ * bytes hold (random here, where the writer puts zeros). Tile, decode and
+ * threads against the twin bit for bit; the twin against its definition
+ * over the real columns only; dequant_row writes the real columns only. */
+static void test_padded_blocks(void) {
+    int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K }, d_at[][2] = { { 0, -1 }, { 0, 2 } };
+    int colss[] = { 64, 100, 172, 300 }, Ts[] = { 1, 5 };
+    for (int ti = 0; ti < 2; ti++) {
+        const llm__type_traits *tr = &llm__traits[types[ti]];
+        for (int ci = 0; ci < 4; ci++) {
+            for (int k = 0; k < 2; k++) {
+                for (int threads = 1; threads <= 2; threads++) {
+                    int rows = 13, cols = colss[ci], T = Ts[k];
+                    int np = (cols + tr->qblock - 1) / tr->qblock * tr->qblock, ng = np / 32;
+                    size_t row_bytes = (size_t)(np / tr->qblock) * (size_t)tr->qblock_bytes;
+                    unsigned char *w = malloc(rows * row_bytes);
+                    for (size_t i = 0; i < rows * row_bytes; i++) w[i] = (unsigned char)(frand() * 128.0f + 128.0f);
+                    for (size_t b = 0; b < rows * row_bytes / (size_t)tr->qblock_bytes; b++)
+                        for (int e = 0; e < 2; e++)
+                            if (d_at[ti][e] >= 0) {
+                                uint16_t h = llm_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
+                                memcpy(w + b * tr->qblock_bytes + d_at[ti][e], &h, 2);
+                            }
+                    llm_tensor t = llm__tensor(w, NULL, types[ti], rows, cols, 32);
+                    llm_state s;
+                    memset(&s, 0, sizeof s);
+                    s.n_threads = threads;
+                    s.act_q = malloc((size_t)T * np);
+                    s.act_scale = malloc((size_t)T * ng * 4);
+                    float *x = malloc((size_t)T * cols * 4), *y = malloc((size_t)T * rows * 4);
+                    float *y1 = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4), *row = malloc((cols + 1) * 4);
+                    int8_t *xq = malloc(np);
+                    fill(x, T * cols, 1.5f);
+                    llm__matmul(y, &t, x, T, &s);
+                    double batch_vs_one = 0, fast_vs_twin = 0, twin_vs_def = 0;
+                    int past_end = 0;
+                    for (int tt = 0; tt < T; tt++) {
+                        const float *xt = x + (size_t)tt * cols;
+                        llm__matmul(y1, &t, xt, 1, &s);
+                        llm_matvec(ys, &t, xt, xq, xs);
+                        for (int r = 0; r < rows; r++) {
+                            batch_vs_one = worse(batch_vs_one, fabs(y[(size_t)tt * rows + r] - y1[r]));
+                            fast_vs_twin = worse(fast_vs_twin, fabs(y1[r] - ys[r]));
+                            row[cols] = 12345.0f;
+                            tr->dequant_row(row, &t, r);
+                            past_end |= row[cols] != 12345.0f;
+                            double want = 0, mag = 0;
+                            for (int j = 0; j < cols; j++) {
+                                want += (double)row[j] * xq[j] * xs[j / 32];
+                                mag += fabs((double)row[j] * xq[j] * xs[j / 32]);
+                            }
+                            twin_vs_def = worse(twin_vs_def, fabs(ys[r] - want) / (mag > 0 ? mag : 1));
+                        }
+                    }
+                    char name[112];
+                    snprintf(name, sizeof name, "padded_%s_%dx%d_T%d_threads%d_batch_eq_single", tr->name, rows, cols, T, threads);
+                    check(batch_vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", batch_vs_one, 0.0);
+                    snprintf(name, sizeof name, "padded_%s_%dx%d_T%d_threads%d_fast_eq_twin", tr->name, rows, cols, T, threads);
+                    check(fast_vs_twin == 0.0, name, "max abs diff %g (want %g: bit for bit)", fast_vs_twin, 0.0);
+                    snprintf(name, sizeof name, "padded_%s_%dx%d_T%d_threads%d_twin_vs_real_columns", tr->name, rows, cols, T, threads);
+                    check(twin_vs_def <= TOL_F32, name, "max rel diff %g (tol %g)", twin_vs_def, TOL_F32);
+                    snprintf(name, sizeof name, "padded_%s_%dx%d_dequant_stops_at_cols", tr->name, rows, cols);
+                    check(!past_end, name, "dequant_row wrote past column %d (want %d: none)", cols, 0);
+                    free(s.act_q); free(s.act_scale); free(x); free(y); free(y1); free(ys); free(xs); free(xq); free(row); free(w);
+                }
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const char *models = argc > 1 ? argv[1] : "../shared/models";
     test_rmsnorm_lesson();
@@ -726,6 +798,7 @@ int main(int argc, char **argv) {
     test_matvec();
     test_matmul_fast();
     test_gguf_blocks();
+    test_padded_blocks();
     test_attention_fast();
 
     char path[1024];

@@ -66,9 +66,18 @@ _ckpts = {}
 
 
 def checkpoint(which):
-    """(path, vocab) of 'stories260K' or 'random' (written once per run)."""
+    """(path, vocab) of 'stories260K' or 'random', or of either exported by
+    export.py as 'stories260K-q4_0' etc. (written once per run)."""
     if which not in _ckpts:
-        if which == "stories260K":
+        base, _, dtype = which.partition("-")
+        if dtype:
+            src, vocab = checkpoint(base)
+            path = common.scratch(f"ref_{base}_{dtype}.llmw")
+            p = subprocess.run([REF_PYTHON, os.path.join(common.ROOT, "export.py"), "--dtype", dtype, src, path],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+            assert p.returncode == 0, p.stderr.decode()
+            _ckpts[which] = (path, vocab)
+        elif which == "stories260K":
             _ckpts[which] = (common.model("stories260K.bin"), 512)
         else:
             c = RANDOM_CKPT
@@ -148,12 +157,13 @@ def assert_bit_for_bit(a, b, what):
 def test_prefill_equals_decode_every_variant():
     """Batched prefill, one-token decode and chunks of 5 give the same logits,
     bit for bit, for every norm variant (the engine runs the same per-token
-    float operations in each)."""
-    for which in ("stories260K", "random"):
+    float operations in each), with f32 weights and LLMW's 4-bit q4_0 and
+    q4_K (rows of 48, 64, 100 and 172: zero-padded blocks)."""
+    for which in ("stories260K", "random", "stories260K-q4_0", "stories260K-q4_k", "random-q4_0", "random-q4_k"):
         for combo in COMBOS:
             def one(which=which, combo=combo):
-                toks, vocab, _ = reference_logits(which)
-                path, _ = checkpoint(which)
+                path, vocab = checkpoint(which)
+                toks = tokens_for(vocab, seed=len(which.partition("-")[0]))
                 pre = c_logits(path, toks, vocab, *combo, "prefill", 2)
                 dec = c_logits(path, toks, vocab, *combo, "decode")
                 chunk = c_logits(path, toks, vocab, *combo, "chunked")
