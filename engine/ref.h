@@ -228,6 +228,16 @@ static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
 #if defined(__F16C__) && !defined(MODEL_NO_SIMD)
 #include <immintrin.h>
 static inline float llm__gg_half(const unsigned char *p) { return _cvtsh_ss((unsigned short)(p[0] | (unsigned)p[1] << 8)); }
+#elif !defined(MODEL_NO_SIMD) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
+/* a Cortex-M FPU's half-precision conversion, VCVTB: exact too, and one
+ * instruction where the portable conversion is a call per group */
+static inline float llm__gg_half(const unsigned char *p) {
+    uint32_t h = (uint32_t)(p[0] | (unsigned)p[1] << 8);
+    float in, out;
+    memcpy(&in, &h, 4);
+    __asm__("vcvtb.f32.f16 %0, %1" : "=t"(out) : "t"(in));
+    return out;
+}
 #else
 static inline float llm__gg_half(const unsigned char *p) { return llm_f16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8)); }
 #endif
