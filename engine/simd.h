@@ -297,6 +297,9 @@ LLM__INLINE void llm__tile_q8_pairs(float *out, int ldo, const int8_t *w, const 
 LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
                                const float *xs, int n, int G, int nr, int nc, int whole) {
     int groups = (n + G - 1) / G;
+#ifdef LLM__HAVE_Q8_TILE_4X4
+    if (nr == 4 && nc == 4 && whole) { llm__tile_q8_4x4(out, ldo, w, ws, xq, xs, n, G); return; }
+#endif
     if (nr == LLM__NR && nc == LLM__NC) { llm__tile_q8_pairs(out, ldo, w, ws, xq, xs, n, G, LLM__NR, LLM__NC, whole); return; }
     for (int b = 0; b < nc; b++) {
         const int8_t *xb = xq + (size_t)b * n;

@@ -197,6 +197,57 @@ LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x)
 #define llm__q8_addcorr(isum, c) _mm256_add_epi32(isum, c)
 #define llm__q8_dot32(acc, wu, x) _mm256_dpbusd_epi32(acc, wu, x)
 #endif
+#if defined(__AVX512VNNI__) && LLM__VL == 16
+/* The full 4 x 4 q8_0 tile for whole 32-byte chunks on 512-bit vectors:
+ * each zmm holds two tokens' eight lanes side by side (pairs (a, b) and
+ * (a, b + 1)), so one dpbusd serves two pairs, and the sixteen pairs' totals
+ * come out in one zmm by three rounds of unpack (or block shuffle) and add:
+ * lane L holds row 2 (L >> 3) + ((L >> 1) & 1), token 2 (L & 1) + ((L >> 2) & 1).
+ * Then one step of ref.h's order for all sixteen. */
+#define LLM__HAVE_Q8_TILE_4X4 1
+LLM__INLINE __m512 llm__q8_steps16(__m512 acc, const __m512i *z, const float *ws, const float *xs, size_t gstride) {
+    __m512i u[4], v[2], t;
+    for (int k = 0; k < 4; k++)   /* lanes 0+2, 1+3 of each 128-bit block, two vectors interleaved */
+        u[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * k], z[2 * k + 1]), _mm512_unpackhi_epi32(z[2 * k], z[2 * k + 1]));
+    for (int k = 0; k < 2; k++)   /* each block's total, four vectors side by side */
+        v[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * k], u[2 * k + 1]), _mm512_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
+    t = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
+    const __m512i row = _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3);
+    const __m512i tok = _mm512_setr_epi32(0, 2, 0, 2, 1, 3, 1, 3, 0, 2, 0, 2, 1, 3, 1, 3);
+    __m128 w4 = _mm_setr_ps(ws[0], ws[gstride], ws[2 * gstride], ws[3 * gstride]);
+    __m128 x4 = _mm_setr_ps(xs[0], xs[gstride], xs[2 * gstride], xs[3 * gstride]);
+    __m512 scale = _mm512_mul_ps(_mm512_permutexvar_ps(row, _mm512_castps128_ps512(w4)),
+                                 _mm512_permutexvar_ps(tok, _mm512_castps128_ps512(x4)));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), scale, acc);
+}
+static void llm__tile_q8_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq, const float *xs,
+                             int n, int G) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    int groups = n / G;
+    __m512 acc = _mm512_setzero_ps();
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * G;
+        __m512i z[8];     /* z[2a + p]: row a, tokens 2p and 2p + 1 */
+        for (int k = 0; k < 8; k++) z[k] = _mm512_setzero_si512();
+        for (int c0 = 0; c0 < G; c0 += 32) {
+            __m512i x[2], neg[2];
+            for (int p = 0; p < 2; p++) {
+                x[p] = _mm512_inserti64x4(_mm512_castsi256_si512(llm__i8x32_load(xq + (size_t)(2 * p) * n + g0 + c0)),
+                                          llm__i8x32_load(xq + (size_t)(2 * p + 1) * n + g0 + c0), 1);
+                neg[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x[p]));
+            }
+            for (int a = 0; a < 4; a++) {
+                __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(llm__i8x32_load(w + (size_t)a * n + g0 + c0)), bias);
+                for (int p = 0; p < 2; p++) z[2 * a + p] = _mm512_dpbusd_epi32(_mm512_add_epi32(z[2 * a + p], neg[p]), wu, x[p]);
+            }
+        }
+        acc = llm__q8_steps16(acc, z, ws + g, xs + g, (size_t)groups);
+    }
+    float total[16];
+    _mm512_storeu_ps(total, acc);
+    for (int L = 0; L < 16; L++) out[(size_t)(2 * (L & 1) + ((L >> 2) & 1)) * ldo + 2 * (L >> 3) + ((L >> 1) & 1)] = total[L];
+}
+#endif
 /* acc[p] = fma(total of lanes v[p], scale[p], acc[p]) for eight pairs p */
 LLM__INLINE __m256 llm__q8_steps8(__m256 acc, const __m256i *v, const float *scale) {
     __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
