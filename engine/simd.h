@@ -7,8 +7,10 @@
  *   llm__vsum4 (four sums at once, LLM__HAVE_VSUM4).
  * For q8_0 (LLM__Q8_SIMD): llm__i8x32 (32 int8), llm__i32x8 (one pair's
  * integer lanes), llm__f32x8 (eight pairs' accumulators) and their zero,
- * load, store, dot32_i8 and q8_steps8 operations; without them, optionally
- * llm__isum4_i8 (four rows' exact sums at once, LLM__HAVE_ISUM4_I8).
+ * load, store, dot32_i8 and q8_steps8 operations, optionally the weight /
+ * token preparation llm__q8_wprep, _xcorr, _addcorr, _dot32 (LLM__HAVE_Q8_PREP)
+ * and a whole 4 x 4 tile llm__tile_q8_4x4 (LLM__HAVE_Q8_TILE_4X4); without
+ * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8).
  * An ISA file may also give a fast kernel its ref.h name without _ref
  * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, announced by
  * LLM__HAVE_*), and GGUF's group sums llm__gg_sums_<type>; what it leaves
