@@ -482,7 +482,16 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
 /* W (d,n) @ X (T,n) -> Out (T,d). A prefill batch is split across threads by
  * tokens (each thread runs its tokens through all of W); a single token by
  * row blocks. q8_0 first quantizes X per group, as W is. */
-static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
+/* 1 when products by a and b quantize the same activations alike (the
+ * same groups over the same padded columns) */
+static int llm__same_act(const llm_tensor *a, const llm_tensor *b) {
+    return llm__traits[a->type].act_type == LLM_TYPE_Q8_0 && llm__traits[b->type].act_type == LLM_TYPE_Q8_0 &&
+           a->cols == b->cols && llm__group(a) == llm__group(b) && llm__padded_cols(a) == llm__padded_cols(b);
+}
+/* llm__matmul after a product by prev of the same X (NULL: none): where
+ * both quantize X alike, its quantization (act_q, act_scale) is reused */
+static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, int T, llm_state *s,
+                              const llm_tensor *prev) {
     int d = w->rows, n = w->cols, nt = s->n_threads;
     int8_t *xq = s->act_q;
     float *xs = s->act_scale;
@@ -493,7 +502,7 @@ static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, 
      * activations zero-padded to match (the same n for the other types) */
     llm_tensor wp = *w;
     int np = wp.cols = llm__padded_cols(w);
-    if (llm__traits[w->type].act_type == LLM_TYPE_Q8_0) {
+    if (llm__traits[w->type].act_type == LLM_TYPE_Q8_0 && !(prev && llm__same_act(w, prev))) {
         int G = llm__group(w), groups = (np + G - 1) / G;
         LLM__PARALLEL_FOR(nt, parallel && T > 1,
         for (int t = 0; t < T; t++)
@@ -521,4 +530,7 @@ static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, 
             if (r0 < r1) llm__gemm_block(out, w, x, xq, xs, r0, r1, 0, T);
         });
     }
+}
+static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
+    llm__matmul_after(out, w, x, T, s, NULL);
 }
