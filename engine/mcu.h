@@ -104,21 +104,53 @@ static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x)
     }
     return s;
 }
-static inline int32_t llm__smlad_codes(uint32_t q, uint32_t xw, int32_t acc) {   /* four int8 codes q . x */
-    return __smlad(llm__sxtb16_ror8(q), llm__sxtb16_ror8(xw), __smlad(__sxtb16(q), __sxtb16(xw), acc));
+/* acc + one word of q4_0 codes (bytes q, low nibbles against x's word split
+ * as xle / xlo, high nibbles against xhe / xho) */
+static inline int32_t llm__smlad_q4(const unsigned char *q, uint32_t xle, uint32_t xlo, uint32_t xhe, uint32_t xho,
+                                    int32_t acc) {
+    uint32_t w;
+    memcpy(&w, q, 4);
+    uint32_t lo = (uint32_t)__ssub8((int8x4_t)(w & 0x0F0F0F0Fu), 0x08080808);
+    uint32_t hi = (uint32_t)__ssub8((int8x4_t)((w >> 4) & 0x0F0F0F0Fu), 0x08080808);
+    acc = __smlad(__sxtb16(lo), xle, __smlad(llm__sxtb16_ror8(lo), xlo, acc));
+    return __smlad(__sxtb16(hi), xhe, __smlad(llm__sxtb16_ror8(hi), xho, acc));
 }
 static inline int32_t llm__gg_isum_q4_0(const unsigned char *b, const int8_t *x) {
     int32_t s = 0;
     for (int j = 0; j < 16; j += 4) {
-        uint32_t qw, xl, xh;
-        memcpy(&qw, b + 2 + j, 4);
+        uint32_t xl, xh;
         memcpy(&xl, x + j, 4);
         memcpy(&xh, x + 16 + j, 4);
-        s = llm__smlad_codes((uint32_t)__ssub8((int8x4_t)(qw & 0x0F0F0F0Fu), 0x08080808), xl, s);
-        s = llm__smlad_codes((uint32_t)__ssub8((int8x4_t)((qw >> 4) & 0x0F0F0F0Fu), 0x08080808), xh, s);
+        s = llm__smlad_q4(b + 2 + j, __sxtb16(xl), llm__sxtb16_ror8(xl), __sxtb16(xh), llm__sxtb16_ror8(xh), s);
     }
     return s;
 }
+/* four rows' q4_0 group sums at once, each word of x split once for all */
+static inline void llm__gg_sums4_q4_0_dsp(int32_t (*isum)[64], const unsigned char *const *rc, int na,
+                                          const int8_t *xq, int G) {
+    for (int g = 0; g < G; g++) {
+        const int8_t *x = xq + (size_t)g * 32;
+        if (na < 4) {
+            for (int i = 0; i < na; i++) isum[i][g] = llm__gg_isum_q4_0(rc[i] + (size_t)g * 18, x);
+            continue;
+        }
+        const unsigned char *b0 = rc[0] + (size_t)g * 18 + 2, *b1 = rc[1] + (size_t)g * 18 + 2;
+        const unsigned char *b2 = rc[2] + (size_t)g * 18 + 2, *b3 = rc[3] + (size_t)g * 18 + 2;
+        int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int j = 0; j < 16; j += 4) {
+            uint32_t xl, xh;
+            memcpy(&xl, x + j, 4);
+            memcpy(&xh, x + 16 + j, 4);
+            uint32_t xle = __sxtb16(xl), xlo = llm__sxtb16_ror8(xl), xhe = __sxtb16(xh), xho = llm__sxtb16_ror8(xh);
+            s0 = llm__smlad_q4(b0 + j, xle, xlo, xhe, xho, s0);
+            s1 = llm__smlad_q4(b1 + j, xle, xlo, xhe, xho, s1);
+            s2 = llm__smlad_q4(b2 + j, xle, xlo, xhe, xho, s2);
+            s3 = llm__smlad_q4(b3 + j, xle, xlo, xhe, xho, s3);
+        }
+        isum[0][g] = s0; isum[1][g] = s1; isum[2][g] = s2; isum[3][g] = s3;
+    }
+}
+#define llm__gg_sums4_q4_0(isum, rc, na, xq, G) llm__gg_sums4_q4_0_dsp(isum, rc, na, xq, G)
 #endif
 
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP)

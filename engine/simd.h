@@ -398,6 +398,22 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
 #define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_TWIN_SUMS(q6_k, isum, row, xq, G)
 #endif
 #define LLM__GG_ROW_SUMS(name, isum, row, xq, G) llm__gg_sums_##name(isum, row, xq, G)
+/* na <= 4 rows' sums at once, isum[i][g] for row rc[i]: an ISA file's
+ * llm__gg_sums4_<type> (sharing each load of x), else row by row */
+#define LLM__GG_EACH_ROW(name, isum, rc, na, xq, G) \
+    for (int i_ = 0; i_ < (na); i_++) LLM__GG_ROW_SUMS(name, (isum)[i_], (rc)[i_], xq, G)
+#ifndef llm__gg_sums4_q8_0
+#define llm__gg_sums4_q8_0(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q8_0, isum, rc, na, xq, G)
+#endif
+#ifndef llm__gg_sums4_q4_0
+#define llm__gg_sums4_q4_0(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q4_0, isum, rc, na, xq, G)
+#endif
+#ifndef llm__gg_sums4_q4_k
+#define llm__gg_sums4_q4_k(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q4_k, isum, rc, na, xq, G)
+#endif
+#ifndef llm__gg_sums4_q6_k
+#define llm__gg_sums4_q6_k(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q6_k, isum, rc, na, xq, G)
+#endif
 /* out doubles as each row's accumulator between chunks of 64 groups, so a
  * chunk's activation sums (q4_K's) are taken once for all the rows */
 #define LLM__GG_TILE(name, with_xsum)                                                                            \
@@ -406,7 +422,7 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
                              (size_t)llm__traits[w->type].qblock_bytes;                                        \
-        int32_t isum[64], xsum[64];   /* a chunk of up to 64 groups (2048 columns) at a time */              \
+        int32_t isum[4][64], xsum[64];   /* four rows, a chunk of up to 64 groups (2048 columns) at a time */ \
         (void)x;                                                                                               \
         for (int b = 0; b < nc; b++) {                                                                         \
             const int8_t *xb = xq + (size_t)(t + b) * n;                                                       \
@@ -416,12 +432,18 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
                 int cg = G - c0 < 64 ? G - c0 : 64;                                                            \
                 for (int g = 0; g < cg; g++)                                                                   \
                     xsum[g] = with_xsum ? llm__sum_i8(xb + (size_t)(c0 + g) * LLM__GQ, LLM__GQ) : 0;           \
-                for (int a = 0; a < nr; a++) {                                                                 \
-                    const unsigned char *rc = llm__block_row(w, r + a) + (size_t)(c0 / 64) * chunk_bytes;      \
-                    float acc = c0 ? o[a] : 0.0f;                                                              \
-                    LLM__GG_ROW_SUMS(name, isum, rc, xb + (size_t)c0 * LLM__GQ, cg);                           \
-                    for (int g = 0; g < cg; g++) acc = llm__gstep_##name(rc, g, isum[g], xsum[g], sb[c0 + g], acc); \
-                    o[a] = acc;                                                                                \
+                for (int a0 = 0; a0 < nr; a0 += 4) {                                                           \
+                    int na = nr - a0 < 4 ? nr - a0 : 4;                                                        \
+                    const unsigned char *rc[4];                                                                \
+                    for (int i = 0; i < na; i++)                                                               \
+                        rc[i] = llm__block_row(w, r + a0 + i) + (size_t)(c0 / 64) * chunk_bytes;               \
+                    llm__gg_sums4_##name(isum, rc, na, xb + (size_t)c0 * LLM__GQ, cg);                         \
+                    for (int i = 0; i < na; i++) {                                                             \
+                        float acc = c0 ? o[a0 + i] : 0.0f;                                                     \
+                        for (int g = 0; g < cg; g++)                                                           \
+                            acc = llm__gstep_##name(rc[i], g, isum[i][g], xsum[g], sb[c0 + g], acc);           \
+                        o[a0 + i] = acc;                                                                       \
+                    }                                                                                          \
                 }                                                                                              \
                 (void)xsum;                                                                                    \
             }                                                                                                  \
