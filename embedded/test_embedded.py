@@ -27,6 +27,7 @@ TOK = os.path.join(MODELS, "tok512.bin")
 GREEDY = os.path.join(MODELS, "stories260K.greedy200.txt")
 SEEDED = os.path.join(MODELS, "stories260K.t1-p0.9-s133742.txt")
 Q8 = os.path.join("build", "embedded", "models", "stories260K-q8_0.llmw")
+Q4 = os.path.join("build", "embedded", "models", "stories260K-q4_0.llmw")
 # a random Qwen-like LLMW version 2 file (q/k/v biases, q/k norms, heads of 24
 # against dim 64) on tok512's vocabulary: the boards read the new tensors in place
 QWEN = os.path.join("build", "embedded", "models", "qwen-like-q8_0.llmw")
@@ -54,6 +55,8 @@ VARIANTS = {
     "f32-prompt": dict(ckpt=CKPT, ctx=256, kv="f32", temperature="0", steps=96, prompt="Once upon a time"),
     "compact-greedy": dict(ckpt=Q8, ctx=256, kv="q8", temperature="0", steps=256, stack=4096, budget=RAM_LIMIT),
     "compact-seeded": dict(ckpt=Q8, ctx=256, kv="q8", **SEED256, stack=4096, budget=RAM_LIMIT),
+    # 4-bit weights (GGUF's q4_0 blocks) through the boards' block kernels
+    "q4_0-greedy": dict(ckpt=Q4, ctx=256, kv="f32", temperature="0", steps=256),
     "qwen-like-seeded": dict(ckpt=QWEN, ctx=128, kv="f32", temperature="1.0", topp="0.9", seed=7, steps=128),
 }
 
@@ -186,12 +189,13 @@ def prepare(r):
         if not os.path.exists(os.path.join(ROOT, f)):
             r.check("inputs", False, "%s is missing (models: set LLM_MODELS; binaries: make all portable)" % f)
             return False
-    if not os.path.exists(os.path.join(ROOT, Q8)) or \
-            os.path.getmtime(os.path.join(ROOT, Q8)) < os.path.getmtime(os.path.join(ROOT, CKPT)):
-        os.makedirs(os.path.dirname(os.path.join(ROOT, Q8)), exist_ok=True)
-        p = run([sys.executable, "export.py", "--dtype", "q8_0", CKPT, Q8])
-        if not r.check("export q8_0", p.returncode == 0, tail(p.stderr)):
-            return False
+    for path, dtype in [(Q8, "q8_0"), (Q4, "q4_0")]:
+        if not os.path.exists(os.path.join(ROOT, path)) or \
+                os.path.getmtime(os.path.join(ROOT, path)) < os.path.getmtime(os.path.join(ROOT, CKPT)):
+            os.makedirs(os.path.dirname(os.path.join(ROOT, path)), exist_ok=True)
+            p = run([sys.executable, "export.py", "--dtype", dtype, CKPT, path])
+            if not r.check("export " + dtype, p.returncode == 0, tail(p.stderr)):
+                return False
     if not os.path.exists(os.path.join(ROOT, QWEN)) or \
             os.path.getmtime(os.path.join(ROOT, QWEN)) < os.path.getmtime(os.path.join(ROOT, "export.py")):
         p = run([sys.executable, "export.py"] + QWEN_ARGS + [QWEN])
@@ -337,6 +341,10 @@ def figures():
         ("f32 weights, f32 KV, context 256", cfg("f32-greedy"), "-O2", BOARDS),
         ("f32 weights, f32 KV, context 100", cfg("f32-greedy", ctx=100, steps=100), "-O2", BOARDS),
         ("q8_0 weights, q8 KV, context 256", cfg("compact-greedy"), "-O2", BOARDS),
+        # each weight type with the same f32 KV cache and 256 steps
+        ("f32 weights, f32 KV, context 256", cfg("f32-greedy", steps=256), "-O2", BOARDS),
+        ("q8_0 weights, f32 KV, context 256", cfg("q4_0-greedy", ckpt=Q8), "-O2", BOARDS),
+        ("q4_0 weights, f32 KV, context 256", cfg("q4_0-greedy"), "-O2", BOARDS),
         ("f32 weights, f32 KV, context 256", cfg("f32-greedy"), "-O3", ["an547"]),
         ("q8_0 weights, q8 KV, context 256", cfg("compact-greedy"), "-O3", ["an547"]),
     ]

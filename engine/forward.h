@@ -280,10 +280,10 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = hs;
     const llm_layer *L = &m->w.layers[l];
 
-    /* q, k, v = Wq a, Wk a, Wv a */
+    /* q, k, v = Wq a, Wk a, Wv a (a quantized once where the three take it alike) */
     llm__matmul(s->q, &L->wq, a, T, s);
-    llm__matmul(s->k_new, &L->wk, a, T, s);
-    llm__matmul(s->v_new, &L->wv, a, T, s);
+    llm__matmul_after(s->k_new, &L->wk, a, T, s, &L->wq);
+    llm__matmul_after(s->v_new, &L->wv, a, T, s, &L->wk);
 
     /* per token: q, k, v += their biases (Qwen2); q, k = rmsnorm of each head
      * (Qwen3); RoPE on q and k at the token's position; k and v into the
@@ -336,7 +336,7 @@ static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, in
     int H = c->hidden_dim;
     const llm_layer *L = &m->w.layers[l];
     llm__matmul(s->hb, &L->w1, a, T, s);
-    llm__matmul(s->hb2, &L->w3, a, T, s);
+    llm__matmul_after(s->hb2, &L->w3, a, T, s, &L->w1);
     LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * H * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;

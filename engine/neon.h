@@ -1,6 +1,7 @@
 /* engine/neon.h -- the AArch64 NEON kernels behind simd.h's mapping macros:
- * f32/f16 vectors of four, the q8_0 lanes by sdot (or widening multiplies),
- * and the K-quants' group sums by widening int16 multiply-adds. */
+ * f32/f16 vectors of four, q8_0's integer sums by sdot (or widening
+ * multiplies), and the int16-coded types' group sums (q4_0, q4_K, q6_K) by
+ * widening int16 multiply-adds. */
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #define LLM__SIMD "neon"
@@ -16,17 +17,15 @@ typedef float32x4_t llm__vf;
 #endif
 
 #if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+/* q8_0 (simd.h's llm__tile_q8_pairs): four int32 lanes of each (row, token)
+ * pair's integer sum, eight pairs' totals at a time by pairwise adds */
 #define LLM__Q8_SIMD 1
 typedef int8x16x2_t llm__i8x32;
-typedef int32x4x2_t llm__i32x8;
-typedef float32x4x2_t llm__f32x8;
-LLM__INLINE llm__i32x8 llm__i32x8_zero(void) { llm__i32x8 z; z.val[0] = z.val[1] = vdupq_n_s32(0); return z; }
+typedef int32x4_t llm__i32x8;       /* one pair's lanes (four here)      */
+typedef float32x4x2_t llm__f32x8;   /* eight pairs' float accumulators   */
+#define llm__i32x8_zero() vdupq_n_s32(0)
 LLM__INLINE llm__f32x8 llm__f32x8_zero(void) { llm__f32x8 z; z.val[0] = z.val[1] = vdupq_n_f32(0.0f); return z; }
-LLM__INLINE llm__f32x8 llm__f32x8_fma_scaled(llm__f32x8 acc, llm__i32x8 isum, float scale) {
-    acc.val[0] = vfmaq_n_f32(acc.val[0], vcvtq_f32_s32(isum.val[0]), scale);
-    acc.val[1] = vfmaq_n_f32(acc.val[1], vcvtq_f32_s32(isum.val[1]), scale);
-    return acc;
-}
+LLM__INLINE void llm__f32x8_store(float *p, llm__f32x8 v) { vst1q_f32(p, v.val[0]); vst1q_f32(p + 4, v.val[1]); }
 LLM__INLINE llm__i8x32 llm__i8x32_load(const int8_t *p) { llm__i8x32 v; v.val[0] = vld1q_s8(p); v.val[1] = vld1q_s8(p + 16); return v; }
 /* four products per int32 lane: sdot where the CPU has it, else widening multiplies */
 LLM__INLINE int32x4_t llm__dot16_i8(int32x4_t acc, int8x16_t w, int8x16_t x) {
@@ -39,15 +38,22 @@ LLM__INLINE int32x4_t llm__dot16_i8(int32x4_t acc, int8x16_t w, int8x16_t x) {
 #endif
 }
 LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x) {
-    acc.val[0] = llm__dot16_i8(acc.val[0], w.val[0], x.val[0]);
-    acc.val[1] = llm__dot16_i8(acc.val[1], w.val[1], x.val[1]);
+    return llm__dot16_i8(llm__dot16_i8(acc, w.val[0], x.val[0]), w.val[1], x.val[1]);
+}
+/* acc[p] = fma(total of lanes v[p], scale[p], acc[p]) for eight pairs p */
+LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const float *scale) {
+    int32x4_t t0 = vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));
+    int32x4_t t1 = vpaddq_s32(vpaddq_s32(v[4], v[5]), vpaddq_s32(v[6], v[7]));
+    acc.val[0] = vfmaq_f32(acc.val[0], vcvtq_f32_s32(t0), vld1q_f32(scale));
+    acc.val[1] = vfmaq_f32(acc.val[1], vcvtq_f32_s32(t1), vld1q_f32(scale + 4));
     return acc;
 }
-LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
-    float lane[8];
-    vst1q_f32(lane, v.val[0]);
-    vst1q_f32(lane + 4, v.val[1]);
-    return llm__lanes_total(lane);
+/* GGUF's q8_0 blocks (ref.h): one group's integer sum by sdot, exact, so
+ * the twin's */
+#define LLM__HAVE_GG_ISUM 1
+LLM__INLINE int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
+    const int8_t *q = (const int8_t *)(const void *)(b + 2);
+    return vaddvq_s32(llm__dot32_i8(vdupq_n_s32(0), llm__i8x32_load(q), llm__i8x32_load(x)));
 }
 #endif
 
@@ -55,7 +61,7 @@ LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
 /* GGUF's K-quants: each group's integer sum (ref.h's llm__gsum_*) with
  * widening int16 multiply-adds, four int32 lanes added at the end; integer
  * sums are exact, so these give the twin's values, and simd.h's tile keeps
- * the twin's float steps along the row. q8_0 and q4_0 keep their twins. */
+ * the twin's float steps along the row. */
 #define LLM__HAVE_GG_SUMS 1
 /* acc + codes (16, int8 or uint8 widened by the caller) . 16 int16 activations */
 LLM__INLINE int32x4_t llm__dot16_i16(int32x4_t acc, int16x8_t lo, int16x8_t hi, const int16_t *x) {
@@ -64,6 +70,14 @@ LLM__INLINE int32x4_t llm__dot16_i16(int32x4_t acc, int16x8_t lo, int16x8_t hi, 
     acc = vmlal_high_s16(acc, lo, x0);
     acc = vmlal_s16(acc, vget_low_s16(hi), vget_low_s16(x1));
     return vmlal_high_s16(acc, hi, x1);
+}
+/* q4_0 group g: its 32 codes less 8 (-8..7) . xq (32) */
+LLM__INLINE int32_t llm__gg_sum_q4_0(const unsigned char *row, int g, const int16_t *xq) {
+    uint8x16_t b = vld1q_u8(row + (size_t)g * 18 + 2);
+    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(15))), vdupq_n_s8(8));   /* q[0..15]  */
+    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), vdupq_n_s8(8));              /* q[16..31] */
+    int32x4_t acc = llm__dot16_i16(vdupq_n_s32(0), vmovl_s8(vget_low_s8(lo)), vmovl_high_s8(lo), xq);
+    return vaddvq_s32(llm__dot16_i16(acc, vmovl_s8(vget_low_s8(hi)), vmovl_high_s8(hi), xq + 16));
 }
 /* q4_K group g: its 32 codes (0..15) . xq (32) */
 LLM__INLINE int32_t llm__gg_sum_q4_k(const unsigned char *row, int g, const int16_t *xq) {
@@ -93,8 +107,7 @@ LLM__INLINE int32_t llm__gg_sum_q6_k(const unsigned char *row, int g, const int1
     }
     return (int32_t)(int8_t)b[192 + 2 * k] * s[0] + (int32_t)(int8_t)b[192 + 2 * k + 1] * s[1];
 }
-#define llm__gg_sums_q8_0(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_q8_0(row, g_, (xq) + (size_t)g_ * LLM__GQ)
-#define llm__gg_sums_q4_0(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_q4_0(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+#define llm__gg_sums_q4_0(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_0(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #define llm__gg_sums_q4_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #define llm__gg_sums_q6_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q6_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #endif

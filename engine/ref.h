@@ -87,7 +87,7 @@ static int llm__all_finite(const float *x, int n) {
 }
 
 /* xq[j] = round(x[j] * inv), halves away from zero (|x * inv| <= 127) */
-static void llm__round_q8_ref(int8_t *xq, const float *x, int n, float inv) {
+static inline void llm__round_q8_ref(int8_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int8_t)lroundf(x[j] * inv);
 }
 /* int16 activation codes stay within +-16383, not 32767, so that every
@@ -99,32 +99,31 @@ static void llm__round_q16_ref(int16_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int16_t)lroundf(x[j] * inv);
 }
 
-/* int8 row (n,) in groups of G with scales ws . int8 xq with scales xs: integer sums per group */
+/* The q8_0 dot product, in the one order every platform computes (x86,
+ * ARM and a microcontroller print the same text): int8 row (n,) in groups
+ * of G (the last one shorter when G does not divide n) with scales ws .
+ * int8 xq with scales xs; per group an exact integer sum (so any lane order
+ * or instruction gives it), then one step acc = fma(isum, ws * xs, acc)
+ * along the row, group after group -- GGUF's block types' order below. A
+ * fast kernel vectorises across rows and tokens, never within the sum.
+ * (|isum| <= 127^2 G < 2^31 for G <= 4096; (float)isum rounds to nearest
+ * everywhere past 2^24.) */
+static inline float llm__q8_step(int32_t isum, float ws, float xs, float acc) { return fmaf((float)isum, ws * xs, acc); }
+static inline int32_t llm__isum_i8(const int8_t *w, const int8_t *x, int len) {
+    int32_t s = 0;
+    for (int j = 0; j < len; j++) s += (int32_t)w[j] * (int32_t)x[j];
+    return s;
+}
 static float llm__dot_q8(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
     float acc = 0.0f;
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
         int len = n - g0 < G ? n - g0 : G;
-        int32_t isum = 0;
-        for (int j = 0; j < len; j++) isum += (int32_t)w[g0 + j] * (int32_t)xq[g0 + j];
-        acc += (float)isum * ws[gi] * xs[gi];
+        acc = llm__q8_step(llm__isum_i8(w + g0, xq + g0, len), ws[gi], xs[gi], acc);
     }
     return acc;
 }
 
-/* The q8_0 dot product as every fast path computes it (llm__dot_q8_lanes in
- * simd.h, built from the pieces below), so that x86, ARM and
- * a microcontroller print the same text: in each group, chunks of 32 values,
- * eight lanes of four consecutive products summed in integers (what VNNI's
- * dpbusd and ARM's sdot/SMLAD pairs give); each lane accumulates
- * fma(lane_sum, w_scale * x_scale, lane) group after group; the eight lanes
- * are added in a fixed tree at the end. */
-#define LLM__Q8_LANES 8
-static inline int32_t llm__lane_sum_i8(const int8_t *w, const int8_t *x, int len) { /* len <= 4 */
-    int32_t s = 0;
-    for (int i = 0; i < len; i++) s += (int32_t)w[i] * (int32_t)x[i];
-    return s;
-}
-static inline int32_t llm__word_sum_i8_ref(const int8_t *w, const int8_t *x) { return llm__lane_sum_i8(w, x, 4); }
+/* The eight lanes' tree that the attention dot product (llm__dot8) ends in */
 static inline float llm__lanes_total(const float *lane) {
     return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
@@ -142,7 +141,7 @@ static inline float llm__dot8_tail(float *lane, const float *a, const float *b, 
 
 /* a (n,) . b (n,) in f32 for attention scores, in one order on every
  * platform: eight lanes (lane l takes j = l mod 8, by fused multiply-add; a
- * short tail is zero-padded), added in the same tree as the q8_0 lanes. */
+ * short tail is zero-padded), added in llm__lanes_total's tree. */
 static inline float llm__dot8_ref(const float *a, const float *b, int n) {
     int n8 = n - n % 8;
     float l0 = 0.0f, l1 = 0.0f, l2 = 0.0f, l3 = 0.0f, l4 = 0.0f, l5 = 0.0f, l6 = 0.0f, l7 = 0.0f;
@@ -245,6 +244,16 @@ static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
 #if defined(__F16C__) && !defined(MODEL_NO_SIMD)
 #include <immintrin.h>
 static inline float llm__gg_half(const unsigned char *p) { return _cvtsh_ss((unsigned short)(p[0] | (unsigned)p[1] << 8)); }
+#elif !defined(MODEL_NO_SIMD) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
+/* a Cortex-M FPU's half-precision conversion, VCVTB: exact too, and one
+ * instruction where the portable conversion is a call per group */
+static inline float llm__gg_half(const unsigned char *p) {
+    uint32_t h = (uint32_t)(p[0] | (unsigned)p[1] << 8);
+    float in, out;
+    memcpy(&in, &h, 4);
+    __asm__("vcvtb.f32.f16 %0, %1" : "=t"(out) : "t"(in));
+    return out;
+}
 #else
 static inline float llm__gg_half(const unsigned char *p) { return llm_f16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8)); }
 #endif
@@ -311,7 +320,7 @@ static int32_t llm__sum_i16(const int16_t *xq, int n) {
 /* Group g's step along the row, given its integer sums (isum; q4_K also
  * xsum, the activation codes' sum) */
 static inline float llm__gstep_d(const unsigned char *d, int32_t isum, float xs, float acc) {
-    return fmaf((float)isum, llm__gg_half(d) * xs, acc);
+    return llm__q8_step(isum, llm__gg_half(d), xs, acc);
 }
 #define llm__gstep_q8_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * 34, isum, xs, acc)
 #define llm__gstep_q4_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * 18, isum, xs, acc)

@@ -5,11 +5,16 @@
  *   (a * b + c), llm__vsum(v), llm__vstore(p, v), and optionally
  *   llm__vload_part / llm__vload_f16_part (a zero-padded partial load) and
  *   llm__vsum4 (four sums at once, LLM__HAVE_VSUM4).
- * For q8_0 (LLM__Q8_SIMD): llm__i8x32, llm__i32x8, llm__f32x8 and their
- * zero, load, dot32_i8, fma_scaled and total operations.
+ * For q8_0 (LLM__Q8_SIMD): llm__i8x32 (32 int8), llm__i32x8 (one pair's
+ * integer lanes), llm__f32x8 (eight pairs' accumulators) and their zero,
+ * load, store, dot32_i8 and q8_steps8 operations, optionally the weight /
+ * token preparation llm__q8_wprep, _xcorr, _addcorr, _dot32 (LLM__HAVE_Q8_PREP)
+ * and a whole 4 x 4 tile llm__tile_q8_4x4 (LLM__HAVE_Q8_TILE_4X4); without
+ * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8).
  * An ISA file may also give a fast kernel its ref.h name without _ref
- * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, llm__word_sum_i8,
- * announced by LLM__HAVE_*); what it leaves out maps to the twin below.
+ * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, announced by
+ * LLM__HAVE_*), and GGUF's group sums llm__gg_sums_<type>; what it leaves
+ * out maps to the twin below.
  *
  * Every product here computes each (row, token) dot product the same way
  * whatever the tile around it, so a batch of T tokens gives bit for bit what
@@ -37,8 +42,11 @@
 #ifndef LLM__HAVE_EXP_SHIFTED
 #define llm__exp_shifted llm__exp_shifted_ref
 #endif
-#ifndef LLM__HAVE_WORD_SUM_I8
-#define llm__word_sum_i8 llm__word_sum_i8_ref
+#ifndef LLM__HAVE_ISUM4_I8
+/* isum[k] = w row k (rows ldw apart) . x over len int8 values, k < 4 */
+static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, const int8_t *x, int len) {
+    for (int k = 0; k < 4; k++) isum[k] = llm__isum_i8(w + (size_t)k * ldw, x, len);
+}
 #endif
 
 /* softmax in place, x (n,): the max and e^(x - max) by the kernels above
@@ -115,29 +123,6 @@ static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G
 }
 static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
     llm__quantize_groups(xq, 2, xs, x, n, LLM__GQ);
-}
-
-/* The q8_0 dot product in the order every fast path computes it (ref.h's
- * lanes): the tile of a build without q8_0 vectors. */
-static inline float llm__dot_q8_lanes(const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n, int G) {
-    /* zeroed by statements: a zeroing loop becomes a memset call on a microcontroller */
-    float lane[LLM__Q8_LANES];
-    lane[0] = lane[1] = lane[2] = lane[3] = lane[4] = lane[5] = lane[6] = lane[7] = 0.0f;
-    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
-        int glen = n - g0 < G ? n - g0 : G;
-        int32_t isum[LLM__Q8_LANES];
-        isum[0] = isum[1] = isum[2] = isum[3] = isum[4] = isum[5] = isum[6] = isum[7] = 0;
-        for (int c0 = 0; c0 < glen; c0 += 32) {
-            for (int l = 0; l < LLM__Q8_LANES; l++) {
-                int at = c0 + 4 * l, len = glen - at;
-                if (len >= 4) isum[l] += llm__word_sum_i8(w + g0 + at, xq + g0 + at);
-                else if (len > 0) isum[l] += llm__lane_sum_i8(w + g0 + at, xq + g0 + at, len);
-            }
-        }
-        float scale = ws[gi] * xs[gi];
-        for (int l = 0; l < LLM__Q8_LANES; l++) lane[l] = fmaf((float)isum[l], scale, lane[l]);
-    }
-    return llm__lanes_total(lane);
 }
 
 #ifdef LLM__NC
@@ -269,53 +254,81 @@ LLM__INLINE llm__i8x32 llm__load32_i8(const int8_t *p, int len) {
     return llm__i8x32_load(buf);
 }
 
+/* Weights prepared once per chunk for all the tile's tokens, and a
+ * correction per token added to each sum: VNNI's unsigned-times-signed
+ * trick (x86.h); plain llm__dot32_i8 elsewhere. */
+#ifndef LLM__HAVE_Q8_PREP
+#define llm__q8_wprep(w) (w)
+#define llm__q8_xcorr(x) llm__i32x8_zero()
+#define llm__q8_addcorr(isum, c) ((void)(c), (isum))
+#define llm__q8_dot32 llm__dot32_i8
+#endif
+
 /* q8_0 tile: nr weight rows (int8 in groups of G, scales ws) times nc
- * quantized tokens (xq, xs). Any G and any n (short last groups) work. */
-LLM__INLINE void llm__tile_q8_i8x32(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
-                                    const float *xs, int n, int G, int nr, int nc) {
-    int groups = (n + G - 1) / G;
-    llm__f32x8 acc[LLM__NR][LLM__NC];
-    for (int a = 0; a < nr; a++)
-        for (int b = 0; b < nc; b++) acc[a][b] = llm__f32x8_zero();
+ * quantized tokens (xq, xs), nr * nc <= 16 pairs, in ref.h's order: per
+ * group each pair's integer lanes (llm__dot32_i8, exact), then eight pairs
+ * at a time their lanes' totals and one vector step, a lane per pair:
+ * acc = fma(isum, ws * xs, acc). Any G and any n (short last groups) work;
+ * whole = 1 promises whole 32-byte chunks (G and n multiples of 32). */
+#define LLM__Q8_PAIRS 16
+LLM__INLINE void llm__tile_q8_pairs(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                                    const float *xs, int n, int G, int nr, int nc, int whole) {
+    int groups = (n + G - 1) / G, nv = (nr * nc + 7) / 8;
+    llm__f32x8 acc[LLM__Q8_PAIRS / 8];
+    LLM__UNROLL for (int v = 0; v < nv; v++) acc[v] = llm__f32x8_zero();
     for (int g = 0; g < groups; g++) {
         int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
-        llm__i32x8 isum[LLM__NR][LLM__NC];
-        for (int a = 0; a < nr; a++)
-            for (int b = 0; b < nc; b++) isum[a][b] = llm__i32x8_zero();
+        llm__i32x8 isum[LLM__Q8_PAIRS];      /* pair p = a nc + b; past nr nc: zero */
+        float scale[LLM__Q8_PAIRS];
+        LLM__UNROLL for (int p = 0; p < 8 * nv; p++) { isum[p] = llm__i32x8_zero(); scale[p] = 0.0f; }
         for (int c0 = 0; c0 < glen; c0 += 32) {
-            int len = glen - c0 < 32 ? glen - c0 : 32;
+            int len = whole || glen - c0 >= 32 ? 32 : glen - c0;
             llm__i8x32 xv[LLM__NC];
-            for (int b = 0; b < nc; b++) xv[b] = llm__load32_i8(xq + (size_t)b * n + g0 + c0, len);
-            for (int a = 0; a < nr; a++) {
-                llm__i8x32 wv = llm__load32_i8(w + (size_t)a * n + g0 + c0, len);
-                for (int b = 0; b < nc; b++) isum[a][b] = llm__dot32_i8(isum[a][b], wv, xv[b]);
+            llm__i32x8 xc[LLM__NC];
+            LLM__UNROLL for (int b = 0; b < nc; b++) {
+                xv[b] = llm__load32_i8(xq + (size_t)b * n + g0 + c0, len);
+                xc[b] = llm__q8_xcorr(xv[b]);
+            }
+            LLM__UNROLL for (int a = 0; a < nr; a++) {
+                if (nc == 1) LLM__PREFETCH(w + (size_t)(a + 8) * n + g0 + c0);   /* decode: the next tile's rows */
+                llm__i8x32 wv = llm__q8_wprep(llm__load32_i8(w + (size_t)a * n + g0 + c0, len));
+                LLM__UNROLL for (int b = 0; b < nc; b++)
+                    isum[a * nc + b] = llm__q8_dot32(llm__q8_addcorr(isum[a * nc + b], xc[b]), wv, xv[b]);
             }
         }
-        for (int a = 0; a < nr; a++)
-            for (int b = 0; b < nc; b++)
-                acc[a][b] = llm__f32x8_fma_scaled(acc[a][b], isum[a][b], ws[(size_t)a * groups + g] * xs[(size_t)b * groups + g]);
+        LLM__UNROLL for (int a = 0; a < nr; a++)
+            LLM__UNROLL for (int b = 0; b < nc; b++) scale[a * nc + b] = ws[(size_t)a * groups + g] * xs[(size_t)b * groups + g];
+        LLM__UNROLL for (int v = 0; v < nv; v++) acc[v] = llm__q8_steps8(acc[v], isum + 8 * v, scale + 8 * v);
     }
+    float total[LLM__Q8_PAIRS];
+    LLM__UNROLL for (int v = 0; v < nv; v++) llm__f32x8_store(total + 8 * v, acc[v]);
     for (int a = 0; a < nr; a++)
-        for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__f32x8_total(acc[a][b]);
+        for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = total[a * nc + b];
 }
 
-/* Any nr x nc tile of a q8_0 product from the fully unrolled full tile and
- * 4 x 1 and 1 x 1 edge tiles of kernel `tile` */
-#define LLM__Q8_TILES(tile, G)                                                                           \
-    do {                                                                                                 \
-        if (nr == LLM__NR && nc == LLM__NC) { tile(out, ldo, w, ws, xq, xs, n, G, LLM__NR, LLM__NC); break; } \
-        for (int b = 0; b < nc; b++) {                                                                   \
-            int a = 0;                                                                                   \
-            for (; a + 4 <= nr; a += 4)                                                                  \
-                tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,         \
-                     xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 4, 1);                           \
-            for (; a < nr; a++)                                                                          \
-                tile(out + (size_t)b * ldo + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups,         \
-                     xq + (size_t)b * n, xs + (size_t)b * groups, n, G, 1, 1);                           \
-        }                                                                                                \
-    } while (0)
-
-/* The q8_0 tile: the VNNI kernels where their shapes allow, else the generic one. */
+/* Any nr x nc tile from the fully unrolled ones: the full NR x NC tile in
+ * the hot loop, else token by token 8 x 1 tiles (decode: eight rows fill
+ * one step's vector), then 4 x 1 and 1 x 1 ones at the edges. */
+LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
+                               const float *xs, int n, int G, int nr, int nc, int whole) {
+    int groups = (n + G - 1) / G;
+#ifdef LLM__HAVE_Q8_TILE_4X4
+    if (nr == 4 && nc == 4 && whole) { llm__tile_q8_4x4(out, ldo, w, ws, xq, xs, n, G); return; }
+#endif
+    if (nr == LLM__NR && nc == LLM__NC) { llm__tile_q8_pairs(out, ldo, w, ws, xq, xs, n, G, LLM__NR, LLM__NC, whole); return; }
+    for (int b = 0; b < nc; b++) {
+        const int8_t *xb = xq + (size_t)b * n;
+        const float *sb = xs + (size_t)b * groups;
+        float *o = out + (size_t)b * ldo;
+        int a = 0;
+#define LLM__Q8_ROWS(k) llm__tile_q8_pairs(o + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G, k, 1, whole)
+        for (; a + 8 <= nr; a += 8) LLM__Q8_ROWS(8);
+        for (; a + 4 <= nr; a += 4) LLM__Q8_ROWS(4);
+        for (; a < nr; a++) LLM__Q8_ROWS(1);
+#undef LLM__Q8_ROWS
+    }
+}
+/* The q8_0 tile: groups of 32 (the usual), whole chunks, or any */
 static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
                          const float *xs, int t, int nr, int nc) {
     int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
@@ -324,46 +337,93 @@ static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const
     (void)x;
     xq += (size_t)t * n;
     xs += (size_t)t * groups;
-#ifdef LLM__Q8_VNNI
-#if LLM__VL == 16
-    if (G == 32 && n % 32 == 0 && nr == 4 && nc == 4) { llm__tile_q8_vnni_4x4(out, ldo, w, ws, xq, xs, n); return; }
-    if (G == 32 && n % 64 == 0 && nc == 1) { LLM__Q8_TILES(llm__tile_q8_vnni_1tok, 32); return; }
-#endif
-    if (G == 32 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, 32); return; }   /* G a constant inside */
-    if (G % 32 == 0 && n % 32 == 0) { LLM__Q8_TILES(llm__tile_q8_vnni, G); return; }
-#endif
-    LLM__Q8_TILES(llm__tile_q8_i8x32, G);
+    if (G == 32 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, 32, nr, nc, 1);
+    else if (G % 32 == 0 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 1);
+    else llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 0);
 }
 #else
-/* The q8_0 tile without q8_0 vectors: each dot product in the lanes' order. */
-static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+/* The q8_0 tile without q8_0 vectors: four rows at a time share each load
+ * of the activations (llm__isum4_i8: SMLAD, Helium's VMLADAV or plain C),
+ * each row stepping along its groups as the twin does. */
+static void llm__rows4_q8(float *out, const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n,
+                          int G, int groups) {
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    for (int g0 = 0, g = 0; g0 < n; g0 += G, g++) {
+        int32_t isum[4];
+        llm__isum4_i8(isum, w + g0, (size_t)n, xq + g0, n - g0 < G ? n - g0 : G);
+        a0 = llm__q8_step(isum[0], ws[g], xs[g], a0);
+        a1 = llm__q8_step(isum[1], ws[groups + g], xs[g], a1);
+        a2 = llm__q8_step(isum[2], ws[2 * groups + g], xs[g], a2);
+        a3 = llm__q8_step(isum[3], ws[3 * groups + g], xs[g], a3);
+    }
+    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3;
+}
+static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
                          const float *xs, int t, int nr, int nc) {
-    int n = w->cols, groups = llm__groups(w);
+    int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
+    const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
+    const float *ws = wt->scale + (size_t)r * groups;
     (void)x;
-    for (int b = 0; b < nc; b++)
-        for (int a = 0; a < nr; a++)
-            out[(size_t)b * ldo + a] = llm__dot_q8_lanes((const int8_t *)w->data + (size_t)(r + a) * n,
-                                                         w->scale + (size_t)(r + a) * groups,
-                                                         xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, w->group);
+    for (int b = 0; b < nc; b++) {
+        const int8_t *xb = xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * groups;
+        float *o = out + (size_t)b * ldo;
+        int a = 0;
+        for (; a + 4 <= nr; a += 4) llm__rows4_q8(o + a, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G, groups);
+        for (; a < nr; a++) o[a] = llm__dot_q8(w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G);
+    }
 }
 #endif /* LLM__Q8_SIMD */
 
 /* GGUF's types. bf16: its scalar twin (no vector kernel yet). The block
  * types: each (row, token) by the group sums of the type, then the twin's
- * steps along the row; an ISA file with faster group sums (LLM__HAVE_GG_SUMS)
- * gives llm__gg_sums_<type>(isum, row, xq, groups), all of a row's sums
- * at once, and the steps stay the twin's, so the bits do. */
+ * steps along the row; an ISA file with faster group sums gives
+ * llm__gg_sums_<type>(isum, row, xq, groups), all of a row's sums at once,
+ * or llm__gg_isum_q8_0(block, x), one group's (LLM__HAVE_GG_ISUM),
+ * and the steps stay the twin's, so the bits do. */
 static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                            const float *xs, int t, int nr, int nc) {
     for (int b = 0; b < nc; b++)
         for (int a = 0; a < nr; a++)
             out[(size_t)b * ldo + a] = llm__row_dot_bf16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
 }
-#ifdef LLM__HAVE_GG_SUMS
+/* A row's G group sums, each by an expression of g_ */
+#define LLM__GG_SUMS_EACH(isum, G, sum_of_g) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = (sum_of_g)
+#if defined(LLM__HAVE_GG_ISUM) && !defined(llm__gg_sums_q8_0)
+/* an ISA file's one-group sums of q8_0 (llm__gg_isum_q8_0(block, x)) */
+#define llm__gg_sums_q8_0(isum, row, xq, G) \
+    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum_q8_0((row) + (size_t)g_ * 34, (xq) + (size_t)g_ * LLM__GQ))
+#endif
+/* the twins' sums for what the ISA file leaves out */
+#define LLM__GG_TWIN_SUMS(name, isum, row, xq, G) LLM__GG_SUMS_EACH(isum, G, llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ))
+#ifndef llm__gg_sums_q8_0
+#define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_TWIN_SUMS(q8_0, isum, row, xq, G)
+#endif
+#ifndef llm__gg_sums_q4_0
+#define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_TWIN_SUMS(q4_0, isum, row, xq, G)
+#endif
+#ifndef llm__gg_sums_q4_k
+#define llm__gg_sums_q4_k(isum, row, xq, G) LLM__GG_TWIN_SUMS(q4_k, isum, row, xq, G)
+#endif
+#ifndef llm__gg_sums_q6_k
+#define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_TWIN_SUMS(q6_k, isum, row, xq, G)
+#endif
 #define LLM__GG_ROW_SUMS(name, isum, row, xq, G) llm__gg_sums_##name(isum, row, xq, G)
-#else
-#define LLM__GG_ROW_SUMS(name, isum, row, xq, G) \
-    for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+/* na <= 4 rows' sums at once, isum[i][g] for row rc[i]: an ISA file's
+ * llm__gg_sums4_<type> (sharing each load of x), else row by row */
+#define LLM__GG_EACH_ROW(name, isum, rc, na, xq, G) \
+    for (int i_ = 0; i_ < (na); i_++) LLM__GG_ROW_SUMS(name, (isum)[i_], (rc)[i_], xq, G)
+#ifndef llm__gg_sums4_q8_0
+#define llm__gg_sums4_q8_0(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q8_0, isum, rc, na, xq, G)
+#endif
+#ifndef llm__gg_sums4_q4_0
+#define llm__gg_sums4_q4_0(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q4_0, isum, rc, na, xq, G)
+#endif
+#ifndef llm__gg_sums4_q4_k
+#define llm__gg_sums4_q4_k(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q4_k, isum, rc, na, xq, G)
+#endif
+#ifndef llm__gg_sums4_q6_k
+#define llm__gg_sums4_q6_k(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q6_k, isum, rc, na, xq, G)
 #endif
 /* out doubles as each row's accumulator between chunks of 64 groups, so a
  * chunk's activation sums (q4_K's) are taken once for all the rows; act_t
@@ -374,7 +434,7 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
                              (size_t)llm__traits[w->type].qblock_bytes;                                        \
-        int32_t isum[64], xsum[64];   /* a chunk of up to 64 groups (2048 columns) at a time */              \
+        int32_t isum[4][64], xsum[64];   /* four rows, a chunk of up to 64 groups (2048 columns) at a time */ \
         (void)x;                                                                                               \
         for (int b = 0; b < nc; b++) {                                                                         \
             const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                           \
@@ -384,12 +444,18 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
                 int cg = G - c0 < 64 ? G - c0 : 64;                                                            \
                 for (int g = 0; g < cg; g++)                                                                   \
                     xsum[g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
-                for (int a = 0; a < nr; a++) {                                                                 \
-                    const unsigned char *rc = llm__block_row(w, r + a) + (size_t)(c0 / 64) * chunk_bytes;      \
-                    float acc = c0 ? o[a] : 0.0f;                                                              \
-                    LLM__GG_ROW_SUMS(name, isum, rc, xb + (size_t)c0 * LLM__GQ, cg);                           \
-                    for (int g = 0; g < cg; g++) acc = llm__gstep_##name(rc, g, isum[g], xsum[g], sb[c0 + g], acc); \
-                    o[a] = acc;                                                                                \
+                for (int a0 = 0; a0 < nr; a0 += 4) {                                                           \
+                    int na = nr - a0 < 4 ? nr - a0 : 4;                                                        \
+                    const unsigned char *rc[4];                                                                \
+                    for (int i = 0; i < na; i++)                                                               \
+                        rc[i] = llm__block_row(w, r + a0 + i) + (size_t)(c0 / 64) * chunk_bytes;               \
+                    llm__gg_sums4_##name(isum, rc, na, xb + (size_t)c0 * LLM__GQ, cg);                         \
+                    for (int i = 0; i < na; i++) {                                                             \
+                        float acc = c0 ? o[a0 + i] : 0.0f;                                                     \
+                        for (int g = 0; g < cg; g++)                                                           \
+                            acc = llm__gstep_##name(rc[i], g, isum[i][g], xsum[g], sb[c0 + g], acc);           \
+                        o[a0 + i] = acc;                                                                       \
+                    }                                                                                          \
                 }                                                                                              \
                 (void)xsum;                                                                                    \
             }                                                                                                  \
@@ -450,7 +516,16 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
 /* W (d,n) @ X (T,n) -> Out (T,d). A prefill batch is split across threads by
  * tokens (each thread runs its tokens through all of W); a single token by
  * row blocks. q8_0 first quantizes X per group, as W is. */
-static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
+/* 1 when products by a and b quantize the same activations alike (the
+ * same groups over the same padded columns) */
+static int llm__same_act(const llm_tensor *a, const llm_tensor *b) {
+    return llm__act_bytes(a->type) && llm__traits[a->type].act_type == llm__traits[b->type].act_type &&
+           a->cols == b->cols && llm__group(a) == llm__group(b) && llm__padded_cols(a) == llm__padded_cols(b);
+}
+/* llm__matmul after a product by prev of the same X (NULL: none): where
+ * both quantize X alike, its quantization (act_q, act_scale) is reused */
+static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, int T, llm_state *s,
+                              const llm_tensor *prev) {
     int d = w->rows, n = w->cols, nt = s->n_threads;
     int8_t *xq = s->act_q;
     float *xs = s->act_scale;
@@ -462,7 +537,7 @@ static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, 
     llm_tensor wp = *w;
     int np = wp.cols = llm__padded_cols(w);
     int code_bytes = llm__act_bytes(w->type);
-    if (code_bytes) {
+    if (code_bytes && !(prev && llm__same_act(w, prev))) {
         int G = llm__group(w), groups = (np + G - 1) / G;
         LLM__PARALLEL_FOR(nt, parallel && T > 1,
         for (int t = 0; t < T; t++)
@@ -490,4 +565,7 @@ static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, 
             if (r0 < r1) llm__gemm_block(out, w, x, xq, xs, r0, r1, 0, T);
         });
     }
+}
+static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
+    llm__matmul_after(out, w, x, T, s, NULL);
 }

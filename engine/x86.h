@@ -173,18 +173,18 @@ LLM__INLINE __m256 llm__lane_totals8(const __m256 *v) {
 }
 #endif
 
-/* q8_0 tiles on a vector unit, in the lane order llm__dot_q8_lanes defines:
- * a 32-byte chunk of int8 gives eight int32 lanes (four products each), and
- * each lane accumulates fma(lane sum, w_scale * x_scale) per group. */
+/* q8_0 on a vector unit (simd.h's llm__tile_q8_pairs): a 32-byte chunk of
+ * int8 gives eight int32 lanes of one (row, token) pair's integer sum, and
+ * eight pairs' lanes reduce to their totals together for one vector step of
+ * ref.h's order, a lane per pair. */
 #if defined(LLM__VL) && defined(__AVX2__)
 #define LLM__Q8_SIMD 1
-typedef __m256i llm__i8x32;     /* 32 int8                   */
-typedef __m256i llm__i32x8;     /* eight int32 lane sums     */
-typedef __m256 llm__f32x8;      /* eight float lanes         */
+typedef __m256i llm__i8x32;     /* 32 int8                          */
+typedef __m256i llm__i32x8;     /* eight int32 lanes of one sum     */
+typedef __m256 llm__f32x8;      /* eight pairs' float accumulators  */
 #define llm__i32x8_zero() _mm256_setzero_si256()
 #define llm__f32x8_zero() _mm256_setzero_ps()
-/* fma(lane sums, scale, acc) */
-#define llm__f32x8_fma_scaled(acc, isum, scale) _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(scale), acc)
+#define llm__f32x8_store(p, v) _mm256_storeu_ps(p, v)
 LLM__INLINE llm__i8x32 llm__i8x32_load(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
 /* acc + the eight lane sums of w*x: |w| as unsigned times x with w's sign (the
  * maddubs/VNNI trick; |-128| reads as 128) */
@@ -199,161 +199,77 @@ LLM__INLINE llm__i32x8 llm__dot32_i8(llm__i32x8 acc, llm__i8x32 w, llm__i8x32 x)
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 #endif
 }
-/* the eight lanes added in llm__lanes_total's tree */
-LLM__INLINE float llm__f32x8_total(llm__f32x8 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-#endif
-
-#ifdef LLM__Q8_SIMD
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define LLM__Q8_VNNI 1
-/* The q8_0 tile for groups of whole 32-byte chunks (G and n multiples of 32)
- * with VNNI: (w + 128) unsigned times x, less 128 x, gives llm__dot32_i8's
- * integer lane sums exactly, for one XOR per weight chunk (shared by the
- * tile's tokens) instead of two sign ops per row and token. */
-LLM__INLINE void llm__tile_q8_vnni(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
-                                   const float *xs, int n, int G, int nr, int nc) {
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
-    int groups = (n + G - 1) / G;
-    __m256 acc[LLM__NR][LLM__NC];
-    LLM__UNROLL for (int a = 0; a < nr; a++)
-        LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = _mm256_setzero_ps();
-    for (int g = 0; g < groups; g++) {
-        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
-        __m256i neg[LLM__NC];     /* -128 x, in lanes */
-        __m256 xsv[LLM__NC];
-        LLM__UNROLL for (int b = 0; b < nc; b++) {
-            __m256i cx = _mm256_setzero_si256();
-            for (int c0 = 0; c0 < glen; c0 += 32) cx = _mm256_dpbusd_epi32(cx, bias, llm__i8x32_load(xq + (size_t)b * n + g0 + c0));
-            neg[b] = _mm256_sub_epi32(_mm256_setzero_si256(), cx);
-            xsv[b] = _mm256_set1_ps(xs[(size_t)b * groups + g]);
-        }
-        LLM__UNROLL for (int a = 0; a < nr; a++) {
-            __m256 wsv = _mm256_set1_ps(ws[(size_t)a * groups + g]);
-            if (nc == 1) LLM__PREFETCH(w + (size_t)(a + LLM__NR) * n + g0);   /* decode: the next rows */
-            if (G == 32) { /* one chunk: each sum goes straight into its accumulator */
-                __m256i wu = _mm256_xor_si256(llm__i8x32_load(w + (size_t)a * n + g0), bias);
-                LLM__UNROLL for (int b = 0; b < nc; b++) {
-                    __m256i isum = _mm256_dpbusd_epi32(neg[b], wu, llm__i8x32_load(xq + (size_t)b * n + g0));
-                    acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wsv, xsv[b]), acc[a][b]);
-                }
-                continue;
-            }
-            __m256i isum[LLM__NC];
-            LLM__UNROLL for (int b = 0; b < nc; b++) isum[b] = neg[b];
-            for (int c0 = 0; c0 < glen; c0 += 32) {
-                __m256i wu = _mm256_xor_si256(llm__i8x32_load(w + (size_t)a * n + g0 + c0), bias);
-                LLM__UNROLL for (int b = 0; b < nc; b++)
-                    isum[b] = _mm256_dpbusd_epi32(isum[b], wu, llm__i8x32_load(xq + (size_t)b * n + g0 + c0));
-            }
-            LLM__UNROLL for (int b = 0; b < nc; b++) /* wsv * xsv is the broadcast of ws * xs */
-                acc[a][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[b]), _mm256_mul_ps(wsv, xsv[b]), acc[a][b]);
-        }
-    }
-    if (nr == LLM__NR) { /* eight sums at a time: rows 0..3 of tokens b and b + 1 */
-        for (int b = 0; b < nc; b += 2) {
-            __m256 slot[8];
-            LLM__UNROLL for (int s = 0; s < 8; s++)
-                slot[s] = b + (s & 1) < nc ? acc[s >> 1][b + (s & 1)] : _mm256_setzero_ps();
-            __m256 t = llm__lane_totals8(slot);
-            _mm_storeu_ps(out + (size_t)b * ldo, _mm256_castps256_ps128(t));
-            if (b + 1 < nc) _mm_storeu_ps(out + (size_t)(b + 1) * ldo, _mm256_extractf128_ps(t, 1));
-        }
-    } else {
-        for (int a = 0; a < nr; a++)
-            for (int b = 0; b < nc; b++) out[(size_t)b * ldo + a] = llm__f32x8_total(acc[a][b]);
-    }
-}
+/* (w + 128) unsigned times x, less 128 x, is w x exactly: one XOR per weight
+ * chunk (shared by the tile's tokens) and one subtraction per token's chunk
+ * instead of two sign ops per row and token */
+#define LLM__HAVE_Q8_PREP 1
+#define llm__q8_wprep(w) _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80))
+#define llm__q8_xcorr(x) _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), x))
+#define llm__q8_addcorr(isum, c) _mm256_add_epi32(isum, c)
+#define llm__q8_dot32(acc, wu, x) _mm256_dpbusd_epi32(acc, wu, x)
 #endif
-
-#if defined(LLM__Q8_VNNI) && LLM__VL == 16
-/* The full 4 x 4 tile of llm__tile_q8_vnni for G == 32 on 512-bit vectors:
- * each zmm holds two tokens' eight lanes side by side, so one instruction
- * does each step for two (row, token) pairs, the same lanes in the same
- * order, and the tile's values fit in registers. */
-static void llm__tile_q8_vnni_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
-                                  const float *xs, int n) {
+#if defined(__AVX512VNNI__) && LLM__VL == 16
+/* The full 4 x 4 q8_0 tile for whole 32-byte chunks on 512-bit vectors:
+ * each zmm holds two tokens' eight lanes side by side (pairs (a, b) and
+ * (a, b + 1)), so one dpbusd serves two pairs, and the sixteen pairs' totals
+ * come out in one zmm by three rounds of unpack (or block shuffle) and add:
+ * lane L holds row 2 (L >> 3) + ((L >> 1) & 1), token 2 (L & 1) + ((L >> 2) & 1).
+ * Then one step of ref.h's order for all sixteen. */
+#define LLM__HAVE_Q8_TILE_4X4 1
+LLM__INLINE __m512 llm__q8_steps16(__m512 acc, const __m512i *z, const float *ws, const float *xs, size_t gstride) {
+    __m512i u[4], v[2], t;
+    for (int k = 0; k < 4; k++)   /* lanes 0+2, 1+3 of each 128-bit block, two vectors interleaved */
+        u[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * k], z[2 * k + 1]), _mm512_unpackhi_epi32(z[2 * k], z[2 * k + 1]));
+    for (int k = 0; k < 2; k++)   /* each block's total, four vectors side by side */
+        v[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * k], u[2 * k + 1]), _mm512_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
+    t = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
+    const __m512i row = _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3);
+    const __m512i tok = _mm512_setr_epi32(0, 2, 0, 2, 1, 3, 1, 3, 0, 2, 0, 2, 1, 3, 1, 3);
+    __m128 w4 = _mm_setr_ps(ws[0], ws[gstride], ws[2 * gstride], ws[3 * gstride]);
+    __m128 x4 = _mm_setr_ps(xs[0], xs[gstride], xs[2 * gstride], xs[3 * gstride]);
+    __m512 scale = _mm512_mul_ps(_mm512_permutexvar_ps(row, _mm512_castps128_ps512(w4)),
+                                 _mm512_permutexvar_ps(tok, _mm512_castps128_ps512(x4)));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), scale, acc);
+}
+static void llm__tile_q8_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq, const float *xs,
+                             int n, int G) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    int groups = n / 32;
-    __m512 acc[4][2];   /* [row][token pair] */
-    for (int a = 0; a < 4; a++) acc[a][0] = acc[a][1] = _mm512_setzero_ps();
+    int groups = n / G;
+    __m512 acc = _mm512_setzero_ps();
     for (int g = 0; g < groups; g++) {
-        int g0 = g * 32;
-        __m512i x[2], neg[2];
-        __m512 xsv[2];
-        for (int p = 0; p < 2; p++) {
-            int b = 2 * p;
-            x[p] = _mm512_inserti64x4(_mm512_castsi256_si512(llm__i8x32_load(xq + (size_t)b * n + g0)),
-                                      llm__i8x32_load(xq + (size_t)(b + 1) * n + g0), 1);
-            neg[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x[p]));
-            xsv[p] = _mm512_insertf32x8(_mm512_set1_ps(xs[(size_t)b * groups + g]),
-                                        _mm256_set1_ps(xs[(size_t)(b + 1) * groups + g]), 1);
-        }
-        for (int a = 0; a < 4; a++) {
-            __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(llm__i8x32_load(w + (size_t)a * n + g0)), bias);
-            __m512 wsv = _mm512_set1_ps(ws[(size_t)a * groups + g]);
+        int g0 = g * G;
+        __m512i z[8];     /* z[2a + p]: row a, tokens 2p and 2p + 1 */
+        for (int k = 0; k < 8; k++) z[k] = _mm512_setzero_si512();
+        for (int c0 = 0; c0 < G; c0 += 32) {
+            __m512i x[2], neg[2];
             for (int p = 0; p < 2; p++) {
-                __m512i isum = _mm512_dpbusd_epi32(neg[p], wu, x[p]);
-                acc[a][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wsv, xsv[p]), acc[a][p]);
+                x[p] = _mm512_inserti64x4(_mm512_castsi256_si512(llm__i8x32_load(xq + (size_t)(2 * p) * n + g0 + c0)),
+                                          llm__i8x32_load(xq + (size_t)(2 * p + 1) * n + g0 + c0), 1);
+                neg[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x[p]));
+            }
+            for (int a = 0; a < 4; a++) {
+                __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(llm__i8x32_load(w + (size_t)a * n + g0 + c0)), bias);
+                for (int p = 0; p < 2; p++) z[2 * a + p] = _mm512_dpbusd_epi32(_mm512_add_epi32(z[2 * a + p], neg[p]), wu, x[p]);
             }
         }
+        acc = llm__q8_steps16(acc, z, ws + g, xs + g, (size_t)groups);
     }
-    for (int p = 0; p < 2; p++) { /* rows 0..3 of tokens 2p and 2p + 1 */
-        __m256 slot[8];
-        for (int s = 0; s < 8; s++) {
-            __m512 v = acc[s >> 1][p];
-            slot[s] = s & 1 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v);
-        }
-        __m256 t = llm__lane_totals8(slot);
-        _mm_storeu_ps(out + (size_t)(2 * p) * ldo, _mm256_castps256_ps128(t));
-        _mm_storeu_ps(out + (size_t)(2 * p + 1) * ldo, _mm256_extractf128_ps(t, 1));
-    }
+    float total[16];
+    _mm512_storeu_ps(total, acc);
+    for (int L = 0; L < 16; L++) out[(size_t)(2 * (L & 1) + ((L >> 2) & 1)) * ldo + 2 * (L >> 3) + ((L >> 1) & 1)] = total[L];
 }
 #endif
-
-#if defined(LLM__Q8_VNNI) && LLM__VL == 16
-/* One token (decode), G == 32, n a multiple of 64: two groups per 512-bit
- * step (the low half group g, the high half g + 1), then each half's scale
- * step in turn, group g first, as llm__tile_q8_vnni does them. */
-LLM__INLINE void llm__tile_q8_vnni_1tok(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
-                                        const float *xs, int n, int G, int nr, int nc) {
-    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    int groups = n / 32;
-    __m256 acc[LLM__NR];
-    (void)ldo; (void)G; (void)nc;
-    LLM__UNROLL for (int a = 0; a < nr; a++) acc[a] = _mm256_setzero_ps();
-    for (int g = 0; g < groups; g += 2) {
-        __m512i x = _mm512_loadu_si512((const void *)(xq + (size_t)g * 32));
-        __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, x));
-        __m512 xsv = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_castsi128_ps(
-                         _mm_loadl_epi64((const __m128i *)(const void *)(xs + g)))));
-        LLM__UNROLL for (int a = 0; a < nr; a++) {
-            const int8_t *wa = w + (size_t)a * n + (size_t)g * 32;
-            LLM__PREFETCH(wa + (size_t)LLM__NR * n);   /* the next tile's rows */
-            __m512i wu = _mm512_xor_si512(_mm512_loadu_si512((const void *)wa), bias);
-            __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, wu, x));
-            __m512 wsv = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_castsi128_ps(
-                             _mm_loadl_epi64((const __m128i *)(const void *)(ws + (size_t)a * groups + g)))));
-            __m512 s = _mm512_mul_ps(wsv, xsv);
-            acc[a] = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(s), acc[a]);
-            acc[a] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(f, 1), _mm512_extractf32x8_ps(s, 1), acc[a]);
-        }
-    }
-    if (nr == LLM__NR) {
-        __m256 slot[8];
-        LLM__UNROLL for (int s = 0; s < 8; s++) slot[s] = s & 1 ? _mm256_setzero_ps() : acc[s >> 1];
-        _mm_storeu_ps(out, _mm256_castps256_ps128(llm__lane_totals8(slot)));
-    } else {
-        for (int a = 0; a < nr; a++) out[a] = llm__f32x8_total(acc[a]);
-    }
+/* acc[p] = fma(total of lanes v[p], scale[p], acc[p]) for eight pairs p */
+LLM__INLINE __m256 llm__q8_steps8(__m256 acc, const __m256i *v, const float *scale) {
+    __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    /* u0: pairs 0..3's low-half totals | their high halves' (u1: 4..7) */
+    __m256i t = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+    __m256 s = _mm256_setr_ps(scale[0], scale[1], scale[2], scale[3], scale[4], scale[5], scale[6], scale[7]);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), s, acc);
 }
 #endif
-#endif /* LLM__Q8_SIMD */
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(MODEL_NO_SIMD)
 #define LLM__ATTEND_AVX2 1
