@@ -134,12 +134,13 @@ def host_args(v):
 
 
 def plan_block(text):
-    """The lines from 'memory plan' to 'total RAM', as run.c's --info prints them."""
+    """The lines from 'memory plan' to 'total RAM', as run.c's --info prints them
+    (less its 'tokenizer is ...' line: the firmware's tokenizer is compiled in)."""
     lines, on = [], False
     for line in text.splitlines():
         if line.startswith("memory plan"):
             on = True
-        if on:
+        if on and not line.lstrip().startswith("tokenizer is "):
             lines.append(line)
             if line.lstrip().startswith("total RAM"):
                 break
