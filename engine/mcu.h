@@ -41,13 +41,27 @@ static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, con
     }
     isum[0] = s0; isum[1] = s1; isum[2] = s2; isum[3] = s3;
 }
-/* GGUF's q8_0 blocks (ref.h): one group's integer sum, exact, so the
- * twin's (q4_0, with int16 activation codes, runs its twin here) */
+/* GGUF's q8_0 blocks (ref.h): one group's integer sum, exact, so the twin's */
 #define LLM__HAVE_GG_ISUM 1
 static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
     const int8_t *q = (const int8_t *)(const void *)(b + 2);
     return vmladavaq_s8(vmladavq_s8(vld1q_s8(q), vld1q_s8(x)), vld1q_s8(q + 16), vld1q_s8(x + 16));
 }
+/* q4_0 against int16 activation codes: the codes less 8 as int8, their even
+ * and odd lanes widened (VMOVLB, VMOVLT) against x's even and odd halves
+ * (VLD2); integer sums are exact, so the twin's */
+static inline int32_t llm__gg_isum16_q4_0(const unsigned char *b, const int16_t *x) {
+    uint8x16_t qs = vld1q_u8(b + 2);
+    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), vdupq_n_s8(8));   /* q[0..15]  */
+    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), vdupq_n_s8(8));              /* q[16..31] */
+    int16x8x2_t xl = vld2q_s16(x), xh = vld2q_s16(x + 16);
+    int32_t s = vmladavq_s16(vmovlbq_s8(lo), xl.val[0]);
+    s = vmladavaq_s16(s, vmovltq_s8(lo), xl.val[1]);
+    s = vmladavaq_s16(s, vmovlbq_s8(hi), xh.val[0]);
+    return vmladavaq_s16(s, vmovltq_s8(hi), xh.val[1]);
+}
+#define llm__gg_sums_q4_0(isum, row, xq, G) \
+    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum16_q4_0((row) + (size_t)g_ * 18, (xq) + (size_t)g_ * LLM__GQ))
 #elif defined(__ARM_FEATURE_DSP) && !defined(MODEL_NO_SIMD) && !defined(__aarch64__)
 #include <arm_acle.h>
 /* bytes 1 and 3 of a, sign-extended to two int16: SXTB16's own rotation
