@@ -267,6 +267,18 @@ def test_ak42_files():
 
 # ---- malformed LLMW files ----
 
+
+def refused_in_one_line(name, blob, word):
+    """./run on the bytes blob exits 1 with one line, 'error: ...', whose message
+    (not the file's name) holds word."""
+    path = scratch(f"fmt_bad_{name}.llmw")
+    with open(path, "wb") as f:
+        f.write(blob)
+    rc, out, err = run([path, "-z", TOK, "-n", "4"])
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
+    assert word in lines[0].replace(path, ""), lines[0]
+
 def test_malformed_llmw_refused():
     good = open(exported("q8_0"), "rb").read()
 
@@ -339,15 +351,7 @@ def test_malformed_llmw_refused():
         "v2_directory_cut": (good[:256 + 40 * count - 8], "directory"),
     }
     for name, (blob, word) in cases.items():
-        def one(blob=blob, word=word, name=name):
-            path = scratch(f"fmt_bad_{name}.llmw")
-            with open(path, "wb") as f:
-                f.write(blob)
-            rc, out, err = run([path, "-z", TOK, "-n", "4"])
-            lines = [l for l in err.splitlines() if l.strip()]
-            assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
-            assert word in lines[0].replace(path, ""), lines[0]   # the message, not the file's name
-        yield name, one
+        yield name, lambda blob=blob, word=word, name=name: refused_in_one_line(name, blob, word)
 
 
 def q4_k_wide():
@@ -396,12 +400,5 @@ def test_malformed_q4_llmw_refused():
             struct.pack_into("<I", b, entry(2, 8), 6)
             cases["narrow_row_as_q4_k"] = (bytes(b), "multiple of 256")
         for name, (blob, word) in cases.items():
-            def one(blob=blob, word=word, name=f"{dtype}_{name}"):
-                path = scratch(f"fmt_bad_{name}.llmw")
-                with open(path, "wb") as f:
-                    f.write(blob)
-                rc, out, err = run([path, "-z", TOK, "-n", "4"])
-                lines = [l for l in err.splitlines() if l.strip()]
-                assert rc == 1 and len(lines) == 1 and lines[0].startswith("error:"), (rc, err[-2000:])
-                assert word in lines[0].replace(path, ""), lines[0]
-            yield f"{dtype}_{name}", one
+            name = f"{dtype}_{name}"
+            yield name, lambda blob=blob, word=word, name=name: refused_in_one_line(name, blob, word)
