@@ -655,6 +655,20 @@ static void test_state_errors(const llm_model *m) {
     free(arena);
 }
 
+/* rows of random block bytes (row_bytes each), with a small positive f16 at
+ * each block's scale offsets d_at[0], d_at[1] (-1: none) */
+static unsigned char *random_blocks(const llm__type_traits *tr, int rows, size_t row_bytes, const int *d_at) {
+    unsigned char *w = malloc(rows * row_bytes);
+    for (size_t i = 0; i < rows * row_bytes; i++) w[i] = (unsigned char)(frand() * 128.0f + 128.0f);
+    for (size_t b = 0; b < rows * row_bytes / (size_t)tr->qblock_bytes; b++)
+        for (int e = 0; e < 2; e++)
+            if (d_at[e] >= 0) {
+                uint16_t h = llm_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
+                memcpy(w + b * tr->qblock_bytes + d_at[e], &h, 2);
+            }
+    return w;
+}
+
 /* GGUF's block types (random blocks: any bytes are a valid block, with sane
  * f16 scales): the fast tile, decode and threads against the scalar twin bit
  * for bit (integer group sums, then the twin's steps), and the twin against
@@ -674,14 +688,7 @@ static void test_gguf_blocks(void) {
                     /* 37 rows: two of x86's 16-row q4_0 tiles and edge rows */
                     int rows = k == 1 ? 37 : 13, cols = cols_k[ci] * 256, T = Ts[k], ng = cols / 32;
                     size_t row_bytes = (size_t)(cols / tr->qblock) * (size_t)tr->qblock_bytes;
-                    unsigned char *w = malloc(rows * row_bytes);
-                    for (size_t i = 0; i < rows * row_bytes; i++) w[i] = (unsigned char)(frand() * 128.0f + 128.0f);
-                    for (size_t b = 0; b < rows * row_bytes / (size_t)tr->qblock_bytes; b++)
-                        for (int e = 0; e < 2; e++)
-                            if (d_at[ti][e] >= 0) {
-                                uint16_t h = llm_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
-                                memcpy(w + b * tr->qblock_bytes + d_at[ti][e], &h, 2);
-                            }
+                    unsigned char *w = random_blocks(tr, rows, row_bytes, d_at[ti]);
                     llm_tensor t = llm__tensor(w, NULL, types[ti], rows, cols, 0);
                     llm_state s;
                     memset(&s, 0, sizeof s);
@@ -748,14 +755,7 @@ static void test_padded_blocks(void) {
                     int rows = 13, cols = colss[ci], T = Ts[k];
                     int np = (cols + tr->qblock - 1) / tr->qblock * tr->qblock, ng = np / 32;
                     size_t row_bytes = (size_t)(np / tr->qblock) * (size_t)tr->qblock_bytes;
-                    unsigned char *w = malloc(rows * row_bytes);
-                    for (size_t i = 0; i < rows * row_bytes; i++) w[i] = (unsigned char)(frand() * 128.0f + 128.0f);
-                    for (size_t b = 0; b < rows * row_bytes / (size_t)tr->qblock_bytes; b++)
-                        for (int e = 0; e < 2; e++)
-                            if (d_at[ti][e] >= 0) {
-                                uint16_t h = llm_f32_to_f16(0.001f + 0.01f * fabsf(frand()));
-                                memcpy(w + b * tr->qblock_bytes + d_at[ti][e], &h, 2);
-                            }
+                    unsigned char *w = random_blocks(tr, rows, row_bytes, d_at[ti]);
                     llm_tensor t = llm__tensor(w, NULL, types[ti], rows, cols, 32);
                     llm_state s;
                     memset(&s, 0, sizeof s);
