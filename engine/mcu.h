@@ -125,41 +125,173 @@ static inline llm__x16q llm__x16_pairs(const int16_t *x) {   /* x[j..j+3], x[j+1
     p.he = (c & 0xFFFFu) | (d << 16); p.ho = (d & 0xFFFF0000u) | (c >> 16);
     return p;
 }
-static inline int32_t llm__smlad_q4_x16(const unsigned char *q, llm__x16q p, int32_t acc) {
-    uint32_t w;
-    memcpy(&w, q, 4);
-    uint32_t lo = (uint32_t)__ssub8((int8x4_t)(w & 0x0F0F0F0Fu), 0x08080808);
-    uint32_t hi = (uint32_t)__ssub8((int8x4_t)((w >> 4) & 0x0F0F0F0Fu), 0x08080808);
-    acc = __smlad(__sxtb16(lo), p.le, __smlad(llm__sxtb16_ror8(lo), p.lo, acc));
-    return __smlad(__sxtb16(hi), p.he, __smlad(llm__sxtb16_ror8(hi), p.ho, acc));
-}
-/* na <= 4 rows' q4_0 group sums at once, each word of x packed once for all */
-static inline void llm__gg_sums4_q4_0_dsp(int32_t (*isum)[64], const unsigned char *const *rc, int na,
-                                          const int16_t *xq, int G) {
-    for (int g = 0; g < G; g++) {
-        const int16_t *x = xq + (size_t)g * 32;
-        int32_t s[4] = { 0, 0, 0, 0 };
-        for (int j = 0; j < 16; j += 4) {
-            llm__x16q p = llm__x16_pairs(x + j);
-            for (int i = 0; i < na; i++) s[i] = llm__smlad_q4_x16(rc[i] + (size_t)g * 18 + 2 + j, p, s[i]);
-        }
-        for (int i = 0; i < na; i++) isum[i][g] = s[i];
+
+/* The DSP's own tiles for q8_0 (LLMW's int8 rows) and q4_0 blocks, one
+ * token (nc) at a time and two rows at a time sharing each load of the
+ * token's codes, each row stepping along its groups as the twin does, so
+ * the same bits. A token's codes are first rearranged for SMLAD once, a
+ * chunk of up to LLM__DSP_CHUNK codes on the stack, and every row then
+ * loads them ready: on the Cortex-M4 the sign extensions, the pairing and
+ * the per-group bookkeeping of a tile cost as much as the multiplies. */
+#define LLM__DSP_CHUNK 256
+/* q8_0: x's word k as SXTB16's pairs, xp[2k] = bytes 0, 2 and xp[2k + 1] = 1, 3 */
+static void llm__q8_pairs_dsp(uint32_t *xp, const int8_t *x, int words) {
+    for (int k = 0; k < words; k++) {
+        uint32_t b;
+        memcpy(&b, x + 4 * k, 4);
+        xp[2 * k] = __sxtb16(b);
+        xp[2 * k + 1] = llm__sxtb16_ror8(b);
     }
 }
-#define llm__gg_sums4_q4_0(isum, rc, na, xq, G) llm__gg_sums4_q4_0_dsp(isum, rc, na, xq, G)
+/* one group's exact sums of rows w0 and w1 (words int8 words) against their pairs xp */
+LLM__INLINE void llm__isum2_q8_dsp(int32_t *s, const int8_t *w0, const int8_t *w1, const uint32_t *xp, int words) {
+    int32_t s0 = 0, s1 = 0;
+    LLM__UNROLL for (int k = 0; k < words; k++) {
+        uint32_t xe = xp[2 * k], xo = xp[2 * k + 1];
+        s0 = llm__smlad_word(w0 + 4 * k, xe, xo, s0);
+        s1 = llm__smlad_word(w1 + 4 * k, xe, xo, s1);
+    }
+    s[0] = s0; s[1] = s1;
+}
+/* rows w and w + n's steps over groups g0..g1 of G (whole words; the
+ * chunk's pairs xp from group g0), accumulating into acc[0..1] */
+LLM__INLINE void llm__rows2_q8_dsp(float *acc, const int8_t *w, const float *ws, int groups, const float *xs,
+                                   const uint32_t *xp, int G, int n, int g0, int g1) {
+    int gf = g1 * G > n ? g1 - 1 : g1;   /* whole groups; a short last one after */
+    float a0 = acc[0], a1 = acc[1];
+    for (int g = g0; g < gf; g++, xp += G / 2) {
+        int32_t s[2];
+        llm__isum2_q8_dsp(s, w + (size_t)g * G, w + (size_t)n + (size_t)g * G, xp, G / 4);
+        a0 = llm__q8_step(s[0], ws[g], xs[g], a0);
+        a1 = llm__q8_step(s[1], ws[groups + g], xs[g], a1);
+    }
+    if (gf < g1) {
+        int32_t s[2];
+        llm__isum2_q8_dsp(s, w + (size_t)gf * G, w + (size_t)n + (size_t)gf * G, xp, (n - gf * G) / 4);
+        a0 = llm__q8_step(s[0], ws[gf], xs[gf], a0);
+        a1 = llm__q8_step(s[1], ws[groups + gf], xs[gf], a1);
+    }
+    acc[0] = a0; acc[1] = a1;
+}
+#define LLM__HAVE_TILE_Q8 1
+static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
+                         const float *xs, int t, int nr, int nc) {
+    int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
+    const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
+    const float *ws = wt->scale + (size_t)r * groups;
+    uint32_t xp[LLM__DSP_CHUNK / 2];
+    (void)x;
+    for (int b = 0; b < nc; b++) {
+        const int8_t *xb = xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * groups;
+        float *o = out + (size_t)b * ldo;
+        int a = 0;
+        if (G % 4 == 0 && n % 4 == 0 && G <= LLM__DSP_CHUNK) {   /* groups of whole words */
+            int cg = LLM__DSP_CHUNK / G;   /* groups per chunk */
+            for (int g0 = 0; g0 < groups; g0 += cg) {
+                int g1 = groups - g0 < cg ? groups : g0 + cg, c1 = g1 * G < n ? g1 * G : n;
+                llm__q8_pairs_dsp(xp, xb + (size_t)g0 * G, (c1 - g0 * G) / 4);
+                for (a = 0; a + 2 <= nr; a += 2) {
+                    float acc[2] = { g0 ? o[a] : 0.0f, g0 ? o[a + 1] : 0.0f };
+                    if (G == 32) llm__rows2_q8_dsp(acc, w + (size_t)a * n, ws + (size_t)a * groups, groups, sb, xp, 32, n, g0, g1);
+                    else llm__rows2_q8_dsp(acc, w + (size_t)a * n, ws + (size_t)a * groups, groups, sb, xp, G, n, g0, g1);
+                    o[a] = acc[0]; o[a + 1] = acc[1];
+                }
+            }
+        }
+        for (; a < nr; a++) o[a] = llm__dot_q8(w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G);
+    }
+}
+
+/* q4_0 against int16 codes: each group's codes as the pairs llm__x16_pairs
+ * makes, and 8 times their sum: the weights' nibbles are taken unsigned,
+ * straight into SMLAD's halves by one AND each (w & 0x000F000F holds codes
+ * j and j + 2; shifted 8, 4 and 12, codes j + 1 and j + 3, j + 16 and
+ * j + 18, j + 17 and j + 19), and sum (q - 8) x = sum q x - 8 sum x, exact */
+typedef struct llm__q4_pairs { llm__x16q p[4]; int32_t xsum8; } llm__q4_pairs;
+static void llm__q4_pairs_dsp(llm__q4_pairs *xp, const int16_t *x, int groups) {
+    for (int g = 0; g < groups; g++, x += 32) {
+        for (int k = 0; k < 4; k++) xp[g].p[k] = llm__x16_pairs(x + 4 * k);
+        xp[g].xsum8 = 8 * llm__sum_i16(x, 32);
+    }
+}
+/* m & (w >> k) in one instruction (GCC makes two of it with m an immediate) */
+#define LLM__AND_LSR(k) \
+    static inline uint32_t llm__and_lsr##k(uint32_t w, uint32_t m) { \
+        uint32_t r; __asm__("and %0, %1, %2, lsr #" #k : "=r"(r) : "r"(m), "r"(w)); return r; }
+LLM__AND_LSR(4)
+LLM__AND_LSR(8)
+LLM__AND_LSR(12)
+#undef LLM__AND_LSR
+LLM__INLINE int32_t llm__smlad_q4u(uint32_t w, const llm__x16q *p, uint32_t m, int32_t s) {
+    s = __smlad(w & m, p->le, s);
+    s = __smlad(llm__and_lsr8(w, m), p->lo, s);
+    s = __smlad(llm__and_lsr4(w, m), p->he, s);
+    return __smlad(llm__and_lsr12(w, m), p->ho, s);
+}
+/* one group's sums of the blocks' codes q0 and q1 (16 bytes each) */
+LLM__INLINE void llm__isum2_q4_0_dsp(int32_t *s, const unsigned char *q0, const unsigned char *q1,
+                                     const llm__q4_pairs *xp, uint32_t m) {
+    int32_t s0 = 0, s1 = 0;
+    LLM__UNROLL for (int k = 0; k < 4; k++) {
+        uint32_t w0, w1;
+        memcpy(&w0, q0 + 4 * k, 4);
+        memcpy(&w1, q1 + 4 * k, 4);
+        s0 = llm__smlad_q4u(w0, &xp->p[k], m, s0);
+        s1 = llm__smlad_q4u(w1, &xp->p[k], m, s1);
+    }
+    s[0] = s0 - xp->xsum8; s[1] = s1 - xp->xsum8;
+}
+#define LLM__HAVE_GG_TILE_Q4_0 1
+static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    int n = w->cols, G = n / LLM__GQ, cg = LLM__DSP_CHUNK / LLM__GQ;
+    uint32_t m = 0x000F000Fu;
+    llm__q4_pairs xp[LLM__DSP_CHUNK / LLM__GQ];
+    (void)x;
+    for (int b = 0; b < nc; b++) {
+        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * G;
+        float *o = out + (size_t)b * ldo;
+        for (int g0 = 0; g0 < G; g0 += cg) {
+            int g1 = G - g0 < cg ? G : g0 + cg;
+            llm__q4_pairs_dsp(xp, xb + (size_t)g0 * LLM__GQ, g1 - g0);
+            for (int a = 0; a < nr; a += 2) {   /* an odd last row: twice, its twin's sums discarded */
+                const unsigned char *r0 = llm__block_row(w, r + a), *r1 = a + 1 < nr ? llm__block_row(w, r + a + 1) : r0;
+                float a0 = g0 ? o[a] : 0.0f, a1 = g0 && a + 1 < nr ? o[a + 1] : 0.0f;
+                for (int g = g0; g < g1; g++) {
+                    int32_t s[2];
+                    llm__isum2_q4_0_dsp(s, r0 + (size_t)g * 18 + 2, r1 + (size_t)g * 18 + 2, xp + (g - g0), m);
+                    a0 = llm__gstep_q4_0(r0, g, s[0], 0, sb[g], a0);
+                    a1 = llm__gstep_q4_0(r1, g, s[1], 0, sb[g], a1);
+                }
+                o[a] = a0;
+                if (a + 1 < nr) o[a + 1] = a1;
+            }
+        }
+    }
+}
 #endif
 
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP)
 #define LLM__HAVE_ROUND_Q8 1
-/* llm__round_q8_ref without lroundf's library call: truncate (one VCVT),
- * then step away from zero when the dropped fraction (exact) is at least
- * one half -- x86.h's way, one value at a time */
+#define LLM__HAVE_ROUND_Q16 1
+/* lroundf(v) for |v| < 2^30 without the library call: t = trunc(2v) by one
+ * VCVT to fixed point with one fraction bit (2v is exact, the conversion
+ * truncates), then round(v) = (t + (t >= 0)) >> 1 (arithmetic): t = 2k or
+ * 2k + 1 for v >= 0 (k + 1 exactly when the dropped fraction is at least
+ * one half), and for v < 0 the shift's floor steps away from zero the same
+ * way. Exact, so llm__round_q8_ref's and llm__round_q16_ref's codes. */
+static inline int32_t llm__lround_m(float v) {
+    int32_t t;
+    __asm__("vcvt.s32.f32 %0, %0, #1" : "+t"(v));
+    memcpy(&t, &v, 4);
+    return (t + 1 + (t >> 31)) >> 1;
+}
 static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
-    for (int j = 0; j < n; j++) {
-        float v = x[j] * inv;
-        int32_t q = (int32_t)v;
-        float f = v - (float)q;
-        xq[j] = (int8_t)(q + (f >= 0.5f) - (f <= -0.5f));
-    }
+    for (int j = 0; j < n; j++) xq[j] = (int8_t)llm__lround_m(x[j] * inv);
+}
+static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
+    for (int j = 0; j < n; j++) xq[j] = (int16_t)llm__lround_m(x[j] * inv);
 }
 #endif

@@ -95,7 +95,7 @@ static inline void llm__round_q8_ref(int8_t *xq, const float *x, int n, float in
  * 2 * 16 * 32 * 128 * 16383 < 2^31 (with 32767, twice that) */
 #define LLM__Q16_MAX 16383
 /* the same into int16 (|x * inv| <= LLM__Q16_MAX) */
-static void llm__round_q16_ref(int16_t *xq, const float *x, int n, float inv) {
+static inline void llm__round_q16_ref(int16_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int16_t)lroundf(x[j] * inv);
 }
 

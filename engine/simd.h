@@ -341,7 +341,7 @@ static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const
     else if (G % 32 == 0 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 1);
     else llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 0);
 }
-#else
+#elif !defined(LLM__HAVE_TILE_Q8)   /* mcu.h's DSP tile */
 /* The q8_0 tile without q8_0 vectors: four rows at a time share each load
  * of the activations (llm__isum4_i8: SMLAD, Helium's VMLADAV or plain C),
  * each row stepping along its groups as the twin does. */
@@ -463,7 +463,9 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
     }
 #ifndef LLM__HAVE_GG_TILES   /* x86.h's steps eight rows at a time */
 LLM__GG_TILE(q8_0, 0, int8_t)
+#ifndef LLM__HAVE_GG_TILE_Q4_0   /* mcu.h's DSP tile */
 LLM__GG_TILE(q4_0, 0, int16_t)
+#endif
 LLM__GG_TILE(q4_k, 1, int16_t)
 LLM__GG_TILE(q6_k, 0, int16_t)
 #endif
