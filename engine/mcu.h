@@ -31,6 +31,14 @@ LLM__INLINE float llm__vsum(float32x4_t v) {
 static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, const int8_t *x, int len) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     const int8_t *w1 = w + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
+    if (len == 32) {   /* the usual group: two whole vectors, no loop, no predicate */
+        int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+        isum[0] = vmladavaq_s8(vmladavq_s8(vld1q_s8(w), x0), vld1q_s8(w + 16), x1);
+        isum[1] = vmladavaq_s8(vmladavq_s8(vld1q_s8(w1), x0), vld1q_s8(w1 + 16), x1);
+        isum[2] = vmladavaq_s8(vmladavq_s8(vld1q_s8(w2), x0), vld1q_s8(w2 + 16), x1);
+        isum[3] = vmladavaq_s8(vmladavq_s8(vld1q_s8(w3), x0), vld1q_s8(w3 + 16), x1);
+        return;
+    }
     for (int j = 0; j < len; j += 16) {
         mve_pred16_t p = vctp8q((uint32_t)(len - j));
         int8x16_t xv = vldrbq_z_s8(x + j, p);
@@ -47,21 +55,47 @@ static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x)
     const int8_t *q = (const int8_t *)(const void *)(b + 2);
     return vmladavaq_s8(vmladavq_s8(vld1q_s8(q), vld1q_s8(x)), vld1q_s8(q + 16), vld1q_s8(x + 16));
 }
-/* q4_0 against int16 activation codes: the codes less 8 as int8, their even
- * and odd lanes widened (VMOVLB, VMOVLT) against x's even and odd halves
- * (VLD2); integer sums are exact, so the twin's */
-static inline int32_t llm__gg_isum16_q4_0(const unsigned char *b, const int16_t *x) {
-    uint8x16_t qs = vld1q_u8(b + 2);
-    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), vdupq_n_s8(8));   /* q[0..15]  */
-    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), vdupq_n_s8(8));              /* q[16..31] */
-    int16x8x2_t xl = vld2q_s16(x), xh = vld2q_s16(x + 16);
-    int32_t s = vmladavq_s16(vmovlbq_s8(lo), xl.val[0]);
-    s = vmladavaq_s16(s, vmovltq_s8(lo), xl.val[1]);
-    s = vmladavaq_s16(s, vmovlbq_s8(hi), xh.val[0]);
-    return vmladavaq_s16(s, vmovltq_s8(hi), xh.val[1]);
+/* q4_0 against int16 activation codes, Helium's own tile: a block's 16
+ * code bytes widened by two VLDRB.U16 hold codes 0..7 and 8..15 in their
+ * low nibbles and 16..23 and 24..31 in their high ones, so one VAND or
+ * VSHR each gives eight codes, unsigned, in x's own order; sum (q - 8) x =
+ * sum q x - 8 sum x, and 8 sum x is taken once per token and group. Each
+ * row steps along its groups as the twin does: the same bits. */
+LLM__INLINE int32_t llm__isum_q4_0_mve(const unsigned char *qs, const int16_t *x, uint16x8_t m15) {
+    uint16x8_t a = vldrbq_u16(qs), b = vldrbq_u16(qs + 8);
+    int32_t s = vmladavq_s16(vreinterpretq_s16_u16(vandq_u16(a, m15)), vld1q_s16(x));
+    s = vmladavaq_s16(s, vreinterpretq_s16_u16(vandq_u16(b, m15)), vld1q_s16(x + 8));
+    s = vmladavaq_s16(s, vreinterpretq_s16_u16(vshrq_n_u16(a, 4)), vld1q_s16(x + 16));
+    return vmladavaq_s16(s, vreinterpretq_s16_u16(vshrq_n_u16(b, 4)), vld1q_s16(x + 24));
 }
-#define llm__gg_sums_q4_0(isum, row, xq, G) \
-    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum16_q4_0((row) + (size_t)g_ * 18, (xq) + (size_t)g_ * LLM__GQ))
+#define LLM__HAVE_GG_TILE_Q4_0 1
+static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    int n = w->cols, G = n / LLM__GQ;
+    int32_t xsum8[64];   /* a chunk of 64 groups at a time */
+    uint16x8_t m15 = vdupq_n_u16(15);
+    const unsigned char *rows = llm__block_row(w, r);
+    size_t rb = llm__block_row_bytes(w);
+    (void)x;
+    for (int b = 0; b < nc; b++) {
+        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * G;
+        float *o = out + (size_t)b * ldo;
+        for (int c0 = 0; c0 < G; c0 += 64) {
+            int c1 = G - c0 < 64 ? G : c0 + 64;
+            for (int g = c0; g < c1; g++) xsum8[g - c0] = 8 * llm__sum_i16(xb + (size_t)g * LLM__GQ, LLM__GQ);
+            for (int a = 0; a < nr; a++) {
+                const unsigned char *row = rows + (size_t)a * rb;
+                float acc = c0 ? o[a] : 0.0f;
+                for (int g = c0; g < c1; g++) {
+                    int32_t isum = llm__isum_q4_0_mve(row + (size_t)g * 18 + 2, xb + (size_t)g * LLM__GQ, m15) - xsum8[g - c0];
+                    acc = llm__gstep_q4_0(row, g, isum, 0, sb[g], acc);
+                }
+                o[a] = acc;
+            }
+        }
+    }
+}
 #elif defined(__ARM_FEATURE_DSP) && !defined(MODEL_NO_SIMD) && !defined(__aarch64__)
 #include <arm_acle.h>
 /* bytes 1 and 3 of a, sign-extended to two int16: SXTB16's own rotation
@@ -248,6 +282,8 @@ static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, con
     int n = w->cols, G = n / LLM__GQ, cg = LLM__DSP_CHUNK / LLM__GQ;
     uint32_t m = 0x000F000Fu;
     llm__q4_pairs xp[LLM__DSP_CHUNK / LLM__GQ];
+    const unsigned char *rows = llm__block_row(w, r);
+    size_t rb = llm__block_row_bytes(w);
     (void)x;
     for (int b = 0; b < nc; b++) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
@@ -257,7 +293,7 @@ static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, con
             int g1 = G - g0 < cg ? G : g0 + cg;
             llm__q4_pairs_dsp(xp, xb + (size_t)g0 * LLM__GQ, g1 - g0);
             for (int a = 0; a < nr; a += 2) {   /* an odd last row: twice, its twin's sums discarded */
-                const unsigned char *r0 = llm__block_row(w, r + a), *r1 = a + 1 < nr ? llm__block_row(w, r + a + 1) : r0;
+                const unsigned char *r0 = rows + (size_t)a * rb, *r1 = a + 1 < nr ? r0 + rb : r0;
                 float a0 = g0 ? o[a] : 0.0f, a1 = g0 && a + 1 < nr ? o[a + 1] : 0.0f;
                 for (int g = g0; g < g1; g++) {
                     int32_t s[2];
