@@ -3,6 +3,7 @@
 #   make -f embedded/embedded.mk embedded-test      build every board and aarch64, run, compare
 #   make -f embedded/embedded.mk embedded-figures   flash, RAM and instructions per token (markdown)
 #   make -f embedded/embedded.mk embedded-run EMB_BOARD=an547 EMB_TEMPERATURE=0 EMB_STEPS=200
+#   make -f embedded/embedded.mk embedded-kernels EMB_BOARD=an386   tests/test_kernels.c on a board
 #   make -f embedded/embedded.mk embedded-deps      install the Debian packages (root)
 # One image: EMB_BOARD (an386 | an547), the checkpoint and tokenizer it links
 # (EMB_CKPT, EMB_TOK), and the parameters fixed at build time: EMB_CTX (0 = the
@@ -52,7 +53,7 @@ EMB_PARAMS = -DEMB_TEMPERATURE='($(EMB_TEMPERATURE))' -DEMB_TOPP='($(EMB_TOPP))'
 EMB_CONFIG = $(EMB_BOARD) | $(EMB_CKPT) | $(EMB_TOK) | ctx $(EMB_CTX) | kv $(EMB_KV) | $(EMB_PARAMS) | \
   prompt $(EMB_PROMPT) | stack $(EMB_STACK) | budget $(EMB_RAM_BUDGET) | $(EMB_OPT)
 
-.PHONY: embedded-elf embedded-run embedded-test embedded-figures embedded-deps embedded-aarch64 embedded-clean FORCE
+.PHONY: embedded-elf embedded-run embedded-kernels embedded-test embedded-figures embedded-deps embedded-aarch64 embedded-clean FORCE
 
 embedded-elf: $(EMB_DIR)/demo.elf
 
@@ -88,6 +89,26 @@ $(EMB_DIR)/demo.elf: $(addprefix $(EMB_DIR)/,startup.o main.o tokenizer.o model.
 
 embedded-run: $(EMB_DIR)/demo.elf
 	$(EMB_QEMU_$(EMB_BOARD)) $(EMB_QEMU_FLAGS) -kernel $<
+
+# tests/test_kernels.c on a board (embedded/test_kernels_board.c): the board's
+# own kernels against their twins, the model read from the host through
+# semihosting; newlib's stdio (librdimon) and a heap, which the demo never links
+EMB_KT_DIR = build/embedded/test_kernels/$(EMB_BOARD)
+EMB_KT_CFLAGS = $(EMB_CPU_$(EMB_BOARD)) -O2 -g -std=c99 -Wall -Wextra -Werror -ffp-contract=off -I. -Iembedded
+embedded-kernels: $(EMB_KT_DIR)/test_kernels.elf
+	$(EMB_QEMU_$(EMB_BOARD)) $(EMB_QEMU_FLAGS) -kernel $<
+$(EMB_KT_DIR)/test_kernels.o: tests/test_kernels.c model.h $(wildcard engine/*.h)
+	@mkdir -p $(@D)
+	$(EMB_CC) $(EMB_KT_CFLAGS) -Wno-unused-function -Dmain=test_kernels_main -DTEST_MODEL_POOL=65536 -c -o $@ $<
+$(EMB_KT_DIR)/board.o: embedded/test_kernels_board.c embedded/board.h
+	@mkdir -p $(@D)
+	$(EMB_CC) $(EMB_KT_CFLAGS) -DEMB_TEST_MODELS='"$(abspath $(EMB_MODELS))"' -c -o $@ $<
+$(EMB_KT_DIR)/startup.o: embedded/startup.c embedded/board.h
+	@mkdir -p $(@D)
+	$(EMB_CC) $(EMB_CPU_$(EMB_BOARD)) -O2 -g -DEMB_BOARD='"$(EMB_BOARD)"' -std=gnu99 -Wall -Wextra -Werror -c -o $@ $<
+$(EMB_KT_DIR)/test_kernels.elf: $(addprefix $(EMB_KT_DIR)/,startup.o board.o test_kernels.o) embedded/$(EMB_BOARD).ld embedded/common.ld
+	$(EMB_CC) $(EMB_CPU_$(EMB_BOARD)) -nostartfiles --specs=nano.specs --specs=rdimon.specs -u _printf_float \
+	  -Lembedded -T embedded/$(EMB_BOARD).ld -Wl,--gc-sections -Wl,--defsym=EMB_STACK=65536 -o $@ $(filter %.o,$^) -lm
 
 # ./run for aarch64 Linux (NEON path), run under qemu-aarch64
 EMB_A64_CC = aarch64-linux-gnu-gcc

@@ -7,6 +7,8 @@ embedded-figures do). Builds every image with `make -f embedded/embedded.mk`,
 runs it under QEMU with a timeout, and prints one line per check, "ok NAME" or
 "FAIL NAME: detail", then "N passed, N failed"; exit status 1 if any failed.
 Needs the host's ./run and ./run-portable (the top Makefile's `all portable`).
+Each board also runs tests/test_kernels.c (embedded/test_kernels_board.c): its own
+kernels in engine/mcu.h against their scalar twins on the tests' awkward shapes.
 Model files come from $LLM_MODELS (default ../shared/models); derived files
 (the q8_0 export) go under build/embedded/, never into the repository.
 
@@ -276,6 +278,26 @@ def check_budget_enforced(r):
                 "status %s: %s" % (q.returncode, tail(q.stderr, 200)))
 
 
+# the path llm_simd_name() names on each board: its kernels in mcu.h
+SIMD_PATH = {"an386": "scalar+dsp", "an547": "helium"}
+
+
+def check_board_kernels(r, board):
+    """tests/test_kernels.c on the board: its own kernels against their twins."""
+    elf = os.path.join("build", "embedded", "test_kernels", board, "test_kernels.elf")
+    p = run(MK + [elf, "EMB_BOARD=" + board])
+    if not r.check("%s kernel tests build" % board, p.returncode == 0, tail(p.stderr + p.stdout)):
+        return
+    q = qemu(board, elf)
+    out = q.stdout.decode()
+    summary = [l for l in out.splitlines() if l.endswith(" failed") and " passed, " in l]
+    fails = [l for l in out.splitlines() if l.startswith("FAIL")]
+    r.check("%s kernel tests (%s path)" % (board, SIMD_PATH[board]),
+            q.returncode == 0 and "simd path: %s\n" % SIMD_PATH[board] in out and summary
+            and summary[-1].split()[2] == "0", "; ".join(fails[:3]) or (summary[-1] if summary else tail(q.stderr)),
+            summary[-1] if summary else "")
+
+
 def check_aarch64(r):
     p = run(MK + ["embedded-aarch64"])
     if not r.check("aarch64 build", p.returncode == 0, tail(p.stderr)):
@@ -311,6 +333,8 @@ def main_checks():
             for board in BOARDS:
                 check_board(r, board, name)
         check_budget_enforced(r)
+        for board in BOARDS:
+            check_board_kernels(r, board)
         check_aarch64(r)
     print("%d passed, %d failed" % (r.passed, r.failed))
     return 1 if r.failed else 0

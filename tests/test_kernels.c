@@ -40,8 +40,11 @@ static void fill(float *x, int n, float scale) { for (int i = 0; i < n; i++) x[i
 
 /* llm_load with the model arena llm_model_size asks for, from a static
  * pool that outlives every model of the run */
+#ifndef TEST_MODEL_POOL   /* the boards' build (embedded/embedded.mk) sets a smaller one */
+#define TEST_MODEL_POOL (1 << 20)
+#endif
 static int load(llm_model *m, const void *bytes, size_t n) {
-    static unsigned char pool[1 << 20];
+    static unsigned char pool[TEST_MODEL_POOL];
     static size_t used;
     size_t need = llm_model_size(bytes, n);
     if (need > sizeof pool - used) need = 0;
@@ -381,7 +384,7 @@ static void test_matmul_fast(void) {
             }
         }
     }
-    printf("   simd path: %s\n", LLM__SIMD);
+    printf("   simd path: %s\n", llm_simd_name());
 }
 
 /* ---- whole model: batched prefill == one-by-one decoding ---- */
