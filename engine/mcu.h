@@ -330,4 +330,26 @@ static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
 static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int16_t)llm__lround_m(x[j] * inv);
 }
+/* simd.h's llm__group_amax in one integer pass, not two float passes (a
+ * VCMP and a VMRS a value each): without their sign, finite floats' bits
+ * order as their values, and infinity and NaN lie above them all
+ * (0x7F800000 and up), so the bits' maximum is both max |x| and whether
+ * every x is finite */
+static inline uint32_t llm__amax_bits(const float *x, int n) {
+    uint32_t m = 0;
+    for (int j = 0; j < n; j++) {
+        uint32_t b;
+        memcpy(&b, x + j, 4);
+        b &= 0x7FFFFFFFu;
+        m = b > m ? b : m;
+    }
+    return m;
+}
+#define LLM__HAVE_GROUP_AMAX 1
+static inline float llm__group_amax(const float *x, int n) {
+    uint32_t m = llm__amax_bits(x, n);
+    float amax;
+    memcpy(&amax, &m, 4);
+    return m < 0x7F800000u ? amax : -1.0f;
+}
 #endif

@@ -97,6 +97,14 @@ static float llm__dot8(const float *a, const float *b, int n) {
 #define llm__dot8 llm__dot8_ref
 #endif
 
+/* max |x| over n >= 1 values, or -1 when one is NaN or infinite (an ISA
+ * file may give it, LLM__HAVE_GROUP_AMAX: mcu.h) */
+#ifndef LLM__HAVE_GROUP_AMAX
+static inline float llm__group_amax(const float *x, int n) {
+    return llm__all_finite(x, n) ? llm__max(x, n, 1) : -1.0f;
+}
+#endif
+
 /* x (n,) -> groups of G codes xq (n,), int8 (code_bytes 1, |code| <= 127)
  * or int16 (2, |code| <= LLM__Q16_MAX), with scales xs (ceil(n/G),):
  * x ~ xq * xs */
@@ -104,14 +112,14 @@ static void llm__quantize_groups(void *xq, int code_bytes, float *xs, const floa
     float qmax = code_bytes == 2 ? (float)LLM__Q16_MAX : 127.0f;
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
         int len = n - g0 < G ? n - g0 : G;
-        if (!llm__all_finite(x + g0, len)) {
+        float amax = llm__group_amax(x + g0, len);
+        if (amax < 0.0f) {
             /* NaN or inf: a NaN scale and zero values, so every product the
              * group enters is NaN, as in the float path (no NaN is cast) */
             xs[gi] = NAN;
             memset((unsigned char *)xq + (size_t)g0 * code_bytes, 0, (size_t)len * code_bytes);
             continue;
         }
-        float amax = llm__max(x + g0, len, 1);
         float scale = amax / qmax, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         xs[gi] = scale;
         if (code_bytes == 2) llm__round_q16((int16_t *)xq + g0, x + g0, len, inv);

@@ -282,6 +282,35 @@ static void test_quantize_codes(int code_bytes) {
     printf("   %d cases\n", cases);
 }
 
+/* A group holding NaN or an infinity quantizes to a NaN scale and zero
+ * codes (so every product it enters is NaN), its neighbours as usual; the
+ * boards find it by an integer pass over the bits (mcu.h's llm__group_amax) */
+static void test_quantize_nonfinite(int code_bytes) {
+    enum { N = 96 };
+    float bad[4] = { NAN, -NAN, INFINITY, -INFINITY };
+    int wrong = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int at = 0; at < N; at += 37) {
+            float x[N], xs[3];
+            int16_t xq16[N];
+            int8_t *xq = (int8_t *)(void *)xq16;
+            for (int i = 0; i < N; i++) x[i] = frand() * 2.0f;
+            x[at] = bad[k];
+            memset(xq16, 0x55, sizeof xq16);
+            if (code_bytes == 2) llm__quantize_q16(xq16, xs, x, N);
+            else llm__quantize_q8(xq, xs, x, N, 32);
+            for (int g = 0; g < 3; g++) {
+                int has = at / 32 == g, zeros = 1;
+                for (int j = 32 * g; j < 32 * g + 32; j++) zeros &= (code_bytes == 2 ? xq16[j] : xq[j]) == 0;
+                if (has ? !(isnan(xs[g]) && zeros) : !(xs[g] > 0.0f && !zeros)) wrong++;
+            }
+        }
+    }
+    char name[64];
+    snprintf(name, sizeof name, "quantize_q%d_nan_inf_groups", 8 * code_bytes);
+    check(wrong == 0, name, "%g groups wrong (want %g)", wrong, 0);
+}
+
 static void test_matvec(void) {
     int shapes[][2] = { { 1, 1 }, { 3, 5 }, { 17, 33 }, { 64, 172 }, { 172, 64 }, { 5, 1000 } };
     int types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0 };
@@ -848,6 +877,8 @@ int main(int argc, char **argv) {
     test_f16();
     test_quantize_codes(1);
     test_quantize_codes(2);
+    test_quantize_nonfinite(1);
+    test_quantize_nonfinite(2);
     test_matvec();
     test_matmul_fast();
     test_gguf_blocks();
