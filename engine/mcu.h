@@ -112,26 +112,6 @@ static inline int32_t llm__smlad_word(const int8_t *w, uint32_t xe, uint32_t xo,
     memcpy(&a, w, 4);
     return __smlad(llm__sxtb16_ror8(a), xo, __smlad(__sxtb16(a), xe, acc));
 }
-/* q8_0's exact integer sums, four rows at a time sharing each word of x */
-#define LLM__HAVE_ISUM4_I8 1
-static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, const int8_t *x, int len) {
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    const int8_t *w1 = w + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
-    int j = 0;
-    for (; j + 4 <= len; j += 4) {
-        uint32_t b;
-        memcpy(&b, x + j, 4);
-        uint32_t xe = __sxtb16(b), xo = llm__sxtb16_ror8(b);
-        s0 = llm__smlad_word(w + j, xe, xo, s0);
-        s1 = llm__smlad_word(w1 + j, xe, xo, s1);
-        s2 = llm__smlad_word(w2 + j, xe, xo, s2);
-        s3 = llm__smlad_word(w3 + j, xe, xo, s3);
-    }
-    isum[0] = s0 + llm__isum_i8(w + j, x + j, len - j);
-    isum[1] = s1 + llm__isum_i8(w1 + j, x + j, len - j);
-    isum[2] = s2 + llm__isum_i8(w2 + j, x + j, len - j);
-    isum[3] = s3 + llm__isum_i8(w3 + j, x + j, len - j);
-}
 /* GGUF's q8_0 blocks (ref.h): one group's integer sum, exact, so the twin's */
 #define LLM__HAVE_GG_ISUM 1
 static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
@@ -145,11 +125,10 @@ static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x)
     return s;
 }
 /* q4_0 against int16 activation codes (ref.h): a word of four code bytes
- * holds codes j..j+3 in its low nibbles and j+16..j+19 in its high ones;
- * less 8 (SSUB8, no borrow between bytes) they are int8, and SXTB16 makes
- * the pairs (j, j+2) and (j+1, j+3), so x's pairs are packed to match
- * (PKHBT/PKHTB): le = (x[j], x[j+2]), lo = (x[j+1], x[j+3]), he/ho the same
- * of x[j+16..j+19] */
+ * holds codes j..j+3 in its low nibbles and j+16..j+19 in its high ones,
+ * which come out as the pairs (j, j+2) and (j+1, j+3) (below), so x's
+ * pairs are packed to match (PKHBT/PKHTB): le = (x[j], x[j+2]),
+ * lo = (x[j+1], x[j+3]), he/ho the same of x[j+16..j+19] */
 typedef struct llm__x16q { uint32_t le, lo, he, ho; } llm__x16q;
 static inline llm__x16q llm__x16_pairs(const int16_t *x) {   /* x[j..j+3], x[j+16..j+19] */
     uint32_t a, b, c, d;
