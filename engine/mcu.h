@@ -57,14 +57,14 @@ static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x)
 }
 /* q4_0 against int16 activation codes, Helium's own tile: a block's 16
  * code bytes widened by two VLDRB.U16 hold codes 0..7 and 8..15 in their
- * low nibbles and 16..23 and 24..31 in their high ones, so one VAND or
+ * low nibbles and 16..23 and 24..31 in their high ones, so one VBIC or
  * VSHR each gives eight codes, unsigned, in x's own order; sum (q - 8) x =
  * sum q x - 8 sum x, and 8 sum x is taken once per token and group. Each
  * row steps along its groups as the twin does: the same bits. */
-LLM__INLINE int32_t llm__isum_q4_0_mve(const unsigned char *qs, const int16_t *x, uint16x8_t m15) {
-    uint16x8_t a = vldrbq_u16(qs), b = vldrbq_u16(qs + 8);
-    int32_t s = vmladavq_s16(vreinterpretq_s16_u16(vandq_u16(a, m15)), vld1q_s16(x));
-    s = vmladavaq_s16(s, vreinterpretq_s16_u16(vandq_u16(b, m15)), vld1q_s16(x + 8));
+LLM__INLINE int32_t llm__isum_q4_0_mve(const unsigned char *qs, const int16_t *x) {
+    uint16x8_t a = vldrbq_u16(qs), b = vldrbq_u16(qs + 8);   /* (VBIC #0xF0: the low nibbles, no mask register) */
+    int32_t s = vmladavq_s16(vreinterpretq_s16_u16(vbicq_n_u16(a, 0xF0)), vld1q_s16(x));
+    s = vmladavaq_s16(s, vreinterpretq_s16_u16(vbicq_n_u16(b, 0xF0)), vld1q_s16(x + 8));
     s = vmladavaq_s16(s, vreinterpretq_s16_u16(vshrq_n_u16(a, 4)), vld1q_s16(x + 16));
     return vmladavaq_s16(s, vreinterpretq_s16_u16(vshrq_n_u16(b, 4)), vld1q_s16(x + 24));
 }
@@ -73,7 +73,6 @@ static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, con
                             const float *xs, int t, int nr, int nc) {
     int n = w->cols, G = n / LLM__GQ;
     int32_t xsum8[64];   /* a chunk of 64 groups at a time */
-    uint16x8_t m15 = vdupq_n_u16(15);
     const unsigned char *rows = llm__block_row(w, r);
     size_t rb = llm__block_row_bytes(w);
     (void)x;
@@ -88,7 +87,7 @@ static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, con
                 const unsigned char *row = rows + (size_t)a * rb;
                 float acc = c0 ? o[a] : 0.0f;
                 for (int g = c0; g < c1; g++) {
-                    int32_t isum = llm__isum_q4_0_mve(row + (size_t)g * 18 + 2, xb + (size_t)g * LLM__GQ, m15) - xsum8[g - c0];
+                    int32_t isum = llm__isum_q4_0_mve(row + (size_t)g * 18 + 2, xb + (size_t)g * LLM__GQ) - xsum8[g - c0];
                     acc = llm__gstep_q4_0(row, g, isum, 0, sb[g], acc);
                 }
                 o[a] = acc;
