@@ -471,7 +471,7 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
     }
 #ifndef LLM__HAVE_GG_TILES   /* x86.h's steps eight rows at a time */
 LLM__GG_TILE(q8_0, 0, int8_t)
-#ifndef LLM__HAVE_GG_TILE_Q4_0   /* mcu.h's DSP tile */
+#ifndef LLM__HAVE_GG_TILE_Q4_0   /* mcu.h's DSP and Helium tiles */
 LLM__GG_TILE(q4_0, 0, int16_t)
 #endif
 LLM__GG_TILE(q4_k, 1, int16_t)
