@@ -607,25 +607,37 @@ LLM__INLINE __m512i llm__pair_order(int q4k) {
     return _mm512_loadu_si512((const void *)idx);
 }
 
-/* q4_0 group: acc = fma(isum, d * xs, acc) for sixteen rows, blk the
- * group's block in the first row, xp its activation pairs, xsum their sum */
-LLM__INLINE __m512 llm__q4_0_group16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                     int32_t xsum, float xs) {
-    __m512i t[4], s[4];
-    const int *xw = (const int *)(const void *)xp;
+/* The kernels below run a group's weights, unpacked once, against nb
+ * tokens (1 to decode, LLM__TB in a prefill tile): xp, xsum and xs are the
+ * first token's activation pairs, pair sums and scales at this group, the
+ * next tokens' LLM__XP_STRIDE, 64 and 64 further on, and acc[b] is token
+ * b's sixteen rows. */
+#define LLM__TB 4                          /* tokens a 16-row tile runs at once */
+#define LLM__XP_STRIDE (64 * LLM__GQ)      /* a token's chunk of 64 groups' pairs */
+
+/* q4_0 group: acc[b] = fma(isum, d * xs[b], acc[b]) for sixteen rows, blk
+ * the group's block in the first row */
+LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i t[4], s[LLM__TB][4];
     llm__words16(t, blk + 2, rb);
-    for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+    LLM__UNROLL for (int b = 0; b < nb; b++)
+        for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
     for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
-        s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[m]), LLM__PAIR(xw, 4 * m));
-        s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[m]), LLM__PAIR(xw, 4 * m + 1));
-        s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[m]), LLM__PAIR(xw, 4 * m + 2));
-        s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[m]), LLM__PAIR(xw, 4 * m + 3));
+        __m512i nib[4] = { LLM__NIB0(t[m]), LLM__NIB1(t[m]), LLM__NIB2(t[m]), LLM__NIB3(t[m]) };
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b][e] = _mm512_dpwssd_epi32(s[b][e], nib[e], LLM__PAIR(xw, 4 * m + e));
+        }
     }
-    /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
-    __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[0], _mm512_srai_epi32(s[1], 4)), _mm512_add_epi32(_mm512_srai_epi32(s[2], 8), s[3]));
-    isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum));
     __m512 d = llm__f16_rows16(blk, rb);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs)), acc);
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
+        __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][1], 4)),
+                                        _mm512_add_epi32(_mm512_srai_epi32(s[b][2], 8), s[b][3]));
+        isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum[64 * b]));
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
+    }
 }
 
 /* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
@@ -645,40 +657,44 @@ LLM__INLINE void llm__q4k_scale_min16(const __m512i *h, int j, __m512i *sc, __m5
 }
 /* q4_K block of 256 (eight groups) for sixteen rows: per group the twin's
  * two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
-LLM__INLINE __m512 llm__q4_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                     const int32_t *xsum, const float *xs) {
+LLM__INLINE void llm__q4_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
     __m512i h[4], t[4];
     llm__words16(h, blk, rb);          /* d | dmin << 16, then the 12 scale bytes */
     __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
     __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
     for (int p = 0; p < 4; p++) {   /* sub-blocks 2p and 2p + 1: low and high nibbles of 32 bytes */
-        const int *x0 = (const int *)(const void *)(xp + 64 * p), *x1 = x0 + 16;
-        __m512i s[4];
-        for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+        __m512i s[LLM__TB][4];
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
         for (int half = 0; half < 2; half++) {
             llm__words16(t, blk + 16 + 32 * p + 16 * half, rb);
             for (int mm = 0; mm < 4; mm++) {
                 int m = 4 * half + mm;
-                s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[mm]), LLM__PAIR(x0, 2 * m));
-                s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[mm]), LLM__PAIR(x0, 2 * m + 1));
-                s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[mm]), LLM__PAIR(x1, 2 * m));
-                s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[mm]), LLM__PAIR(x1, 2 * m + 1));
+                __m512i nib[4] = { LLM__NIB0(t[mm]), LLM__NIB1(t[mm]), LLM__NIB2(t[mm]), LLM__NIB3(t[mm]) };
+                LLM__UNROLL for (int b = 0; b < nb; b++) {
+                    const int *x0 = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 64 * p), *x1 = x0 + 16;
+                    s[b][0] = _mm512_dpwssd_epi32(s[b][0], nib[0], LLM__PAIR(x0, 2 * m));
+                    s[b][2] = _mm512_dpwssd_epi32(s[b][2], nib[2], LLM__PAIR(x0, 2 * m + 1));
+                    s[b][1] = _mm512_dpwssd_epi32(s[b][1], nib[1], LLM__PAIR(x1, 2 * m));
+                    s[b][3] = _mm512_dpwssd_epi32(s[b][3], nib[3], LLM__PAIR(x1, 2 * m + 1));
+                }
             }
         }
-        __m512i isum[2];
-        isum[0] = _mm512_add_epi32(s[0], _mm512_srai_epi32(s[2], 8));
-        isum[1] = _mm512_add_epi32(_mm512_srai_epi32(s[1], 4), s[3]);
         for (int k = 0; k < 2; k++) {
             int j = 2 * p + k;
             __m512i sc, m;
             llm__q4k_scale_min16(h, j, &sc, &m);
-            __m512 xsv = _mm512_set1_ps(xs[j]);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum[k])), _mm512_mul_ps(d, xsv), acc);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[j]))),
-                                  _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
+                                 : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
+                __m512 xsv = _mm512_set1_ps(xs[64 * b + j]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum)), _mm512_mul_ps(d, xsv), acc[b]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[64 * b + j]))),
+                                         _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc[b]);
+            }
         }
     }
-    return acc;
 }
 
 /* q6_K block of 256 (eight groups) for sixteen rows. Group k = 4h + c takes
@@ -695,91 +711,120 @@ LLM__INLINE __m512i llm__q6k_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) 
     hi = _mm512_and_si512(hi, _mm512_set1_epi16(0x0030));
     return _mm512_sub_epi16(_mm512_or_si512(lo, hi), _mm512_set1_epi16(32));
 }
-LLM__INLINE __m512 llm__q6_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp, const float *xs) {
+LLM__INLINE void llm__q6_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const float *xs) {
     __m512i sw[4];
     llm__words16(sw, blk + 192, rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
     __m512 d = llm__f16_rows16(blk + 208, rb);
     for (int h = 0; h < 2; h++) {
-        __m512i sum[4][2];
+        __m512i a[2][4], bb[2][4], qh[2][4];   /* the quarters' byte runs, transposed once for the four groups */
         for (int q = 0; q < 2; q++) {
-            __m512i a[4], b[4], qh[4];
-            llm__words16(a, blk + 64 * h + 16 * q, rb);
-            llm__words16(b, blk + 64 * h + 32 + 16 * q, rb);
-            llm__words16(qh, blk + 128 + 32 * h + 16 * q, rb);
-            for (int c = 0; c < 4; c++) {
-                const int *xw = (const int *)(const void *)(xp + 32 * (4 * h + c));
-                const __m512i *nb = c & 1 ? b : a;
-                int sn = c < 2 ? 0 : 4;
-                __m512i sacc = _mm512_setzero_si512();
-                for (int m = 0; m < 4; m++) {
-                    int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
-                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn, 2 * c), LLM__PAIR(xw, 2 * wm));
-                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn + 8, 2 * c + 8), LLM__PAIR(xw, 2 * wm + 1));
-                }
-                sum[c][q] = sacc;
-            }
+            llm__words16(a[q], blk + 64 * h + 16 * q, rb);
+            llm__words16(bb[q], blk + 64 * h + 32 + 16 * q, rb);
+            llm__words16(qh[q], blk + 128 + 32 * h + 16 * q, rb);
         }
         for (int c = 0; c < 4; c++) {
-            int k = 4 * h + c, j0 = 2 * k, j1 = 2 * k + 1;   /* the scales' bytes: word j / 4, byte j % 4, signed */
+            int k = 4 * h + c, sn = c < 2 ? 0 : 4;
+            __m512i sum[LLM__TB][2];
+            for (int q = 0; q < 2; q++) {
+                const __m512i *nbv = c & 1 ? bb[q] : a[q];
+                LLM__UNROLL for (int b = 0; b < nb; b++) sum[b][q] = _mm512_setzero_si512();
+                for (int m = 0; m < 4; m++) {
+                    int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
+                    __m512i p0 = llm__q6k_pair(nbv[m], qh[q][m], sn, 2 * c), p1 = llm__q6k_pair(nbv[m], qh[q][m], sn + 8, 2 * c + 8);
+                    LLM__UNROLL for (int b = 0; b < nb; b++) {
+                        const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 32 * k);
+                        sum[b][q] = _mm512_dpwssd_epi32(sum[b][q], p0, LLM__PAIR(xw, 2 * wm));
+                        sum[b][q] = _mm512_dpwssd_epi32(sum[b][q], p1, LLM__PAIR(xw, 2 * wm + 1));
+                    }
+                }
+            }
+            int j0 = 2 * k, j1 = 2 * k + 1;   /* the scales' bytes: word j / 4, byte j % 4, signed */
             __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j0 / 4], (unsigned)(24 - 8 * (j0 % 4))), 24);
             __m512i sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j1 / 4], (unsigned)(24 - 8 * (j1 % 4))), 24);
-            __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, sum[c][0]), _mm512_mullo_epi32(sc1, sum[c][1]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[k])), acc);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, sum[b][0]), _mm512_mullo_epi32(sc1, sum[b][1]));
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b + k])), acc[b]);
+            }
         }
     }
-    return acc;
 }
 
-/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows: a
- * chunk of up to 64 groups' activation pairs at a time, sixteen rows over
- * it; gb8 bytes a row for eight groups (a q4_0 block of 18 is one group, a
- * K-quant block eight). */
-LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
-                             int t, int nr, int nc, int kind) {
+/* A chunk of up to 64 groups of nb tokens' activations (xb, token stride
+ * n; scales sb, stride G) as the kernels read them: each group's pairs in
+ * the type's order (xp), their sum (xsum) and scale (xsc); the tokens from
+ * nc on copy the last (a tile of 2 or 3 tokens runs as LLM__TB, the copies'
+ * results dropped) */
+LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int16_t *xb, const float *sb, int n, int G,
+                              int c0, int cg, int nb, int nc, __m512i order) {
+    for (int b = 0; b < nb; b++) {
+        int bs = b < nc ? b : nc - 1;
+        for (int g = 0; g < cg; g++) {
+            __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)bs * n + (size_t)(c0 + g) * LLM__GQ));
+            _mm512_storeu_si512((void *)(xp + (size_t)b * LLM__XP_STRIDE + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
+            xsum[64 * b + g] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
+            xsc[64 * b + g] = sb[(size_t)bs * G + c0 + g];
+        }
+    }
+}
+
+/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows and nb
+ * (1 or LLM__TB) of the nc tokens at a time: a chunk of up to 64 groups'
+ * activation pairs at a time, sixteen rows over it; gb8 bytes a row for
+ * eight groups (a q4_0 block of 18 is one group, a K-quant block eight). */
+LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
+                                int nr, int nc, int nb, int kind) {
     int n = w->cols, G = n / LLM__GQ, step = kind ? 8 : 1;
     size_t rb = llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
     const __m512i order = llm__pair_order(kind != 0);
-    int16_t xp[64 * LLM__GQ];   /* a chunk of up to 64 groups' activation pairs */
-    int32_t xsum[64];           /* and their sums */
-    for (int b = 0; b < nc; b++) {
+    int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
+    int32_t xsum[LLM__TB * 64];             /* their sums */
+    float xsc[LLM__TB * 64];                /* and scales */
+    for (int c0 = 0; c0 < G; c0 += 64) {
+        int cg = G - c0 < 64 ? G - c0 : 64;
+        llm__pairs16(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, order);
+        for (int done = 0; done < nr; done += 16) {
+            /* a last short block overlaps the one before: its rows are
+             * computed again (the same bits) but only the new ones stored */
+            int a0 = done + 16 <= nr ? done : nr - 16;
+            __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
+            const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 / 8 * gb8;
+            int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
+            __m512 acc[LLM__TB];
+            LLM__UNROLL for (int b = 0; b < nb; b++)
+                acc[b] = c0 && b < nc ? _mm512_maskz_loadu_ps(fresh, out + (size_t)b * ldo + a0) : _mm512_setzero_ps();
+            for (int g = 0; g < cg; g += step) {
+                const unsigned char *blk = rows + (size_t)g * gb8 / 8;
+                /* sixteen row streams defeat the hardware prefetcher: fetch the
+                 * next sixteen rows meanwhile, in address order where one
+                 * chunk is the whole row (their 16 gb8 / 8 bytes a group),
+                 * else their same blocks, half the rows per group (q4_0:
+                 * 36 bytes a row every two groups, every line) */
+                if (G <= 64) {
+                    size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
+                    for (size_t k = 0; k < 2 * gb8 * (size_t)step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                } else {
+                    for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                }
+                const int16_t *xg = xp + g * LLM__GQ;
+                if (kind == 2) llm__q6_k_block16(acc, nb, blk, rb, xg, xsc + g);
+                else if (kind == 1) llm__q4_k_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+            }
+            LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm512_mask_storeu_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
+        }
+    }
+}
+/* nc tokens: LLM__TB at a time, a single one (decode) alone */
+LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+                             int t, int nr, int nc, int kind) {
+    int n = w->cols, G = n / LLM__GQ;
+    for (int b = 0; b < nc; b += LLM__TB) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
         const float *sb = xs + (size_t)(t + b) * G;
         float *o = out + (size_t)b * ldo;
-        for (int c0 = 0; c0 < G; c0 += 64) {
-            int cg = G - c0 < 64 ? G - c0 : 64;
-            for (int g = 0; g < cg; g++) {
-                __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)(c0 + g) * LLM__GQ));
-                _mm512_storeu_si512((void *)(xp + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
-                xsum[g] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
-            }
-            for (int done = 0; done < nr; done += 16) {
-                /* a last short block overlaps the one before: its rows are
-                 * computed again (the same bits) but only the new ones stored */
-                int a0 = done + 16 <= nr ? done : nr - 16;
-                __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
-                const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 / 8 * gb8;
-                int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
-                __m512 acc = c0 ? _mm512_maskz_loadu_ps(fresh, o + a0) : _mm512_setzero_ps();
-                for (int g = 0; g < cg; g += step) {
-                    const unsigned char *blk = rows + (size_t)g * gb8 / 8;
-                    /* sixteen row streams defeat the hardware prefetcher: fetch the
-                     * next sixteen rows meanwhile, in address order where one
-                     * chunk is the whole row (their 16 gb8 / 8 bytes a group),
-                     * else their same blocks, half the rows per group (q4_0:
-                     * 36 bytes a row every two groups, every line) */
-                    if (G <= 64) {
-                        size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
-                        for (size_t k = 0; k < 2 * gb8 * (size_t)step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
-                    } else {
-                        for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
-                    }
-                    if (kind == 2) acc = llm__q6_k_block16(acc, blk, rb, xp + g * LLM__GQ, sb + c0 + g);
-                    else if (kind == 1) acc = llm__q4_k_block16(acc, blk, rb, xp + g * LLM__GQ, xsum + g, sb + c0 + g);
-                    else acc = llm__q4_0_group16(acc, blk, rb, xp + g * LLM__GQ, xsum[g], sb[c0 + g]);
-                }
-                _mm512_mask_storeu_ps(o + a0, fresh, acc);
-            }
-        }
+        if (nc - b == 1) llm__tile16_nb(o, ldo, w, r, xb, sb, nr, 1, 1, kind);
+        else llm__tile16_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind);
     }
 }
 static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
