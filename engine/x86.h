@@ -393,30 +393,44 @@ LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
     __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
     return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
-/* isum[g] for g < G from vectors of lane sums v(g), four at a time */
-#define LLM__GG_SUMS_BY4(isum, G, lanes_of_g)                                                            \
-    do {                                                                                                \
-        int g_ = 0;                                                                                     \
-        for (; g_ + 4 <= (G); g_ += 4) {                                                                \
-            __m256i v0_, v1_, v2_, v3_;                                                                 \
-            { int g = g_; v0_ = lanes_of_g; }                                                           \
-            { int g = g_ + 1; v1_ = lanes_of_g; }                                                       \
-            { int g = g_ + 2; v2_ = lanes_of_g; }                                                       \
-            { int g = g_ + 3; v3_ = lanes_of_g; }                                                       \
-            _mm_storeu_si128((__m128i *)(void *)((isum) + g_), llm__hsum4_i32(v0_, v1_, v2_, v3_));      \
-        }                                                                                               \
-        for (; g_ < (G); g_++) {                                                                        \
-            int g = g_;                                                                                 \
-            __m256i z_ = _mm256_setzero_si256();                                                        \
-            int32_t t_[4];                                                                              \
-            _mm_storeu_si128((__m128i *)(void *)t_, llm__hsum4_i32(lanes_of_g, z_, z_, z_));            \
-            (isum)[g_] = t_[0];                                                                         \
-        }                                                                                               \
-    } while (0)
-
-LLM__INLINE __m256i llm__gg_lanes_q8_0(const unsigned char *row, int g, const int8_t *xq) {
-    return llm__dot32_i8(_mm256_setzero_si256(), llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2)),
-                         llm__i8x32_load(xq + (size_t)g * 32));
+/* A group's weights unpacked once for every token of a tile: q8_0's 32
+ * int8 codes (lo), the 4-bit types' 32 codes as int16 (lo the first 16, hi
+ * the last 16; q6_K's already times their scale, |product| <= 4096) */
+typedef struct llm__gw { __m256i lo, hi; } llm__gw;
+LLM__INLINE llm__gw llm__gw_q8_0(const unsigned char *row, int g) {
+    llm__gw w;
+    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
+    llm__gw w;
+    w.lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+    w.hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_q4_0(const unsigned char *row, int g) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
+    const __m128i low = _mm_set1_epi8(15);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+    return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+}
+/* q4_K: codes 0..15 */
+LLM__INLINE llm__gw llm__gw_q4_k(const unsigned char *row, int g) {
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
+    return llm__gw_i8(_mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15)));
+}
+/* q6_K: (codes - 32) times their scale, the first 16 with sc[2k], the last 16 with sc[2k + 1] */
+LLM__INLINE llm__gw llm__gw_q6_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    int k = g % 8, h = k >> 2, c = k & 3;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
+    lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
+    hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
+    llm__gw w = llm__gw_i8(_mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32)));
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int8_t)b[192 + 2 * k]));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int8_t)b[192 + 2 * k + 1]));
+    return w;
 }
 /* acc + the eight lane sums of 16 int16 products w*x, pairs per lane
  * (VNNI's dpwssd where the CPU has it; no pair here reaches 2^31) */
@@ -429,44 +443,52 @@ LLM__INLINE __m256i llm__dot16_i16(__m256i acc, __m256i w, __m256i x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
 #endif
 }
-/* the lane sums of a group's 32 int8 weight codes q times its 32 int16 activation codes */
-LLM__INLINE __m256i llm__dot32_i8_i16(__m256i q, const int16_t *xq) {
-    __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(const void *)xq));
-    return llm__dot16_i16(s, hi, _mm256_loadu_si256((const __m256i *)(const void *)(xq + 16)));
+/* a group's lane sums: its weights w times the group's activation codes x */
+LLM__INLINE __m256i llm__gw_lanes_i8(llm__gw w, const int8_t *x) {
+    return llm__dot32_i8(_mm256_setzero_si256(), w.lo, llm__i8x32_load(x));
 }
-LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const int16_t *xq) {
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
-    const __m128i low = _mm_set1_epi8(15);
-    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
-    return llm__dot32_i8_i16(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), xq + (size_t)g * 32);
+LLM__INLINE __m256i llm__gw_lanes_i16(llm__gw w, const int16_t *x) {
+    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), w.lo, _mm256_loadu_si256((const __m256i *)(const void *)x));
+    return llm__dot16_i16(s, w.hi, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
 }
-/* q4_K: codes 0..15 */
-LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int16_t *xq) {
-    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
-    __m256i q = _mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15));
-    return llm__dot32_i8_i16(q, xq + (size_t)g * 32);
-}
-/* q6_K: (codes - 32) times their scale (|product| <= 4096, an int16), the
- * first 16 with sc[2k], the last 16 with sc[2k + 1] */
-LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const int16_t *xq) {
-    const unsigned char *b = row + (size_t)(g / 8) * 210;
-    int k = g % 8, h = k >> 2, c = k & 3;
-    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
-    __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
-    lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
-    hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
-    __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    __m256i q0 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16((int8_t)b[192 + 2 * k]));
-    __m256i q1 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16((int8_t)b[192 + 2 * k + 1]));
-    const int16_t *x = xq + (size_t)g * 32;
-    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), q0, _mm256_loadu_si256((const __m256i *)(const void *)x));
-    return llm__dot16_i16(s, q1, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
-}
-#define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q8_0(row, g, xq))
-#define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_0(row, g, xq))
-#define llm__gg_sums_q4_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_k(row, g, xq))
-#define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q6_k(row, g, xq))
+/* isum[b * istride + g]: a row's sums of groups g < G with nc tokens (token
+ * b's codes at xq + b * xstride), four groups' lanes reduced together, each
+ * group's weights unpacked once for all the tokens */
+#define LLM__GG_SUMS_NC(name, act_t, lanes)                                                                   \
+    static inline void llm__gg_sums_nc_##name(int32_t *isum, size_t istride, const unsigned char *row,      \
+                                              const act_t *xq, size_t xstride, int nc, int G) {              \
+        int g = 0;                                                                                           \
+        for (; g + 4 <= G; g += 4) {                                                                         \
+            llm__gw w0 = llm__gw_##name(row, g), w1 = llm__gw_##name(row, g + 1);                            \
+            llm__gw w2 = llm__gw_##name(row, g + 2), w3 = llm__gw_##name(row, g + 3);                        \
+            for (int b = 0; b < nc; b++) {                                                                   \
+                const act_t *x = xq + (size_t)b * xstride + (size_t)g * LLM__GQ;                             \
+                _mm_storeu_si128((__m128i *)(void *)(isum + (size_t)b * istride + g),                        \
+                                 llm__hsum4_i32(lanes(w0, x), lanes(w1, x + LLM__GQ), lanes(w2, x + 2 * LLM__GQ), \
+                                                lanes(w3, x + 3 * LLM__GQ)));                                \
+            }                                                                                                \
+        }                                                                                                    \
+        for (; g < G; g++) {                                                                                 \
+            llm__gw w = llm__gw_##name(row, g);                                                              \
+            __m256i z = _mm256_setzero_si256();                                                              \
+            for (int b = 0; b < nc; b++) {                                                                   \
+                int32_t t4[4];                                                                               \
+                _mm_storeu_si128((__m128i *)(void *)t4,                                                      \
+                                 llm__hsum4_i32(lanes(w, xq + (size_t)b * xstride + (size_t)g * LLM__GQ), z, z, z)); \
+                isum[(size_t)b * istride + g] = t4[0];                                                       \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
+LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
+#undef LLM__GG_SUMS_NC
+/* one token's: simd.h's llm__gg_sums_<type> */
+#define llm__gg_sums_q8_0(isum, row, xq, G) llm__gg_sums_nc_q8_0(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q4_0(isum, row, xq, G) llm__gg_sums_nc_q4_0(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q4_k(isum, row, xq, G) llm__gg_sums_nc_q4_k(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q6_k(isum, row, xq, G) llm__gg_sums_nc_q6_k(isum, 0, row, xq, 0, 1, G)
 #endif
 
 #if defined(LLM__HAVE_GG_SUMS) && defined(__F16C__) && defined(__FMA__)
@@ -480,40 +502,49 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
 }
+/* an 8-row block's sums for all the tile's tokens at once, each group's
+ * weights unpacked once (isum[b][i][g]: token b, row i, group g) */
 #define LLM__GG_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
-    static void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
-                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
+    static void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,                           \
+                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                                \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
                              (size_t)llm__traits[w->type].qblock_bytes;                                        \
-        int32_t isum[8][64], xsum[64];                                                                         \
+        int32_t isum[LLM__NC][8][64], xsum[LLM__NC][64];                                                       \
+        const act_t *xb = (const act_t *)(const void *)xq + (size_t)t * n;                                     \
+        const float *sb = xs + (size_t)t * G;                                                                  \
         (void)x; (void)xsum;                                                                                   \
         memset(isum, 0, sizeof isum);                                                                          \
-        for (int b = 0; b < nc; b++) {                                                                         \
-            const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                           \
-            const float *sb = xs + (size_t)(t + b) * G;                                                        \
-            float *o = out + (size_t)b * ldo;                                                                  \
+        for (int b0 = 0; b0 < nc; b0 += LLM__NC) {                                                             \
+            int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;                                                    \
             for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
                 int na = nr - a0 < 8 ? nr - a0 : 8;                                                            \
                 const unsigned char *rows[8], *rc[8];                                                          \
                 for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));            \
-                __m256 acc = _mm256_setzero_ps();                                                              \
+                __m256 acc[LLM__NC];                                                                           \
+                for (int b = 0; b < nb; b++) acc[b] = _mm256_setzero_ps();                                     \
                 for (int c0 = 0; c0 < G; c0 += 64) {                                                           \
                     int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
-                    for (int g = 0; g < cg; g++)                                                               \
-                        xsum[g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
+                    for (int b = 0; b < nb; b++)                                                               \
+                        for (int g = 0; g < cg; g++)                                                           \
+                            xsum[b][g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(b0 + b) * n + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
                     for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
-                    for (int i = 0; i < na; i++) llm__gg_sums_##name(isum[i], rc[i], xb + (size_t)c0 * LLM__GQ, cg); \
-                    for (int g = 0; g < cg; g++) {                                                             \
-                        __m256i iv = _mm256_setr_epi32(isum[0][g], isum[1][g], isum[2][g], isum[3][g], isum[4][g], \
-                                                       isum[5][g], isum[6][g], isum[7][g]);                   \
-                        __m256 xsv = _mm256_set1_ps(sb[c0 + g]);                                               \
-                        LLM__GG_STEP8_##name(acc, rc, g, iv, xsum[g], xsv, d_off);                             \
-                    }                                                                                          \
+                    for (int i = 0; i < na; i++)                                                               \
+                        llm__gg_sums_nc_##name(&isum[0][i][0], 8 * 64, rc[i], xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ, (size_t)n, nb, cg); \
+                    for (int b = 0; b < nb; b++)                                                               \
+                        for (int g = 0; g < cg; g++) {                                                         \
+                            const int32_t (*is)[64] = isum[b];                                                 \
+                            __m256i iv = _mm256_setr_epi32(is[0][g], is[1][g], is[2][g], is[3][g], is[4][g],   \
+                                                           is[5][g], is[6][g], is[7][g]);                      \
+                            __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);                    \
+                            LLM__GG_STEP8_##name(acc[b], rc, g, iv, xsum[b][g], xsv, d_off);                   \
+                        }                                                                                      \
                 }                                                                                              \
-                float lane[8];                                                                                 \
-                _mm256_storeu_ps(lane, acc);                                                                   \
-                for (int i = 0; i < na; i++) o[a0 + i] = lane[i];                                              \
+                for (int b = 0; b < nb; b++) {                                                                 \
+                    float lane[8];                                                                             \
+                    _mm256_storeu_ps(lane, acc[b]);                                                            \
+                    for (int i = 0; i < na; i++) out[(size_t)(b0 + b) * ldo + a0 + i] = lane[i];               \
+                }                                                                                              \
             }                                                                                                  \
         }                                                                                                      \
     }
