@@ -646,12 +646,11 @@ LLM__INLINE __m512i llm__pair_order(int q4k) {
 #define LLM__TB 4                          /* tokens a 16-row tile runs at once */
 #define LLM__XP_STRIDE (64 * LLM__GQ)      /* a token's chunk of 64 groups' pairs */
 
-/* q4_0 group: acc[b] = fma(isum, d * xs[b], acc[b]) for sixteen rows, blk
- * the group's block in the first row */
-LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+/* q4_0 group: acc[b] = fma(isum, d * xs[b], acc[b]) for sixteen rows from
+ * their code words t (word m: codes 4m..4m+3 and 4m+16..) and scales d */
+LLM__INLINE void llm__q4_0_codes16(__m512 *acc, int nb, const __m512i *t, __m512 d, const int16_t *xp,
                                    const int32_t *xsum, const float *xs) {
-    __m512i t[4], s[LLM__TB][4];
-    llm__words16(t, blk + 2, rb);
+    __m512i s[LLM__TB][4];
     LLM__UNROLL for (int b = 0; b < nb; b++)
         for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
     for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
@@ -661,13 +660,52 @@ LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk
             for (int e = 0; e < 4; e++) s[b][e] = _mm512_dpwssd_epi32(s[b][e], nib[e], LLM__PAIR(xw, 4 * m + e));
         }
     }
-    __m512 d = llm__f16_rows16(blk, rb);
     LLM__UNROLL for (int b = 0; b < nb; b++) {
         /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
         __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][1], 4)),
                                         _mm512_add_epi32(_mm512_srai_epi32(s[b][2], 8), s[b][3]));
         isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum[64 * b]));
         acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* one group, blk its block in the first row */
+LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i t[4];
+    llm__words16(t, blk + 2, rb);
+    llm__q4_0_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xsum, xs);
+}
+/* (a >> 16) | (b << 16) in each 32-bit lane: the word two bytes on */
+LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
+#ifdef __AVX512VBMI2__
+    return _mm512_shrdi_epi32(a, b, 16);
+#else
+    return _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_slli_epi32(b, 16));
+#endif
+}
+/* Eight groups (144 bytes a row, nine runs of 16) at once: the runs
+ * transposed give every group's scale and code words with no gather of
+ * scales. Group g's block starts at byte 18 g: for even g a word boundary,
+ * so d is the low half of word 9g/2 and each code word straddles two words;
+ * for odd g two bytes past one, so d is the high half of the word before
+ * and the code words are whole. */
+LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i wd[36];   /* wd[k]: lane i is row i's bytes 4k..4k+3 */
+    for (int k = 0; k < 9; k++) llm__words16(wd + 4 * k, blk + 16 * k, rb);
+    for (int g = 0; g < 8; g++) {
+        __m512i t[4], dw;
+        if (g % 2 == 0) {
+            int w0 = 9 * g / 2;
+            for (int m = 0; m < 4; m++) t[m] = llm__word_at2(wd[w0 + m], wd[w0 + m + 1]);
+            dw = wd[w0];
+        } else {
+            int w0 = (18 * g + 2) / 4;
+            for (int m = 0; m < 4; m++) t[m] = wd[w0 + m];
+            dw = _mm512_srli_epi32(wd[w0 - 1], 16);
+        }
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
+        llm__q4_0_codes16(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
     }
 }
 
@@ -805,7 +843,7 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
  * eight groups (a q4_0 block of 18 is one group, a K-quant block eight). */
 LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
                                 int nr, int nc, int nb, int kind) {
-    int n = w->cols, G = n / LLM__GQ, step = kind ? 8 : 1;
+    int n = w->cols, G = n / LLM__GQ;
     size_t rb = llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
     const __m512i order = llm__pair_order(kind != 0);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
@@ -824,8 +862,9 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
             __m512 acc[LLM__TB];
             LLM__UNROLL for (int b = 0; b < nb; b++)
                 acc[b] = c0 && b < nc ? _mm512_maskz_loadu_ps(fresh, out + (size_t)b * ldo + a0) : _mm512_setzero_ps();
-            for (int g = 0; g < cg; g += step) {
+            for (int g = 0, span; g < cg; g += span) {   /* eight groups at a time, q4_0's last few one by one */
                 const unsigned char *blk = rows + (size_t)g * gb8 / 8;
+                span = kind || cg - g >= 8 ? 8 : 1;
                 /* sixteen row streams defeat the hardware prefetcher: fetch the
                  * next sixteen rows meanwhile, in address order where one
                  * chunk is the whole row (their 16 gb8 / 8 bytes a group),
@@ -833,13 +872,17 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                  * 36 bytes a row every two groups, every line) */
                 if (G <= 64) {
                     size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
-                    for (size_t k = 0; k < 2 * gb8 * (size_t)step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                    for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                } else if (!kind && span == 8) {   /* q4_0's eight groups: 144 bytes of each row */
+                    for (int i = 0; i < 16 && i < ahead; i++)
+                        for (int k = 0; k < 144; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
                 } else {
                     for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                 }
                 const int16_t *xg = xp + g * LLM__GQ;
                 if (kind == 2) llm__q6_k_block16(acc, nb, blk, rb, xg, xsc + g);
                 else if (kind == 1) llm__q4_k_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
                 else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
             }
             LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm512_mask_storeu_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);

@@ -742,17 +742,18 @@ static void test_gguf_blocks(void) {
  * token count of a tile and beyond (nc 1..7: x86 runs four tokens at once,
  * a short tile padded) and row counts around the 16-row blocks (x86's last
  * short block overlaps the one before), rows short of the 64-group chunk
- * and past it, inside a larger matrix (a row offset, ldo wider than nr):
+ * and past it (q4_0 also in groups not a multiple of its eight at once:
+ * 3 and 73), inside a larger matrix (a row offset, ldo wider than nr):
  * each value the twin's bit for bit, and nothing written outside the tile. */
 static void test_gguf_tile_shapes(void) {
     int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
     int d_at[][2] = { { 0, -1 }, { 0, 2 }, { 208, -1 } };
-    int colss[] = { 256, 2304 }, nrs[] = { 5, 16, 21, 40 };
+    int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 } }, nrs[] = { 5, 16, 21, 40 };
     enum { ROWS = 48, T = 9, R0 = 3, T0 = 1, LDO = 50 };
     for (int ti = 0; ti < 3; ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
-        for (int ci = 0; ci < 2; ci++) {
-            int cols = colss[ci], ng = cols / 32;
+        for (int ci = 0; ci < 3 && colss[ti][ci]; ci++) {
+            int cols = colss[ti][ci], ng = cols / 32;
             size_t row_bytes = (size_t)(cols / tr->qblock) * (size_t)tr->qblock_bytes;
             unsigned char *w = random_blocks(tr, ROWS, row_bytes, d_at[ti]);
             llm_tensor t = llm__tensor(w, NULL, types[ti], ROWS, cols, 0);
