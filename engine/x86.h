@@ -384,9 +384,10 @@ LLM__INLINE void llm__accumulate_head(float *out, int ldo, float (*p)[LLM__KEY_B
 #if defined(LLM__Q8_SIMD) && defined(__AVX2__)
 /* GGUF's block types: the integer sums of groups of 32 (ref.h's llm__gsum_*)
  * eight lanes at a time by llm__dot32_i8 (VNNI's dpbusd where the CPU has
- * it), four groups' lanes reduced together. Integer sums are exact, so these
- * give the twin's values whatever the lane order; the float steps along the
- * row stay the twin's (simd.h's LLM__GG_TILE). */
+ * it), four groups' lanes reduced together, each group's weights unpacked
+ * once for all of a tile's tokens. Integer sums are exact, so these give the
+ * twin's values whatever the lane order; the float steps along the row stay
+ * the twin's (simd.h's LLM__GG_TILE, or LLM__GG_TILE8 below). */
 #define LLM__HAVE_GG_SUMS 1
 /* the totals of four vectors of eight int32 lanes */
 LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
@@ -584,13 +585,14 @@ LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #endif
 
 #if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
-/* q4_0 and q4_K sixteen rows at a time with the rows in the lanes, so no
+/* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
  * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
  * each by the matching pair of activation codes, broadcast. Lane i then
  * holds row i's exact group sums and takes the twin's steps along the row:
- * every row's bits are the twin's. */
+ * every row's bits are the twin's. A prefill tile runs each group's
+ * transposed words against four tokens. */
 
 /* 16 bytes of each of sixteen rows (at w, rb bytes apart) as four vectors:
  * t[m] lane i is row i's word m */
@@ -901,16 +903,27 @@ LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, co
         else llm__tile16_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind);
     }
 }
+/* The tiles' entry points start on a 64-byte boundary: their loops are
+ * long, and where the linker happened to place them moved 110M q4_K decode
+ * by a quarter (measured on Zen 5, the same code at another address) */
+#if defined(__GNUC__)
+#define LLM__CODE_ALIGN __attribute__((aligned(64)))
+#else
+#define LLM__CODE_ALIGN
+#endif
+LLM__CODE_ALIGN
 static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
     if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0);
     else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
+LLM__CODE_ALIGN
 static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
     if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1);
     else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
+LLM__CODE_ALIGN
 static void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
     if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2);
