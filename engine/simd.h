@@ -502,11 +502,13 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
     int d = w->rows;
 #ifdef LLM__VL
     /* a block of rows of W (a few hundred KB) stays in L2 while every token
-     * tile passes over it; inside, a 4-row panel meets a tile of tokens */
+     * tile passes over it; inside, a panel of rows (the type's, else 4)
+     * meets a tile of tokens */
     size_t row_bytes = tr->qblock ? llm__block_row_bytes(w) : (size_t)w->cols * (size_t)tr->value_bytes;
-    int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / LLM__NR * LLM__NR;
-    if (block < LLM__NR) block = LLM__NR;
-    int step = t1 - t0 == 1 ? block : LLM__NR;   /* one token: a whole block of rows per call */
+    int panel = tr->panel_rows ? tr->panel_rows : LLM__NR;
+    int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / panel * panel;
+    if (block < panel) block = panel;
+    int step = t1 - t0 == 1 ? block : panel;   /* one token: a whole block of rows per call */
     for (int rb = r0; rb < r1; rb += block) {
       int rb1 = r1 - rb < block ? r1 : rb + block;
       for (int t = t0; t < t1; t += LLM__NC) {

@@ -25,6 +25,10 @@ typedef struct llm__type_traits {
     /* GGUF's block types: elements and bytes of one stored block (values and
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
+    /* rows of W a prefill tile takes (0: LLM__NR): the 4-bit types unpack
+     * a group's weights for sixteen rows (x86.h) and run them against the
+     * tile's tokens, so they take sixteen */
+    int panel_rows;
 } llm__type_traits;
 
 /* the functions of each row: the twins in ref.h, the tiles in simd.h */
@@ -60,15 +64,15 @@ LLM__GG_TYPE_FNS(gq6_k)
 
 static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     /* name    block value scale activations    row to f32            scalar dot        fast tile */
-    { "f32",   1,    4,    0,    LLM_TYPE_F32,  llm__dequant_row_f32, llm__row_dot_f32, llm__tile_f32, 0, 0 },
-    { "f16",   1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_f16, llm__row_dot_f16, llm__tile_f16, 0, 0 },
-    { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8, 0, 0 },
-    /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row     qblock, bytes */
-    { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0 },
-    { "gguf-q8_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq8_0, llm__row_dot_gq8_0, llm__tile_gq8_0, 32, 34 },
-    { "gguf-q4_0", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18 },
-    { "gguf-q4_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_k, llm__row_dot_gq4_k, llm__tile_gq4_k, 256, 144 },
-    { "gguf-q6_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq6_k, llm__row_dot_gq6_k, llm__tile_gq6_k, 256, 210 },
+    { "f32",   1,    4,    0,    LLM_TYPE_F32,  llm__dequant_row_f32, llm__row_dot_f32, llm__tile_f32, 0, 0, 0 },
+    { "f16",   1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_f16, llm__row_dot_f16, llm__tile_f16, 0, 0, 0 },
+    { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8, 0, 0, 0 },
+    /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row     qblock, bytes, panel */
+    { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0, 0 },
+    { "gguf-q8_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq8_0, llm__row_dot_gq8_0, llm__tile_gq8_0, 32, 34, 0 },
+    { "gguf-q4_0", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18, 16 },
+    { "gguf-q4_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_k, llm__row_dot_gq4_k, llm__tile_gq4_k, 256, 144, 16 },
+    { "gguf-q6_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq6_k, llm__row_dot_gq6_k, llm__tile_gq6_k, 256, 210, 16 },
 };
 LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
 LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);

@@ -384,39 +384,54 @@ LLM__INLINE void llm__accumulate_head(float *out, int ldo, float (*p)[LLM__KEY_B
 #if defined(LLM__Q8_SIMD) && defined(__AVX2__)
 /* GGUF's block types: the integer sums of groups of 32 (ref.h's llm__gsum_*)
  * eight lanes at a time by llm__dot32_i8 (VNNI's dpbusd where the CPU has
- * it), four groups' lanes reduced together. Integer sums are exact, so these
- * give the twin's values whatever the lane order; the float steps along the
- * row stay the twin's (simd.h's LLM__GG_TILE). */
+ * it), four groups' lanes reduced together, each group's weights unpacked
+ * once for all of a tile's tokens. Integer sums are exact, so these give the
+ * twin's values whatever the lane order; the float steps along the row stay
+ * the twin's (simd.h's LLM__GG_TILE, or LLM__GG_TILE8 below). */
 #define LLM__HAVE_GG_SUMS 1
 /* the totals of four vectors of eight int32 lanes */
 LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
     __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
     return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
-/* isum[g] for g < G from vectors of lane sums v(g), four at a time */
-#define LLM__GG_SUMS_BY4(isum, G, lanes_of_g)                                                            \
-    do {                                                                                                \
-        int g_ = 0;                                                                                     \
-        for (; g_ + 4 <= (G); g_ += 4) {                                                                \
-            __m256i v0_, v1_, v2_, v3_;                                                                 \
-            { int g = g_; v0_ = lanes_of_g; }                                                           \
-            { int g = g_ + 1; v1_ = lanes_of_g; }                                                       \
-            { int g = g_ + 2; v2_ = lanes_of_g; }                                                       \
-            { int g = g_ + 3; v3_ = lanes_of_g; }                                                       \
-            _mm_storeu_si128((__m128i *)(void *)((isum) + g_), llm__hsum4_i32(v0_, v1_, v2_, v3_));      \
-        }                                                                                               \
-        for (; g_ < (G); g_++) {                                                                        \
-            int g = g_;                                                                                 \
-            __m256i z_ = _mm256_setzero_si256();                                                        \
-            int32_t t_[4];                                                                              \
-            _mm_storeu_si128((__m128i *)(void *)t_, llm__hsum4_i32(lanes_of_g, z_, z_, z_));            \
-            (isum)[g_] = t_[0];                                                                         \
-        }                                                                                               \
-    } while (0)
-
-LLM__INLINE __m256i llm__gg_lanes_q8_0(const unsigned char *row, int g, const int8_t *xq) {
-    return llm__dot32_i8(_mm256_setzero_si256(), llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2)),
-                         llm__i8x32_load(xq + (size_t)g * 32));
+/* A group's weights unpacked once for every token of a tile: q8_0's 32
+ * int8 codes (lo), the 4-bit types' 32 codes as int16 (lo the first 16, hi
+ * the last 16; q6_K's already times their scale, |product| <= 4096) */
+typedef struct llm__gw { __m256i lo, hi; } llm__gw;
+LLM__INLINE llm__gw llm__gw_q8_0(const unsigned char *row, int g) {
+    llm__gw w;
+    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
+    llm__gw w;
+    w.lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+    w.hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_q4_0(const unsigned char *row, int g) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
+    const __m128i low = _mm_set1_epi8(15);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+    return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+}
+/* q4_K: codes 0..15 */
+LLM__INLINE llm__gw llm__gw_q4_k(const unsigned char *row, int g) {
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
+    return llm__gw_i8(_mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15)));
+}
+/* q6_K: (codes - 32) times their scale, the first 16 with sc[2k], the last 16 with sc[2k + 1] */
+LLM__INLINE llm__gw llm__gw_q6_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    int k = g % 8, h = k >> 2, c = k & 3;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
+    lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
+    hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
+    llm__gw w = llm__gw_i8(_mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32)));
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int8_t)b[192 + 2 * k]));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int8_t)b[192 + 2 * k + 1]));
+    return w;
 }
 /* acc + the eight lane sums of 16 int16 products w*x, pairs per lane
  * (VNNI's dpwssd where the CPU has it; no pair here reaches 2^31) */
@@ -429,44 +444,52 @@ LLM__INLINE __m256i llm__dot16_i16(__m256i acc, __m256i w, __m256i x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
 #endif
 }
-/* the lane sums of a group's 32 int8 weight codes q times its 32 int16 activation codes */
-LLM__INLINE __m256i llm__dot32_i8_i16(__m256i q, const int16_t *xq) {
-    __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(const void *)xq));
-    return llm__dot16_i16(s, hi, _mm256_loadu_si256((const __m256i *)(const void *)(xq + 16)));
+/* a group's lane sums: its weights w times the group's activation codes x */
+LLM__INLINE __m256i llm__gw_lanes_i8(llm__gw w, const int8_t *x) {
+    return llm__dot32_i8(_mm256_setzero_si256(), w.lo, llm__i8x32_load(x));
 }
-LLM__INLINE __m256i llm__gg_lanes_q4_0(const unsigned char *row, int g, const int16_t *xq) {
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
-    const __m128i low = _mm_set1_epi8(15);
-    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
-    return llm__dot32_i8_i16(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), xq + (size_t)g * 32);
+LLM__INLINE __m256i llm__gw_lanes_i16(llm__gw w, const int16_t *x) {
+    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), w.lo, _mm256_loadu_si256((const __m256i *)(const void *)x));
+    return llm__dot16_i16(s, w.hi, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
 }
-/* q4_K: codes 0..15 */
-LLM__INLINE __m256i llm__gg_lanes_q4_k(const unsigned char *row, int g, const int16_t *xq) {
-    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
-    __m256i q = _mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15));
-    return llm__dot32_i8_i16(q, xq + (size_t)g * 32);
-}
-/* q6_K: (codes - 32) times their scale (|product| <= 4096, an int16), the
- * first 16 with sc[2k], the last 16 with sc[2k + 1] */
-LLM__INLINE __m256i llm__gg_lanes_q6_k(const unsigned char *row, int g, const int16_t *xq) {
-    const unsigned char *b = row + (size_t)(g / 8) * 210;
-    int k = g % 8, h = k >> 2, c = k & 3;
-    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
-    __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
-    lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
-    hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
-    __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    __m256i q0 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16((int8_t)b[192 + 2 * k]));
-    __m256i q1 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), _mm256_set1_epi16((int8_t)b[192 + 2 * k + 1]));
-    const int16_t *x = xq + (size_t)g * 32;
-    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), q0, _mm256_loadu_si256((const __m256i *)(const void *)x));
-    return llm__dot16_i16(s, q1, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
-}
-#define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q8_0(row, g, xq))
-#define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_0(row, g, xq))
-#define llm__gg_sums_q4_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q4_k(row, g, xq))
-#define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_SUMS_BY4(isum, G, llm__gg_lanes_q6_k(row, g, xq))
+/* isum[b * istride + g]: a row's sums of groups g < G with nc tokens (token
+ * b's codes at xq + b * xstride), four groups' lanes reduced together, each
+ * group's weights unpacked once for all the tokens */
+#define LLM__GG_SUMS_NC(name, act_t, lanes)                                                                   \
+    static inline void llm__gg_sums_nc_##name(int32_t *isum, size_t istride, const unsigned char *row,      \
+                                              const act_t *xq, size_t xstride, int nc, int G) {              \
+        int g = 0;                                                                                           \
+        for (; g + 4 <= G; g += 4) {                                                                         \
+            llm__gw w0 = llm__gw_##name(row, g), w1 = llm__gw_##name(row, g + 1);                            \
+            llm__gw w2 = llm__gw_##name(row, g + 2), w3 = llm__gw_##name(row, g + 3);                        \
+            for (int b = 0; b < nc; b++) {                                                                   \
+                const act_t *x = xq + (size_t)b * xstride + (size_t)g * LLM__GQ;                             \
+                _mm_storeu_si128((__m128i *)(void *)(isum + (size_t)b * istride + g),                        \
+                                 llm__hsum4_i32(lanes(w0, x), lanes(w1, x + LLM__GQ), lanes(w2, x + 2 * LLM__GQ), \
+                                                lanes(w3, x + 3 * LLM__GQ)));                                \
+            }                                                                                                \
+        }                                                                                                    \
+        for (; g < G; g++) {                                                                                 \
+            llm__gw w = llm__gw_##name(row, g);                                                              \
+            __m256i z = _mm256_setzero_si256();                                                              \
+            for (int b = 0; b < nc; b++) {                                                                   \
+                int32_t t4[4];                                                                               \
+                _mm_storeu_si128((__m128i *)(void *)t4,                                                      \
+                                 llm__hsum4_i32(lanes(w, xq + (size_t)b * xstride + (size_t)g * LLM__GQ), z, z, z)); \
+                isum[(size_t)b * istride + g] = t4[0];                                                       \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
+LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
+#undef LLM__GG_SUMS_NC
+/* one token's: simd.h's llm__gg_sums_<type> */
+#define llm__gg_sums_q8_0(isum, row, xq, G) llm__gg_sums_nc_q8_0(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q4_0(isum, row, xq, G) llm__gg_sums_nc_q4_0(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q4_k(isum, row, xq, G) llm__gg_sums_nc_q4_k(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q6_k(isum, row, xq, G) llm__gg_sums_nc_q6_k(isum, 0, row, xq, 0, 1, G)
 #endif
 
 #if defined(LLM__HAVE_GG_SUMS) && defined(__F16C__) && defined(__FMA__)
@@ -480,40 +503,49 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
 }
+/* an 8-row block's sums for all the tile's tokens at once, each group's
+ * weights unpacked once (isum[b][i][g]: token b, row i, group g) */
 #define LLM__GG_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
-    static void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
-                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
+    static void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,                           \
+                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                                \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
                              (size_t)llm__traits[w->type].qblock_bytes;                                        \
-        int32_t isum[8][64], xsum[64];                                                                         \
+        int32_t isum[LLM__NC][8][64], xsum[LLM__NC][64];                                                       \
+        const act_t *xb = (const act_t *)(const void *)xq + (size_t)t * n;                                     \
+        const float *sb = xs + (size_t)t * G;                                                                  \
         (void)x; (void)xsum;                                                                                   \
         memset(isum, 0, sizeof isum);                                                                          \
-        for (int b = 0; b < nc; b++) {                                                                         \
-            const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                           \
-            const float *sb = xs + (size_t)(t + b) * G;                                                        \
-            float *o = out + (size_t)b * ldo;                                                                  \
+        for (int b0 = 0; b0 < nc; b0 += LLM__NC) {                                                             \
+            int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;                                                    \
             for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
                 int na = nr - a0 < 8 ? nr - a0 : 8;                                                            \
                 const unsigned char *rows[8], *rc[8];                                                          \
                 for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));            \
-                __m256 acc = _mm256_setzero_ps();                                                              \
+                __m256 acc[LLM__NC];                                                                           \
+                for (int b = 0; b < nb; b++) acc[b] = _mm256_setzero_ps();                                     \
                 for (int c0 = 0; c0 < G; c0 += 64) {                                                           \
                     int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
-                    for (int g = 0; g < cg; g++)                                                               \
-                        xsum[g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
+                    for (int b = 0; b < nb; b++)                                                               \
+                        for (int g = 0; g < cg; g++)                                                           \
+                            xsum[b][g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(b0 + b) * n + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
                     for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
-                    for (int i = 0; i < na; i++) llm__gg_sums_##name(isum[i], rc[i], xb + (size_t)c0 * LLM__GQ, cg); \
-                    for (int g = 0; g < cg; g++) {                                                             \
-                        __m256i iv = _mm256_setr_epi32(isum[0][g], isum[1][g], isum[2][g], isum[3][g], isum[4][g], \
-                                                       isum[5][g], isum[6][g], isum[7][g]);                   \
-                        __m256 xsv = _mm256_set1_ps(sb[c0 + g]);                                               \
-                        LLM__GG_STEP8_##name(acc, rc, g, iv, xsum[g], xsv, d_off);                             \
-                    }                                                                                          \
+                    for (int i = 0; i < na; i++)                                                               \
+                        llm__gg_sums_nc_##name(&isum[0][i][0], 8 * 64, rc[i], xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ, (size_t)n, nb, cg); \
+                    for (int b = 0; b < nb; b++)                                                               \
+                        for (int g = 0; g < cg; g++) {                                                         \
+                            const int32_t (*is)[64] = isum[b];                                                 \
+                            __m256i iv = _mm256_setr_epi32(is[0][g], is[1][g], is[2][g], is[3][g], is[4][g],   \
+                                                           is[5][g], is[6][g], is[7][g]);                      \
+                            __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);                    \
+                            LLM__GG_STEP8_##name(acc[b], rc, g, iv, xsum[b][g], xsv, d_off);                   \
+                        }                                                                                      \
                 }                                                                                              \
-                float lane[8];                                                                                 \
-                _mm256_storeu_ps(lane, acc);                                                                   \
-                for (int i = 0; i < na; i++) o[a0 + i] = lane[i];                                              \
+                for (int b = 0; b < nb; b++) {                                                                 \
+                    float lane[8];                                                                             \
+                    _mm256_storeu_ps(lane, acc[b]);                                                            \
+                    for (int i = 0; i < na; i++) out[(size_t)(b0 + b) * ldo + a0 + i] = lane[i];               \
+                }                                                                                              \
             }                                                                                                  \
         }                                                                                                      \
     }
@@ -553,13 +585,14 @@ LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #endif
 
 #if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
-/* q4_0 and q4_K sixteen rows at a time with the rows in the lanes, so no
+/* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
  * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
  * each by the matching pair of activation codes, broadcast. Lane i then
  * holds row i's exact group sums and takes the twin's steps along the row:
- * every row's bits are the twin's. */
+ * every row's bits are the twin's. A prefill tile runs each group's
+ * transposed words against four tokens. */
 
 /* 16 bytes of each of sixteen rows (at w, rb bytes apart) as four vectors:
  * t[m] lane i is row i's word m */
@@ -607,25 +640,75 @@ LLM__INLINE __m512i llm__pair_order(int q4k) {
     return _mm512_loadu_si512((const void *)idx);
 }
 
-/* q4_0 group: acc = fma(isum, d * xs, acc) for sixteen rows, blk the
- * group's block in the first row, xp its activation pairs, xsum their sum */
-LLM__INLINE __m512 llm__q4_0_group16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                     int32_t xsum, float xs) {
-    __m512i t[4], s[4];
-    const int *xw = (const int *)(const void *)xp;
-    llm__words16(t, blk + 2, rb);
-    for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+/* The kernels below run a group's weights, unpacked once, against nb
+ * tokens (1 to decode, LLM__TB in a prefill tile): xp, xsum and xs are the
+ * first token's activation pairs, pair sums and scales at this group, the
+ * next tokens' LLM__XP_STRIDE, 64 and 64 further on, and acc[b] is token
+ * b's sixteen rows. */
+#define LLM__TB 4                          /* tokens a 16-row tile runs at once */
+#define LLM__XP_STRIDE (64 * LLM__GQ)      /* a token's chunk of 64 groups' pairs */
+
+/* q4_0 group: acc[b] = fma(isum, d * xs[b], acc[b]) for sixteen rows from
+ * their code words t (word m: codes 4m..4m+3 and 4m+16..) and scales d */
+LLM__INLINE void llm__q4_0_codes16(__m512 *acc, int nb, const __m512i *t, __m512 d, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i s[LLM__TB][4];
+    LLM__UNROLL for (int b = 0; b < nb; b++)
+        for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
     for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
-        s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[m]), LLM__PAIR(xw, 4 * m));
-        s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[m]), LLM__PAIR(xw, 4 * m + 1));
-        s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[m]), LLM__PAIR(xw, 4 * m + 2));
-        s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[m]), LLM__PAIR(xw, 4 * m + 3));
+        __m512i nib[4] = { LLM__NIB0(t[m]), LLM__NIB1(t[m]), LLM__NIB2(t[m]), LLM__NIB3(t[m]) };
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b][e] = _mm512_dpwssd_epi32(s[b][e], nib[e], LLM__PAIR(xw, 4 * m + e));
+        }
     }
-    /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
-    __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[0], _mm512_srai_epi32(s[1], 4)), _mm512_add_epi32(_mm512_srai_epi32(s[2], 8), s[3]));
-    isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum));
-    __m512 d = llm__f16_rows16(blk, rb);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs)), acc);
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
+        __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][1], 4)),
+                                        _mm512_add_epi32(_mm512_srai_epi32(s[b][2], 8), s[b][3]));
+        isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum[64 * b]));
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* one group, blk its block in the first row */
+LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i t[4];
+    llm__words16(t, blk + 2, rb);
+    llm__q4_0_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xsum, xs);
+}
+/* (a >> 16) | (b << 16) in each 32-bit lane: the word two bytes on */
+LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
+#ifdef __AVX512VBMI2__
+    return _mm512_shrdi_epi32(a, b, 16);
+#else
+    return _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_slli_epi32(b, 16));
+#endif
+}
+/* Eight groups (144 bytes a row, nine runs of 16) at once: the runs
+ * transposed give every group's scale and code words with no gather of
+ * scales. Group g's block starts at byte 18 g: for even g a word boundary,
+ * so d is the low half of word 9g/2 and each code word straddles two words;
+ * for odd g two bytes past one, so d is the high half of the word before
+ * and the code words are whole. */
+LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i wd[36];   /* wd[k]: lane i is row i's bytes 4k..4k+3 */
+    for (int k = 0; k < 9; k++) llm__words16(wd + 4 * k, blk + 16 * k, rb);
+    for (int g = 0; g < 8; g++) {
+        __m512i t[4], dw;
+        if (g % 2 == 0) {
+            int w0 = 9 * g / 2;
+            for (int m = 0; m < 4; m++) t[m] = llm__word_at2(wd[w0 + m], wd[w0 + m + 1]);
+            dw = wd[w0];
+        } else {
+            int w0 = (18 * g + 2) / 4;
+            for (int m = 0; m < 4; m++) t[m] = wd[w0 + m];
+            dw = _mm512_srli_epi32(wd[w0 - 1], 16);
+        }
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
+        llm__q4_0_codes16(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+    }
 }
 
 /* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
@@ -645,40 +728,44 @@ LLM__INLINE void llm__q4k_scale_min16(const __m512i *h, int j, __m512i *sc, __m5
 }
 /* q4_K block of 256 (eight groups) for sixteen rows: per group the twin's
  * two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
-LLM__INLINE __m512 llm__q4_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                     const int32_t *xsum, const float *xs) {
+LLM__INLINE void llm__q4_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
     __m512i h[4], t[4];
     llm__words16(h, blk, rb);          /* d | dmin << 16, then the 12 scale bytes */
     __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
     __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
     for (int p = 0; p < 4; p++) {   /* sub-blocks 2p and 2p + 1: low and high nibbles of 32 bytes */
-        const int *x0 = (const int *)(const void *)(xp + 64 * p), *x1 = x0 + 16;
-        __m512i s[4];
-        for (int e = 0; e < 4; e++) s[e] = _mm512_setzero_si512();
+        __m512i s[LLM__TB][4];
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
         for (int half = 0; half < 2; half++) {
             llm__words16(t, blk + 16 + 32 * p + 16 * half, rb);
             for (int mm = 0; mm < 4; mm++) {
                 int m = 4 * half + mm;
-                s[0] = _mm512_dpwssd_epi32(s[0], LLM__NIB0(t[mm]), LLM__PAIR(x0, 2 * m));
-                s[2] = _mm512_dpwssd_epi32(s[2], LLM__NIB2(t[mm]), LLM__PAIR(x0, 2 * m + 1));
-                s[1] = _mm512_dpwssd_epi32(s[1], LLM__NIB1(t[mm]), LLM__PAIR(x1, 2 * m));
-                s[3] = _mm512_dpwssd_epi32(s[3], LLM__NIB3(t[mm]), LLM__PAIR(x1, 2 * m + 1));
+                __m512i nib[4] = { LLM__NIB0(t[mm]), LLM__NIB1(t[mm]), LLM__NIB2(t[mm]), LLM__NIB3(t[mm]) };
+                LLM__UNROLL for (int b = 0; b < nb; b++) {
+                    const int *x0 = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 64 * p), *x1 = x0 + 16;
+                    s[b][0] = _mm512_dpwssd_epi32(s[b][0], nib[0], LLM__PAIR(x0, 2 * m));
+                    s[b][2] = _mm512_dpwssd_epi32(s[b][2], nib[2], LLM__PAIR(x0, 2 * m + 1));
+                    s[b][1] = _mm512_dpwssd_epi32(s[b][1], nib[1], LLM__PAIR(x1, 2 * m));
+                    s[b][3] = _mm512_dpwssd_epi32(s[b][3], nib[3], LLM__PAIR(x1, 2 * m + 1));
+                }
             }
         }
-        __m512i isum[2];
-        isum[0] = _mm512_add_epi32(s[0], _mm512_srai_epi32(s[2], 8));
-        isum[1] = _mm512_add_epi32(_mm512_srai_epi32(s[1], 4), s[3]);
         for (int k = 0; k < 2; k++) {
             int j = 2 * p + k;
             __m512i sc, m;
             llm__q4k_scale_min16(h, j, &sc, &m);
-            __m512 xsv = _mm512_set1_ps(xs[j]);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum[k])), _mm512_mul_ps(d, xsv), acc);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[j]))),
-                                  _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
+                                 : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
+                __m512 xsv = _mm512_set1_ps(xs[64 * b + j]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum)), _mm512_mul_ps(d, xsv), acc[b]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[64 * b + j]))),
+                                         _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc[b]);
+            }
         }
     }
-    return acc;
 }
 
 /* q6_K block of 256 (eight groups) for sixteen rows. Group k = 4h + c takes
@@ -695,103 +782,148 @@ LLM__INLINE __m512i llm__q6k_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) 
     hi = _mm512_and_si512(hi, _mm512_set1_epi16(0x0030));
     return _mm512_sub_epi16(_mm512_or_si512(lo, hi), _mm512_set1_epi16(32));
 }
-LLM__INLINE __m512 llm__q6_k_block16(__m512 acc, const unsigned char *blk, size_t rb, const int16_t *xp, const float *xs) {
+LLM__INLINE void llm__q6_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const float *xs) {
     __m512i sw[4];
     llm__words16(sw, blk + 192, rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
     __m512 d = llm__f16_rows16(blk + 208, rb);
     for (int h = 0; h < 2; h++) {
-        __m512i sum[4][2];
+        __m512i a[2][4], bb[2][4], qh[2][4];   /* the quarters' byte runs, transposed once for the four groups */
         for (int q = 0; q < 2; q++) {
-            __m512i a[4], b[4], qh[4];
-            llm__words16(a, blk + 64 * h + 16 * q, rb);
-            llm__words16(b, blk + 64 * h + 32 + 16 * q, rb);
-            llm__words16(qh, blk + 128 + 32 * h + 16 * q, rb);
-            for (int c = 0; c < 4; c++) {
-                const int *xw = (const int *)(const void *)(xp + 32 * (4 * h + c));
-                const __m512i *nb = c & 1 ? b : a;
-                int sn = c < 2 ? 0 : 4;
-                __m512i sacc = _mm512_setzero_si512();
-                for (int m = 0; m < 4; m++) {
-                    int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
-                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn, 2 * c), LLM__PAIR(xw, 2 * wm));
-                    sacc = _mm512_dpwssd_epi32(sacc, llm__q6k_pair(nb[m], qh[m], sn + 8, 2 * c + 8), LLM__PAIR(xw, 2 * wm + 1));
-                }
-                sum[c][q] = sacc;
-            }
+            llm__words16(a[q], blk + 64 * h + 16 * q, rb);
+            llm__words16(bb[q], blk + 64 * h + 32 + 16 * q, rb);
+            llm__words16(qh[q], blk + 128 + 32 * h + 16 * q, rb);
         }
         for (int c = 0; c < 4; c++) {
-            int k = 4 * h + c, j0 = 2 * k, j1 = 2 * k + 1;   /* the scales' bytes: word j / 4, byte j % 4, signed */
+            int k = 4 * h + c, sn = c < 2 ? 0 : 4;
+            __m512i sum[LLM__TB][2];
+            for (int q = 0; q < 2; q++) {
+                const __m512i *nbv = c & 1 ? bb[q] : a[q];
+                LLM__UNROLL for (int b = 0; b < nb; b++) sum[b][q] = _mm512_setzero_si512();
+                for (int m = 0; m < 4; m++) {
+                    int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
+                    __m512i p0 = llm__q6k_pair(nbv[m], qh[q][m], sn, 2 * c), p1 = llm__q6k_pair(nbv[m], qh[q][m], sn + 8, 2 * c + 8);
+                    LLM__UNROLL for (int b = 0; b < nb; b++) {
+                        const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 32 * k);
+                        sum[b][q] = _mm512_dpwssd_epi32(sum[b][q], p0, LLM__PAIR(xw, 2 * wm));
+                        sum[b][q] = _mm512_dpwssd_epi32(sum[b][q], p1, LLM__PAIR(xw, 2 * wm + 1));
+                    }
+                }
+            }
+            int j0 = 2 * k, j1 = 2 * k + 1;   /* the scales' bytes: word j / 4, byte j % 4, signed */
             __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j0 / 4], (unsigned)(24 - 8 * (j0 % 4))), 24);
             __m512i sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j1 / 4], (unsigned)(24 - 8 * (j1 % 4))), 24);
-            __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, sum[c][0]), _mm512_mullo_epi32(sc1, sum[c][1]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[k])), acc);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, sum[b][0]), _mm512_mullo_epi32(sc1, sum[b][1]));
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b + k])), acc[b]);
+            }
         }
     }
-    return acc;
 }
 
-/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows: a
- * chunk of up to 64 groups' activation pairs at a time, sixteen rows over
- * it; gb8 bytes a row for eight groups (a q4_0 block of 18 is one group, a
- * K-quant block eight). */
-LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
-                             int t, int nr, int nc, int kind) {
-    int n = w->cols, G = n / LLM__GQ, step = kind ? 8 : 1;
+/* A chunk of up to 64 groups of nb tokens' activations (xb, token stride
+ * n; scales sb, stride G) as the kernels read them: each group's pairs in
+ * the type's order (xp), their sum (xsum) and scale (xsc); the tokens from
+ * nc on copy the last (a tile of 2 or 3 tokens runs as LLM__TB, the copies'
+ * results dropped) */
+LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int16_t *xb, const float *sb, int n, int G,
+                              int c0, int cg, int nb, int nc, __m512i order) {
+    for (int b = 0; b < nb; b++) {
+        int bs = b < nc ? b : nc - 1;
+        for (int g = 0; g < cg; g++) {
+            __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)bs * n + (size_t)(c0 + g) * LLM__GQ));
+            _mm512_storeu_si512((void *)(xp + (size_t)b * LLM__XP_STRIDE + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
+            xsum[64 * b + g] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
+            xsc[64 * b + g] = sb[(size_t)bs * G + c0 + g];
+        }
+    }
+}
+
+/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows and nb
+ * (1 or LLM__TB) of the nc tokens at a time: a chunk of up to 64 groups'
+ * activation pairs at a time, sixteen rows over it; gb8 bytes a row for
+ * eight groups (a q4_0 block of 18 is one group, a K-quant block eight). */
+LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
+                                int nr, int nc, int nb, int kind) {
+    int n = w->cols, G = n / LLM__GQ;
     size_t rb = llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
     const __m512i order = llm__pair_order(kind != 0);
-    int16_t xp[64 * LLM__GQ];   /* a chunk of up to 64 groups' activation pairs */
-    int32_t xsum[64];           /* and their sums */
-    for (int b = 0; b < nc; b++) {
+    int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
+    int32_t xsum[LLM__TB * 64];             /* their sums */
+    float xsc[LLM__TB * 64];                /* and scales */
+    for (int c0 = 0; c0 < G; c0 += 64) {
+        int cg = G - c0 < 64 ? G - c0 : 64;
+        llm__pairs16(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, order);
+        for (int done = 0; done < nr; done += 16) {
+            /* a last short block overlaps the one before: its rows are
+             * computed again (the same bits) but only the new ones stored */
+            int a0 = done + 16 <= nr ? done : nr - 16;
+            __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
+            const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 / 8 * gb8;
+            int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
+            __m512 acc[LLM__TB];
+            LLM__UNROLL for (int b = 0; b < nb; b++)
+                acc[b] = c0 && b < nc ? _mm512_maskz_loadu_ps(fresh, out + (size_t)b * ldo + a0) : _mm512_setzero_ps();
+            for (int g = 0, span; g < cg; g += span) {   /* eight groups at a time, q4_0's last few one by one */
+                const unsigned char *blk = rows + (size_t)g * gb8 / 8;
+                span = kind || cg - g >= 8 ? 8 : 1;
+                /* sixteen row streams defeat the hardware prefetcher: fetch the
+                 * next sixteen rows meanwhile, in address order where one
+                 * chunk is the whole row (their 16 gb8 / 8 bytes a group),
+                 * else their same blocks, half the rows per group (q4_0:
+                 * 36 bytes a row every two groups, every line) */
+                if (G <= 64) {
+                    size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
+                    for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                } else if (!kind && span == 8) {   /* q4_0's eight groups: 144 bytes of each row */
+                    for (int i = 0; i < 16 && i < ahead; i++)
+                        for (int k = 0; k < 144; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
+                } else {
+                    for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                }
+                const int16_t *xg = xp + g * LLM__GQ;
+                if (kind == 2) llm__q6_k_block16(acc, nb, blk, rb, xg, xsc + g);
+                else if (kind == 1) llm__q4_k_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+            }
+            LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm512_mask_storeu_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
+        }
+    }
+}
+/* nc tokens: LLM__TB at a time, a single one (decode) alone */
+LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+                             int t, int nr, int nc, int kind) {
+    int n = w->cols, G = n / LLM__GQ;
+    for (int b = 0; b < nc; b += LLM__TB) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
         const float *sb = xs + (size_t)(t + b) * G;
         float *o = out + (size_t)b * ldo;
-        for (int c0 = 0; c0 < G; c0 += 64) {
-            int cg = G - c0 < 64 ? G - c0 : 64;
-            for (int g = 0; g < cg; g++) {
-                __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)(c0 + g) * LLM__GQ));
-                _mm512_storeu_si512((void *)(xp + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
-                xsum[g] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
-            }
-            for (int done = 0; done < nr; done += 16) {
-                /* a last short block overlaps the one before: its rows are
-                 * computed again (the same bits) but only the new ones stored */
-                int a0 = done + 16 <= nr ? done : nr - 16;
-                __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
-                const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 / 8 * gb8;
-                int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
-                __m512 acc = c0 ? _mm512_maskz_loadu_ps(fresh, o + a0) : _mm512_setzero_ps();
-                for (int g = 0; g < cg; g += step) {
-                    const unsigned char *blk = rows + (size_t)g * gb8 / 8;
-                    /* sixteen row streams defeat the hardware prefetcher: fetch the
-                     * next sixteen rows meanwhile, in address order where one
-                     * chunk is the whole row (their 16 gb8 / 8 bytes a group),
-                     * else their same blocks, half the rows per group (q4_0:
-                     * 36 bytes a row every two groups, every line) */
-                    if (G <= 64) {
-                        size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
-                        for (size_t k = 0; k < 2 * gb8 * (size_t)step && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
-                    } else {
-                        for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
-                    }
-                    if (kind == 2) acc = llm__q6_k_block16(acc, blk, rb, xp + g * LLM__GQ, sb + c0 + g);
-                    else if (kind == 1) acc = llm__q4_k_block16(acc, blk, rb, xp + g * LLM__GQ, xsum + g, sb + c0 + g);
-                    else acc = llm__q4_0_group16(acc, blk, rb, xp + g * LLM__GQ, xsum[g], sb[c0 + g]);
-                }
-                _mm512_mask_storeu_ps(o + a0, fresh, acc);
-            }
-        }
+        if (nc - b == 1) llm__tile16_nb(o, ldo, w, r, xb, sb, nr, 1, 1, kind);
+        else llm__tile16_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind);
     }
 }
+/* The tiles' entry points start on a 64-byte boundary: their loops are
+ * long, and where the linker happened to place them moved 110M q4_K decode
+ * by a quarter (measured on Zen 5, the same code at another address) */
+#if defined(__GNUC__)
+#define LLM__CODE_ALIGN __attribute__((aligned(64)))
+#else
+#define LLM__CODE_ALIGN
+#endif
+LLM__CODE_ALIGN
 static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
     if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0);
     else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
+LLM__CODE_ALIGN
 static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
     if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1);
     else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
+LLM__CODE_ALIGN
 static void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
     if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2);

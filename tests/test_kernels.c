@@ -770,6 +770,57 @@ static void test_gguf_blocks(void) {
     }
 }
 
+/* The 4-bit types' tiles called directly, as the driver does, with every
+ * token count of a tile and beyond (nc 1..7: x86 runs four tokens at once,
+ * a short tile padded) and row counts around the 16-row blocks (x86's last
+ * short block overlaps the one before), rows short of the 64-group chunk
+ * and past it (q4_0 also in groups not a multiple of its eight at once:
+ * 3 and 73), inside a larger matrix (a row offset, ldo wider than nr):
+ * each value the twin's bit for bit, and nothing written outside the tile. */
+static void test_gguf_tile_shapes(void) {
+    int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
+    int d_at[][2] = { { 0, -1 }, { 0, 2 }, { 208, -1 } };
+    int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 } }, nrs[] = { 5, 16, 21, 40 };
+    enum { ROWS = 48, T = 9, R0 = 3, T0 = 1, LDO = 50 };
+    for (int ti = 0; ti < 3; ti++) {
+        const llm__type_traits *tr = &llm__traits[types[ti]];
+        for (int ci = 0; ci < 3 && colss[ti][ci]; ci++) {
+            int cols = colss[ti][ci], ng = cols / 32;
+            size_t row_bytes = (size_t)(cols / tr->qblock) * (size_t)tr->qblock_bytes;
+            unsigned char *w = random_blocks(tr, ROWS, row_bytes, d_at[ti]);
+            llm_tensor t = llm__tensor(w, NULL, types[ti], ROWS, cols, 0);
+            int16_t *xq = malloc((size_t)T * cols * 2);
+            float *x = malloc((size_t)cols * 4), *xs = malloc((size_t)T * ng * 4), *out = malloc((size_t)T * LDO * 4);
+            for (int b = 0; b < T; b++) {
+                fill(x, cols, 1.5f);
+                llm__quantize_acts(&t, (int8_t *)(void *)(xq + (size_t)b * cols), xs + (size_t)b * ng, x);
+            }
+            for (int ni = 0; ni < 4; ni++) {
+                for (int nc = 1; nc <= 7; nc++) {
+                    int nr = nrs[ni], stray = 0;
+                    double worst = 0;
+                    for (int i = 0; i < T * LDO; i++) out[i] = 12345.0f;
+                    tr->tile(out, LDO, &t, R0, NULL, (const int8_t *)(const void *)xq, xs, T0, nr, nc);
+                    for (int b = 0; b < T - T0; b++)
+                        for (int a = 0; a < LDO; a++) {
+                            float got = out[(size_t)b * LDO + a];
+                            if (b >= nc || a >= nr) { stray |= got != 12345.0f; continue; }
+                            const int8_t *xb = (const int8_t *)(const void *)(xq + (size_t)(T0 + b) * cols);
+                            float want = tr->dot(&t, R0 + a, NULL, xb, xs + (size_t)(T0 + b) * ng);
+                            worst = worse(worst, fabs(got - want));
+                        }
+                    char name[112];
+                    snprintf(name, sizeof name, "gguf_%s_tile_%dx%d_nc%d_eq_twin", tr->name, nr, cols, nc);
+                    check(worst == 0.0, name, "max abs diff %g (want %g: bit for bit)", worst, 0.0);
+                    snprintf(name, sizeof name, "gguf_%s_tile_%dx%d_nc%d_writes_only_its_tile", tr->name, nr, cols, nc);
+                    check(!stray, name, "stray writes %g (want %g)", stray, 0.0);
+                }
+            }
+            free(w); free(xq); free(x); free(xs); free(out);
+        }
+    }
+}
+
 /* LLMW's q4_0 and q4_K rows of any length, zero-padded to whole blocks in
  * the file: the products run the block kernels on the padded row with the
  * activations' codes zero-padded, so the padding adds nothing whatever its
@@ -882,6 +933,7 @@ int main(int argc, char **argv) {
     test_matvec();
     test_matmul_fast();
     test_gguf_blocks();
+    test_gguf_tile_shapes();
     test_padded_blocks();
     test_gguf_q6k_extremes();
     test_attention_fast();
