@@ -52,7 +52,7 @@
 #define LLM__SAMPLER_WIDE 4096
 #define LLM__SAMPLER_WIDE_BITS 13
 #define LLM__SAMPLER_EXTRA(n) \
-    ((size_t)(n) >= LLM__SAMPLER_WIDE ? ((size_t)1 << LLM__SAMPLER_WIDE_BITS) + 1 + (size_t)(n) / 32 + 1 : 0)
+    ((size_t)(n) >= LLM__SAMPLER_WIDE ? 2 * (((size_t)1 << LLM__SAMPLER_WIDE_BITS) + 1) + (size_t)(n) / 32 + 1 : 0)
 
 /* ints in the candidates buffer for a vocabulary of n: the candidates' keys
  * and the radix sort's second half (or the penalty's bit set of seen
@@ -132,12 +132,17 @@ static inline uint32_t llm__prob_key(float p) {
     return k;
 }
 
-/* One stable pass of an LSD radix sort, larger keys first: src (m,) into dst
- * (m,) by the digit ((hi - key) >> shift) & mask; count has mask + 2 ints. */
-static inline void llm__radix_pass_desc(uint32_t *dst, const uint32_t *src, int m, uint32_t hi, int shift, uint32_t mask,
-                                        int *count) {
+/* An LSD radix sort's counts of the digit ((hi - key) >> shift) & mask over
+ * src (m,), in count[digit + 1] (count: mask + 2 ints). */
+static inline void llm__radix_count(int *count, const uint32_t *src, int m, uint32_t hi, int shift, uint32_t mask) {
     memset(count, 0, ((size_t)mask + 2) * sizeof *count);
     for (int i = 0; i < m; i++) count[((hi - src[i]) >> shift & mask) + 1]++;
+}
+
+/* One stable pass of an LSD radix sort, larger keys first: src (m,) into dst
+ * (m,) by that digit, from its counts (llm__radix_count's, used up). */
+static inline void llm__radix_scatter(uint32_t *dst, const uint32_t *src, int m, uint32_t hi, int shift, uint32_t mask,
+                                      int *count) {
     for (uint32_t d = 1; d <= mask; d++) count[d] += count[d - 1];
     for (int i = 0; i < m; i++) dst[count[(hi - src[i]) >> shift & mask]++] = src[i];
 }
@@ -242,37 +247,53 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
     if (n0 == 0) return llm__sample_argmax(p, n);
     int wide = n >= LLM__SAMPLER_WIDE, local[257];
     uint32_t *keys = (uint32_t *)cand, *tmp = keys + n, span = hi - lo;
-    int *count = wide ? (int *)(tmp + n) : local;
-    uint32_t *sums = wide ? (uint32_t *)(tmp + n) + (1u << LLM__SAMPLER_WIDE_BITS) + 1 : NULL;
+    /* the top digit's counts; a wide vocabulary's lower digits count apart
+     * (the counts of two digits are gathered in one pass) */
+    int *count = wide ? (int *)(tmp + n) : local, *low = wide ? count + (1 << LLM__SAMPLER_WIDE_BITS) + 1 : NULL;
+    uint32_t *sums = wide ? (uint32_t *)(low + (1 << LLM__SAMPLER_WIDE_BITS) + 1) : NULL;
     /* digits: `passes` of `width` bits cover d = hi - key in [0, span] */
     int bits = 0, passes, width, maxw = wide ? LLM__SAMPLER_WIDE_BITS : 8;
     while (bits < 32 && (span >> bits) != 0) bits++;
     passes = (bits + maxw - 1) / maxw;
     width = passes ? (bits + passes - 1) / passes : 0;
-    int top_shift = passes ? (passes - 1) * width : 0;
+    int top_shift = passes ? (passes - 1) * width : 0, low_ready = low && passes == 2, top_ready = 1;
     uint32_t mask = (1u << width) - 1u, top = span >> top_shift;
-    /* gather the candidates' keys, counting their top digit (branch-free:
-     * which tokens pass is a coin toss to the branch predictor) */
-    memset(count, 0, ((size_t)top + 2) * sizeof *count);
+    /* gather the candidates' keys, counting their top digit (and, with two
+     * digits, the low one); branch-free: which tokens pass is a coin toss to
+     * the branch predictor (the others count in slot 0, then cleared) */
+    memset(count, 0, ((size_t)mask + 2) * sizeof *count);
+    if (low_ready) memset(low, 0, ((size_t)mask + 2) * sizeof *low);
     int m = 0;
     for (int i = 0; i < n; i++) {
         uint32_t k = llm__prob_key(p[i]), in = p[i] >= thr;
         keys[m] = k;
         m += (int)in;
         count[in ? ((hi - k) >> top_shift) + 1 : 0]++;
+        if (low_ready) low[in ? ((hi - k) & mask) + 1 : 0]++;
     }
+    count[0] = 0;
+    if (low_ready) low[0] = 0;
     uint32_t bound = llm__top_digit_bound(count, top, hi, span, top_shift, n0, use_topk ? topk : 0, use_topp ? topp : 0.0f);
-    if (bound < top) {   /* the keys past the bound's digit: never sorted */
-        int kept = 0;
+    int kept = 0;
+    for (uint32_t b = 0; b <= bound; b++) kept += count[b + 1];
+    /* the keys past the bound's digit are never read: dropped unsorted,
+     * unless most are kept and the low digit's counts (all keys') serve */
+    if (kept < m && !(low_ready && 2 * kept >= m)) {
+        int j = 0;
         for (int i = 0; i < m; i++) {
-            keys[kept] = keys[i];
-            kept += ((hi - keys[i]) >> top_shift) <= bound;
+            keys[j] = keys[i];
+            j += ((hi - keys[i]) >> top_shift) <= bound;
         }
         m = kept;
+        memset(count + bound + 2, 0, (size_t)(mask - bound) * sizeof *count);
+        low_ready = 0;
     }
     uint32_t *sorted = keys, *other = tmp;
     for (int d = 0; d < passes; d++) {
-        llm__radix_pass_desc(other, sorted, m, hi, d * width, mask, count);
+        int is_top = d == passes - 1, *c = is_top || !low ? count : low;
+        if (is_top ? !top_ready : !(d == 0 && low_ready)) llm__radix_count(c, sorted, m, hi, d * width, mask);
+        if (!is_top && c == count) top_ready = 0;
+        llm__radix_scatter(other, sorted, m, hi, d * width, mask, c);
         uint32_t *t = sorted; sorted = other; other = t;
     }
     float mass = 0.0f;
