@@ -12,7 +12,8 @@
  * near-equal values, probabilities down to zero; vocabularies up to 151,936),
  * and leave the generator in the same state. The repeat penalty is checked
  * against a reference that keeps the whole history and penalises each distinct
- * token of its last N. Prints one line per failure and ends with
+ * token of its last N. The probabilities llm_sample leaves in the logits
+ * must be llm_softmax's bits. Prints one line per failure and ends with
  * "N passed, N failed".
  */
 #define MODEL_IMPLEMENTATION
@@ -225,7 +226,9 @@ int main(void) {
                                 memcpy(b, logits, (size_t)n * sizeof *b);
                                 want = ref_sample(a, n, temps[ti], topps[pi], topks[ki], minps[mi], &ref_rng);
                                 got = llm_sample(&s, b);
-                                same = want == got && ref_rng == s.rng_state;
+                                /* and the probabilities it leaves are llm_softmax's, bit for bit */
+                                same = want == got && ref_rng == s.rng_state &&
+                                       (temps[ti] == 0.0f || memcmp(a, b, (size_t)n * sizeof *a) == 0);
                             }
                             char what[160];
                             snprintf(what, sizeof what, "vocab %d kind %d t %g p %g k %d min-p %g", n, kind, (double)temps[ti],
