@@ -98,7 +98,7 @@ I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
 # (test_32bit, malformed and ak42 files, bad input), the golden texts and the same
 # text as the host's ./run (one float order, q8_0 included), prefill equal to
 # decode, every kernel, the C tokenizer, and the sampler (SAMPLER_QUICK: its
-# large vocabularies with fewer kinds of logits).
+# largest vocabulary with fewer kinds of logits).
 I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_reference::test_prefill_equals_decode_every_variant \
   test_formats::test_compact_config_same_text_every_build test_formats::test_ak42_files \

@@ -12,8 +12,8 @@
  * near-equal values, probabilities down to zero; vocabularies up to 151,936),
  * and leave the generator in the same state. The repeat penalty is checked
  * against a reference that keeps the whole history and penalises each distinct
- * token of its last N (--quick: fewer kinds of logits for the large
- * vocabularies). The probabilities llm_sample leaves in the logits
+ * token of its last N (--quick: fewer kinds of logits for the largest
+ * vocabulary). The probabilities llm_sample leaves in the logits
  * must be llm_softmax's bits. Prints one line per failure and ends with
  * "N passed, N failed".
  */
@@ -197,8 +197,9 @@ static void test_penalty(void) {
             }
 }
 
-/* --quick (the emulated i386 build): the large vocabularies with the random,
- * bell and crowded logits only; every kind still runs on the small ones */
+/* --quick (the emulated i386 build): the largest vocabulary with the random
+ * and the widest logits only; every kind still runs on the others (32000 is
+ * as wide a vocabulary to the sampler's code) */
 int main(int argc, char **argv) {
     int quick = argc == 2 && strcmp(argv[1], "--quick") == 0;
     if (argc > 2 || (argc == 2 && !quick)) {
@@ -216,7 +217,7 @@ int main(int argc, char **argv) {
         float *logits = malloc((size_t)n * sizeof *logits), *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
         int *cand = malloc(LLM_SAMPLER_CANDIDATES(n) * sizeof *cand);
         for (int kind = 0; kind < KINDS; kind++) {
-            if (quick && big && kind != 0 && kind != 6 && kind != 9) continue;
+            if (quick && n > 100000 && kind != 0 && kind != 8) continue;
             for (size_t ti = 0; ti < sizeof temps / sizeof *temps; ti++)
                 for (size_t pi = 0; pi < sizeof topps / sizeof *topps; pi++)
                     for (size_t ki = 0; ki < sizeof topks / sizeof *topks; ki++)

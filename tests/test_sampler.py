@@ -2,7 +2,7 @@
 test_kernels in each variant: env SAMPLER, else KERNELS' name with
 test_sampler for test_kernels), and the sampler's edge cases through ./run.
 SAMPLER_QUICK=1 (the emulated i386 build) runs test_sampler --quick: the
-large vocabularies with fewer kinds of logits."""
+largest vocabulary with fewer kinds of logits."""
 import os
 
 import common
@@ -18,7 +18,7 @@ def test_sampler_matches_reference():
     lines = out.decode().strip().splitlines()
     assert lines, f"no output from {SAMPLER}: {err}"
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2][:2])
-    assert rc == 0 and failed == 0 and passed >= (21276 if quick else 21864), "\n".join(lines[-20:]) + err
+    assert rc == 0 and failed == 0 and passed >= (21528 if quick else 21864), "\n".join(lines[-20:]) + err
 
 
 def test_tiny_topp_over_a_flat_distribution():
