@@ -97,7 +97,8 @@ I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
 # process per line), so i386 runs what 32 bits can break: sizes from file fields
 # (test_32bit, malformed and ak42 files, bad input), the golden texts and the same
 # text as the host's ./run (one float order, q8_0 included), prefill equal to
-# decode, every kernel, the C tokenizer.
+# decode, every kernel, the C tokenizer, and the sampler (SAMPLER_QUICK: its
+# largest vocabulary with fewer kinds of logits).
 I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_reference::test_prefill_equals_decode_every_variant \
   test_formats::test_compact_config_same_text_every_build test_formats::test_ak42_files \
@@ -108,7 +109,7 @@ I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_gguf_tokenizer::test_hostile_tokenizer_arrays
 empty :=
 space := $(empty) $(empty)
-I386_ARGS = --variant "i386:RUN=build/qemu/run-i386,LOGITS=build/qemu/logits-i386,KERNELS=build/qemu/test_kernels-i386,TOKUNIT=build/qemu/test_tokenizer_unit-i386,SUBSET=$(subst $(space),+,$(strip $(I386_TESTS)))"
+I386_ARGS = --variant "i386:RUN=build/qemu/run-i386,LOGITS=build/qemu/logits-i386,KERNELS=build/qemu/test_kernels-i386,TOKUNIT=build/qemu/test_tokenizer_unit-i386,SAMPLER_QUICK=1,SUBSET=$(subst $(space),+,$(strip $(I386_TESTS)))"
 AVX2_ARGS = --variant "avx2:RUN=./run-avx2,LOGITS=build/logits-avx2,KERNELS=build/test_kernels-avx2,TOKUNIT=build/test_tokenizer_unit-avx2"
 test-bins: build/run.stamp run-asan run-portable build/bpe_tool $(foreach p,$(TEST_PROGS),build/$(p) build/$(p)-asan build/$(p)-portable) \
 	   $(if $(HAVE_AVX2),run-avx2 $(foreach p,$(TEST_PROGS),build/$(p)-avx2)) \

@@ -25,12 +25,12 @@
  *      the kept mass; with none of step 3 on, llama2.c's plain draw.
  * With top-k, min-p and the penalty off it draws exactly the tokens
  * llama2.c's run.c draws for the same logits, temperature, top-p and seed,
- * on every target. Only the candidates the draw reaches are put in order,
- * and only their probabilities move, not their ids: one counting pass
- * spreads them over 256 buckets (by the float's bits, which order as
- * integers for p >= 0), and the buckets are sorted one at a time from the
- * most probable until top-k or top-p stops; the token drawn is then found
- * by its probability and its rank among equal ones.
+ * on every target. Only the candidates' probabilities move, not their ids,
+ * sorted by the float's bits (which order as integers for p >= 0) in radix
+ * passes: counts, no comparisons; the counts of the top digit bound where
+ * top-k or top-p must stop, and what lies past it is never sorted. The
+ * token drawn is then found by its probability and its rank among equal
+ * ones.
  *
  *   llm_sampler s;
  *   memset(&s, 0, sizeof s);
@@ -43,11 +43,21 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "model.h"   /* llm_softmax */
+#include "model.h"   /* llm_softmax, and the engine's max and exp kernels */
 
-/* ints in the candidates buffer for a vocabulary of n: the candidates' ids
- * and the radix sort's second half (or the penalty's bit set of seen tokens) */
-#define LLM_SAMPLER_CANDIDATES(n) (2 * (size_t)(n))
+/* Vocabularies from LLM__SAMPLER_WIDE tokens on sort by digits of
+ * LLM__SAMPLER_WIDE_BITS bits, their counts and the draw's running sums (one
+ * every 32 places) in the candidates buffer; smaller ones by 8 bits, the
+ * counts on the stack, in a buffer of 2n ints (a board's RAM). */
+#define LLM__SAMPLER_WIDE 4096
+#define LLM__SAMPLER_WIDE_BITS 13
+#define LLM__SAMPLER_EXTRA(n) \
+    ((size_t)(n) >= LLM__SAMPLER_WIDE ? 2 * (((size_t)1 << LLM__SAMPLER_WIDE_BITS) + 1) + (size_t)(n) / 32 + 1 : 0)
+
+/* ints in the candidates buffer for a vocabulary of n: the candidates' keys
+ * and the radix sort's second half (or the penalty's bit set of seen
+ * tokens), then, for a wide vocabulary, the digit counts and running sums */
+#define LLM_SAMPLER_CANDIDATES(n) (2 * (size_t)(n) + LLM__SAMPLER_EXTRA(n))
 
 typedef struct llm_sampler {
     int vocab_size;
@@ -106,6 +116,26 @@ static inline void llm__penalize(llm_sampler *s, float *logits) {
     }
 }
 
+/* softmax in place, x (n,), with llm_softmax's floats (e^(x - max) by the
+ * engine's kernel, their sum in index order, then the division), the
+ * exponentials 32 at a time: the out-of-order core computes the next ones
+ * while the serial sum, the critical path, runs (flat 32k logits on Zen 5:
+ * 33 -> 24 us). It needs the engine's kernels (MODEL_IMPLEMENTATION in the
+ * same file); without them, llm_softmax itself. */
+static inline void llm__softmax_overlapped(float *x, int n) {
+#ifdef MODEL_IMPLEMENTATION
+    float max = llm__max(x, n, 0), sum = 0.0f;
+    for (int i = 0; i < n; i += 32) {
+        int len = n - i < 32 ? n - i : 32;
+        llm__exp_shifted(x + i, len, max);
+        for (int j = i; j < i + len; j++) sum += x[j];
+    }
+    for (int i = 0; i < n; i++) x[i] /= sum;
+#else
+    llm_softmax(x, n);
+#endif
+}
+
 /* Draw from the whole distribution p (n,) with coin in [0,1). */
 static inline int llm__sample_multinomial(const float *p, int n, float coin) {
     float cdf = 0.0f;
@@ -122,57 +152,64 @@ static inline uint32_t llm__prob_key(float p) {
     return k;
 }
 
-/* The keys k (n,) sorted in place, largest first, by insertion, for keys
- * already close to their place; gives up (returns 0) after `moves` moves. */
-static inline int llm__insertion_sort_desc(uint32_t *k, int n, long moves) {
-    for (int i = 1; i < n; i++) {
-        uint32_t v = k[i];
-        int j = i;
-        for (; j > 0 && k[j - 1] < v; j--) k[j] = k[j - 1];
-        k[j] = v;
-        if ((moves -= i - j) < 0) return 0;
-    }
-    return 1;
+/* An LSD radix sort's counts of the digit ((hi - key) >> shift) & mask over
+ * src (m,), in count[digit + 1] (count: mask + 2 ints). */
+static inline void llm__radix_count(int *count, const uint32_t *src, int m, uint32_t hi, int shift, uint32_t mask) {
+    memset(count, 0, ((size_t)mask + 2) * sizeof *count);
+    for (int i = 0; i < m; i++) count[((hi - src[i]) >> shift & mask) + 1]++;
 }
 
-/* The keys k (n,) sorted largest first: an LSD radix sort on the low `bits`
- * bits of d = hi - key (the higher ones equal), one byte a pass, a pass
- * skipped when every key shares its byte. tmp has n entries. */
-static inline void llm__radix_sort_desc(uint32_t *k, uint32_t *tmp, int n, uint32_t hi, int bits) {
-    uint32_t *src = k, *dst = tmp;
-    for (int shift = 0; shift < bits; shift += 8) {
-        int count[257];
-        memset(count, 0, sizeof count);
-        for (int i = 0; i < n; i++) count[(((hi - src[i]) >> shift) & 0xff) + 1]++;
-        int all_one = 0;
-        for (int d = 1; d <= 256; d++) all_one |= count[d] == n;
-        if (all_one) continue;
-        for (int d = 1; d <= 256; d++) count[d] += count[d - 1];
-        for (int i = 0; i < n; i++) dst[count[((hi - src[i]) >> shift) & 0xff]++] = src[i];
-        uint32_t *t = src; src = dst; dst = t;
-    }
-    if (src != k) memcpy(k, src, (size_t)n * sizeof *k);
+/* One stable pass of an LSD radix sort, larger keys first: src (m,) into dst
+ * (m,) by that digit, from its counts (llm__radix_count's, used up). */
+static inline void llm__radix_scatter(uint32_t *dst, const uint32_t *src, int m, uint32_t hi, int shift, uint32_t mask,
+                                      int *count) {
+    for (uint32_t d = 1; d <= mask; d++) count[d] += count[d - 1];
+    for (int i = 0; i < m; i++) dst[count[(hi - src[i]) >> shift & mask]++] = src[i];
 }
 
-/* One bucket's keys k (n,), whose d = hi - key agree from bit s up, sorted
- * largest first. Usually spread by d's next w bits over 2^w sub-buckets,
- * about two a key (through tmp, `room` ints: the keys, then the counts),
- * then one insertion pass in which a key moves within its sub-bucket only;
- * where that meets crowded sub-buckets (many near-equal values), the radix
- * sort instead, whose cost has no worst case. */
-static inline void llm__sort_bucket_desc(uint32_t *k, uint32_t *tmp, int n, int room, uint32_t hi, int s) {
-    int w = 0;
-    while (w < s && w < 24 && (1 << w) < 2 * n && n + (2 << w) + 1 <= room) w++;
-    if (n > 16 && w > 0) {
-        int t = s - w, *start = (int *)(tmp + n);
-        uint32_t mask = (1u << w) - 1u;
-        memset(start, 0, ((size_t)mask + 2) * sizeof *start);
-        for (int i = 0; i < n; i++) start[(((hi - k[i]) >> t) & mask) + 1]++;
-        for (uint32_t d = 1; d <= mask + 1; d++) start[d] += start[d - 1];
-        for (int i = 0; i < n; i++) tmp[start[((hi - k[i]) >> t) & mask]++] = k[i];
-        memcpy(k, tmp, (size_t)n * sizeof *k);
+/* The top digit b (keys with (hi - key) >> shift == b, counted in count[b + 1])
+ * through which the kept prefix surely ends: top-k's k-th key, or a mass past
+ * topp even for the smallest key each digit allows and the float sum's
+ * rounding (at most 2 n0 2^-24 of the total for n0 <= 2^22 terms); the last
+ * digit if neither is sure. */
+static inline uint32_t llm__top_digit_bound(const int *count, uint32_t top, uint32_t hi, uint32_t span, int shift, int n0,
+                                            int topk, float topp) {
+    double mass = 0.0, slack = n0 <= (1 << 22) ? 1.0 - 2.0 * (double)n0 / 16777216.0 : 0.0;
+    long kept = 0;
+    for (uint32_t b = 0; b < top; b++) {
+        uint64_t dmax = ((uint64_t)(b + 1) << shift) - 1u;
+        uint32_t kmin = hi - (uint32_t)(dmax < span ? dmax : span);
+        float vmin;
+        memcpy(&vmin, &kmin, 4);
+        kept += count[b + 1];
+        mass += (double)count[b + 1] * (double)vmin;
+        if ((topk > 0 && kept >= topk) || (topp > 0.0f && mass * slack > (double)topp)) return b;
     }
-    if (!llm__insertion_sort_desc(k, n, 4L * n + 64)) llm__radix_sort_desc(k, tmp, n, hi, s);
+    return top;
+}
+
+/* The draw over the sorted keys (last + 1,) with r = coin times their mass:
+ * the first i < last whose running sum passes r, else last, as a walk from
+ * 0 finds it. sums (NULL: none) holds the running sum after each complete
+ * run of 32 (the same additions, so the same floats): the walk starts at
+ * the run whose sum passes r. */
+static inline int llm__draw_sorted(const uint32_t *keys, int last, const uint32_t *sums, float r) {
+    int i = 0;
+    float cdf = 0.0f;
+    if (sums)
+        for (; i + 31 < last; i += 32) {
+            float sum;
+            memcpy(&sum, &sums[i >> 5], 4);
+            if (r < sum) break;
+            cdf = sum;
+        }
+    for (; i < last; i++) {
+        float v;
+        memcpy(&v, &keys[i], 4);
+        cdf += v;
+        if (r < cdf) return i;
+    }
+    return last;
 }
 
 /* The id holding the rank-th (from 0) of the probabilities equal to key in p
@@ -188,18 +225,20 @@ static inline int llm__nth_equal(const float *p, int n, uint32_t key, int rank) 
 }
 
 /* Top-k, top-p and min-p over p (n,) as step 3 above, then the draw with
- * coin; cand has 2n ints. The candidates (p >= thr: llama2.c's cutoff, or
- * min-p's bound if higher) go into 256 buckets by the high bits of d = hi -
- * key (hi: their largest key), most probable first (one counting pass, one
- * placing pass); only their keys move, not their ids: the running
- * sum that top-p and the draw read depends on the probabilities in order,
- * not on which of several equal ones comes first. Bucket by bucket, the keys
- * are sorted (a few to a bucket) and added up until top-k or top-p stops;
- * what lies past the stop is never sorted. The draw then walks the same
- * prefix again, and the key it stops at, and its rank among the equal keys
- * before it, name the token: the rank-th such in index order, as llama2.c's
- * stable sort orders ties. So the token is llama2.c's, including its cutoff
- * and, where that leaves nothing, the most probable token. */
+ * coin; cand has LLM_SAMPLER_CANDIDATES(n) ints. Only the candidates' keys
+ * move (p >= thr: llama2.c's cutoff, or min-p's bound if higher), not their
+ * ids: the running sum that top-p and the draw read depends on the
+ * probabilities in order, not on which of several equal ones comes first.
+ * One pass gathers them and counts their top radix digit (of d = hi - key,
+ * hi their largest key); the counts bound where top-k or top-p must stop,
+ * and the keys past that digit are dropped unsorted. An LSD radix sort
+ * (digits of up to 8 bits, 13 for a wide vocabulary: two passes for a flat
+ * 32k one; counting passes, no comparisons to mispredict) orders the rest,
+ * which are added up until top-k or top-p stops. The draw walks the same
+ * prefix, and the key it stops at, and its rank among the equal keys before
+ * it, name the token: the rank-th such in index order, as llama2.c's stable
+ * sort orders ties. So the token is llama2.c's, including its cutoff and,
+ * where that leaves nothing, the most probable token. */
 static inline int llm__sample_top(const float *p, int n, int topk, float topp, float minp, float coin, int *cand) {
     int use_topp = topp > 0.0f && topp < 1.0f, use_topk = topk > 0 && topk < n;
     float thr = use_topp && !use_topk ? (1.0f - topp) / (float)(n - 1) : 0.0f;
@@ -226,44 +265,69 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
     /* llama2.c reads before its array here; a tiny topp over a flat
      * distribution can leave no candidate: then the most probable */
     if (n0 == 0) return llm__sample_argmax(p, n);
-    const int nb = 256;   /* bucket (hi - key) >> s */
-    int s = 0;
-    while (s < 32 && ((uint64_t)(hi - lo) >> s) >= (uint64_t)nb) s++;
-    uint32_t *keys = (uint32_t *)cand, *tmp = keys + n;   /* the placed keys; scratch */
-    int start[257];   /* counts, then bucket b ends at start[b] */
-    memset(start, 0, sizeof start);
-    for (int i = 0; i < n; i++)
-        if (p[i] >= thr) start[((hi - llm__prob_key(p[i])) >> s) + 1]++;
-    for (int b = 1; b <= nb; b++) start[b] += start[b - 1];
-    for (int i = 0; i < n; i++)
-        if (p[i] >= thr) {
-            uint32_t k = llm__prob_key(p[i]);
-            keys[start[(hi - k) >> s]++] = k;
+    int wide = n >= LLM__SAMPLER_WIDE, local[257];
+    uint32_t *keys = (uint32_t *)cand, *tmp = keys + n, span = hi - lo;
+    /* the top digit's counts; a wide vocabulary's lower digits count apart
+     * (the counts of two digits are gathered in one pass) */
+    int *count = wide ? (int *)(tmp + n) : local, *low = wide ? count + (1 << LLM__SAMPLER_WIDE_BITS) + 1 : NULL;
+    uint32_t *sums = wide ? (uint32_t *)(low + (1 << LLM__SAMPLER_WIDE_BITS) + 1) : NULL;
+    /* digits: `passes` of `width` bits cover d = hi - key in [0, span] */
+    int bits = 0, passes, width, maxw = wide ? LLM__SAMPLER_WIDE_BITS : 8;
+    while (bits < 32 && (span >> bits) != 0) bits++;
+    passes = (bits + maxw - 1) / maxw;
+    width = passes ? (bits + passes - 1) / passes : 0;
+    int top_shift = passes ? (passes - 1) * width : 0, low_ready = low && passes == 2, top_ready = 1;
+    uint32_t mask = (1u << width) - 1u, top = span >> top_shift;
+    /* gather the candidates' keys, counting their top digit (and, with two
+     * digits, the low one); branch-free: which tokens pass is a coin toss to
+     * the branch predictor (the others count in slot 0, then cleared) */
+    memset(count, 0, ((size_t)mask + 2) * sizeof *count);
+    if (low_ready) memset(low, 0, ((size_t)mask + 2) * sizeof *low);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t k = llm__prob_key(p[i]), in = p[i] >= thr;
+        keys[m] = k;
+        m += (int)in;
+        count[in ? ((hi - k) >> top_shift) + 1 : 0]++;
+        if (low_ready) low[in ? ((hi - k) & mask) + 1 : 0]++;
+    }
+    count[0] = 0;
+    if (low_ready) low[0] = 0;
+    uint32_t bound = llm__top_digit_bound(count, top, hi, span, top_shift, n0, use_topk ? topk : 0, use_topp ? topp : 0.0f);
+    int kept = 0;
+    for (uint32_t b = 0; b <= bound; b++) kept += count[b + 1];
+    /* the keys past the bound's digit are never read: dropped unsorted,
+     * unless most are kept and the low digit's counts (all keys') serve */
+    if (kept < m && !(low_ready && 2 * kept >= m)) {
+        int j = 0;
+        for (int i = 0; i < m; i++) {
+            keys[j] = keys[i];
+            j += ((hi - keys[i]) >> top_shift) <= bound;
         }
+        m = kept;
+        memset(count + bound + 2, 0, (size_t)(mask - bound) * sizeof *count);
+        low_ready = 0;
+    }
+    uint32_t *sorted = keys, *other = tmp;
+    for (int d = 0; d < passes; d++) {
+        int is_top = d == passes - 1, *c = is_top || !low ? count : low;
+        if (is_top ? !top_ready : !(d == 0 && low_ready)) llm__radix_count(c, sorted, m, hi, d * width, mask);
+        if (!is_top && c == count) top_ready = 0;
+        llm__radix_scatter(other, sorted, m, hi, d * width, mask, c);
+        uint32_t *t = sorted; sorted = other; other = t;
+    }
     float mass = 0.0f;
-    int last = n0 - 1, pos = 0;
-    for (int b = 0; b < nb && pos < n0; b++) {
-        int end = start[b];
-        llm__sort_bucket_desc(keys + pos, tmp, end - pos, n, hi, s);
-        for (; pos < end; pos++) {
-            float v;
-            memcpy(&v, &keys[pos], 4);
-            mass += v;
-            if ((use_topk && pos == topk - 1) || (use_topp && mass > topp)) break;
-        }
-        if (pos < end) { last = pos; break; }
-    }
-    float r = coin * mass, cdf = 0.0f;
-    int at = last;
-    for (int i = 0; i < last; i++) {
+    int last = m - 1;
+    for (int pos = 0; pos < m; pos++) {
         float v;
-        memcpy(&v, &keys[i], 4);
-        cdf += v;
-        if (r < cdf) { at = i; break; }
+        memcpy(&v, &sorted[pos], 4);
+        mass += v;
+        if (sums && (pos & 31) == 31) memcpy(&sums[pos >> 5], &mass, 4);
+        if ((use_topk && pos == topk - 1) || (use_topp && mass > topp)) { last = pos; break; }
     }
-    int first = at;
-    while (first > 0 && keys[first - 1] == keys[at]) first--;
-    return llm__nth_equal(p, n, keys[at], at - first);
+    int at = llm__draw_sorted(sorted, last, sums, coin * mass), first = at;
+    while (first > 0 && sorted[first - 1] == sorted[at]) first--;
+    return llm__nth_equal(p, n, sorted[at], at - first);
 }
 
 /* Min-p alone over p (n,): the tokens with p >= minp * max p, in index order. */
@@ -301,7 +365,7 @@ static inline int llm_sample(llm_sampler *s, float *logits) {
     } else {
         if (s->temperature != 1.0f)   /* x / 1 is x: the pass changes nothing */
             for (int i = 0; i < n; i++) logits[i] /= s->temperature;
-        llm_softmax(logits, n);
+        llm__softmax_overlapped(logits, n);
         float coin = llm__random_f32(&s->rng_state);
         int use_topp = s->topp > 0.0f && s->topp < 1.0f, use_topk = s->topk > 0 && s->topk < n;
         int use_minp = s->min_p > 0.0f;

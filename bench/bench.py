@@ -67,8 +67,9 @@ What it does:
 6. The sampler's share (BENCH_SAMPLER=0 skips it): a random 15M with flat logits
    (`export.py random ... --emb-std 0.02`: logits with std ~0.34, so top-p 0.9 keeps
    about 85% of the 32000 tokens), 1 thread, decode tok/s greedy (-t 0) against
-   sampled (-t 1 -p 0.9), the two alternating, BENCH_RUNS runs each; prints their
-   medians, the ratio and the sampler's time per token (1/sampled - 1/greedy).
+   sampled (-t 1 -p 0.9), the two alternating, BENCH_RUNS runs each (a disturbed run
+   repeated as in 5); prints their medians, the ratio, the sampler's time per token
+   (1/sampled - 1/greedy) and the runs' background load.
 
 Shares of the machine's limits (limits: the best measured figures, 1 GiB buffer):
     decode share  = file bytes x decode tok/s / read bandwidth(threads)
@@ -340,13 +341,13 @@ def git_describe():
         return "?"
 
 
-def run_once(ckpt, tok, prompt, threads, seed):
+def run_once(ckpt, tok, prompt, threads, seed, temperature="1"):
     """One ./run; returns (prefill tok/s, decode tok/s, generated, maxrss bytes, background
     load, wall seconds, how idle threads waited), the background load being the CPUs' busy
     time not spent by this run, per second of the run (0 = a quiet machine; 1 = one core
     busy elsewhere), the wait "spin" or "sleep" as ./run chose it (--wait auto), "" for one
-    thread."""
-    cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-t", "1", "-s", str(seed),
+    thread. Temperature 1 samples with top-p 0.9 (./run's default); 0 is greedy."""
+    cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-t", temperature, "-s", str(seed),
            "-i", prompt, "--threads", str(threads)]
     RUN_SEEN.add(run_identity())
     busy0, t0 = cpu_busy(), time.monotonic()
@@ -469,20 +470,30 @@ def flat_checkpoint():
 
 
 def sampler_rows(tok, prompt, runs):
-    """Decode tok/s of the flat random 15M at 1 thread, greedy and top-p 0.9, alternating."""
+    """Decode tok/s of the flat random 15M at 1 thread, greedy and top-p 0.9, alternating;
+    as bench_rows, a run that other processes disturbed (more than QUIET cores busy) is
+    repeated up to BUSY_RETRIES times while the budget lasts, the quietest attempt kept.
+    Returns {mode: [decode tok/s]}, with "bg": [background load] and "busy_retries"."""
     ckpt = flat_checkpoint()
-    modes = (("greedy", ["-t", "0"]), ("sampled", ["-t", "1", "-p", "0.9"]))
-    res = {name: [] for name, _ in modes}
-    for r in range(runs + 1):   # the first round warms the page cache, untimed
-        for name, extra in modes:
-            wait_quiet(QUIET_WAIT)
-            cmd = [RUN, ckpt, "-z", tok, "-n", str(STEPS), "-s", str(1 + r), "-i", prompt, "--threads", "1"] + extra
-            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            m = STATS_RE.search(p.stderr)
-            if p.returncode != 0 or not m:
-                die("%s failed:\n%s" % (" ".join(cmd[:2]), p.stderr))
-            if r:
-                res[name].append(float(m.group(4)))
+    modes = (("greedy", "0"), ("sampled", "1"))
+    res = dict({name: [] for name, _ in modes}, bg=[], busy_retries=0)
+    run_once(ckpt, tok, prompt, 1, 1)  # warm the page cache, untimed
+    for r in range(runs):
+        for name, temperature in modes:
+            best, busy_left = None, BUSY_RETRIES
+            while True:
+                wait_quiet(QUIET_WAIT)
+                o = run_once(ckpt, tok, prompt, 1, 1 + r, temperature)
+                if best is None or o[4] < best[4]:
+                    best = o
+                if best[4] > QUIET and busy_left > 0 and BUDGET["left"] > 0:
+                    busy_left -= 1
+                    BUDGET["left"] -= o[5]
+                    res["busy_retries"] += 1
+                    continue
+                break
+            res[name].append(best[1])
+            res["bg"].append(best[4])
     return res
 
 
@@ -695,7 +706,10 @@ def main():
         print("| sampled (`-t 1 -p 0.9`) | %s | %.0f%% |" % (fmt_rate(t), spread(samp["sampled"])))
         print()
         print("sampled / greedy = %.2f; the sampler takes %.0f us a token, %.1f%% of the sampled decode time "
-              "(target: at most 10%%)." % (t / g, (1 / t - 1 / g) * 1e6, (1 - t / g) * 100))
+              "(target: at most 10%%). Background: median %.2f cores over these runs; %d run(s) repeated "
+              "because other processes kept more than %.2f cores busy." % (
+                  t / g, (1 / t - 1 / g) * 1e6, (1 - t / g) * 100, statistics.median(samp["bg"]),
+                  samp["busy_retries"], QUIET))
         print()
     bos = sum(r["bos_retries"] for r in rows)
     busy = sum(r["busy_retries"] for r in rows)

@@ -123,6 +123,11 @@ def print_durations(results):
             print(f"  {secs:8.1f}s  {module}")
 
 
+def usage(message):
+    print(f"run_tests.py: error: {message} (--help shows the usage)", file=sys.stderr)
+    return 2
+
+
 def main(argv):
     pattern = None
     durations = False
@@ -130,14 +135,26 @@ def main(argv):
     variants = []
     it = iter(argv)
     for a in it:
+        if a in ("-h", "--help"):
+            print(__doc__.strip())
+            return 0
+        value = next(it, None) if a in ("-k", "--variant") else ""
+        if value is None:
+            return usage(f"{a} needs a value")
         if a == "-k":
-            pattern = next(it)
+            pattern = value
         elif a == "--durations":
             durations = True
         elif a == "--variant":
-            name, _, assigns = next(it).partition(":")
+            name, _, assigns = value.partition(":")
+            if not name or any("=" not in kv for kv in assigns.split(",") if kv):
+                return usage(f"--variant wants NAME:K=V,K=V, not {name + ':' + assigns!r}")
             env = dict(kv.split("=", 1) for kv in assigns.split(",") if kv)
             variants.append((name, env))
+        elif a.startswith("-"):
+            return usage(f"unknown option {a}")
+        elif not os.path.isfile(a):
+            return usage(f"no test file {a}")
         else:
             files.append(a)
     if not variants:

@@ -23,10 +23,10 @@ checks they convert, so a rejection is the mutation's doing.
 Run with the Debian interpreter (numpy, torch, sentencepiece):
   /usr/bin/python3 tests/run_tests.py tests/test_export_hostile.py
 """
+import atexit
 import importlib.util
 import json
 import os
-import resource
 import shutil
 import struct
 import subprocess
@@ -43,12 +43,10 @@ export = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(export)
 
 # Importing torch maps ~600 MiB of address space (measured: `import torch` fails
-# under a 512 MiB RLIMIT_AS and passes under 768 MiB); numpy alone needs < 256 MiB.
+# under a 512 MiB RLIMIT_AS and passes under 768 MiB), which every case's process
+# holds (forked from a server that imported it); numpy alone needs < 256 MiB.
 MEM_LIMIT = 2 << 30
 TIMEOUT = 60
-# Runs export.py with the sentencepiece package hidden: its own protobuf reader.
-NO_SPM = ("import runpy, sys; sys.modules['sentencepiece'] = None; sys.argv = sys.argv[1:]; "
-          "runpy.run_path(sys.argv[0], run_name='__main__')")
 
 # the model every valid input holds (head_size 4)
 DIM, HIDDEN, LAYERS, HEADS, KV_HEADS, VOCAB, SEQ = 8, 16, 2, 2, 1, 12, 8
@@ -59,16 +57,103 @@ I32 = 2**31 - 1
 
 # ---------------------------------------------------------------- running export.py
 
-def _limit_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (MEM_LIMIT, MEM_LIMIT))
+# Each case runs export.py in a process of its own, forked from one server that
+# has imported numpy, torch and sentencepiece and compiled export.py once: a
+# fresh interpreter spent ~0.3 s of CPU on those imports (~2 s with torch) for a
+# case that then takes milliseconds, most of this file's time. The child is
+# what `python3 export.py ARGS` would be: export.py run as __main__ with that
+# argv and environment, RLIMIT_AS set, stderr to a file; its exit status is
+# sys.exit's, and an uncaught exception prints its traceback and exits 1.
+SERVER = r"""
+import json, os, resource, signal, sys, time, traceback
+path = sys.argv[1]
+for name in ("numpy", "sentencepiece", "torch"):   # what every case would import again
+    try:
+        __import__(name)
+    except ImportError:   # then the cases that need it import it, and fail, themselves
+        pass
+with open(path) as f:
+    code = compile(f.read(), path, "exec")
+
+def child(req):
+    status = 1
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (req["limit"], req["limit"]))
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(null, 0); os.dup2(null, 1); os.dup2(err, 2)
+        os.environ.clear(); os.environ.update(req["env"])
+        if req["hide"]:
+            sys.modules["sentencepiece"] = None   # export.py's own protobuf reader
+        sys.argv = [path] + req["args"]
+        sys.path[0] = os.path.dirname(path)
+        try:
+            exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
+            status = 0
+        except SystemExit as e:
+            if e.code is None or isinstance(e.code, int):
+                status = e.code or 0
+            else:
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+        sys.stdout.flush(); sys.stderr.flush()
+    finally:
+        os._exit(status & 0xff)
+
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        child(req)
+    deadline, timed_out = time.time() + req["timeout"], False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            timed_out = True
+            break
+        time.sleep(0.002)
+    print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "timed_out": timed_out}), flush=True)
+"""
+_server = []
+
+
+def export_server():
+    if not _server:
+        _server.append(subprocess.Popen([sys.executable, "-c", SERVER, EXPORT], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True,
+                                        env=dict(os.environ, OMP_NUM_THREADS="1")))
+        atexit.register(stop_export_server)
+    return _server[0]
+
+
+def stop_export_server():
+    """End of the tests: the server reads end of file and exits."""
+    server = _server.pop()
+    server.stdin.close()
+    server.wait(timeout=TIMEOUT)
 
 
 def run_export(args, hide_sentencepiece=False):
-    pre = ["-c", NO_SPM] if hide_sentencepiece else []
-    p = subprocess.run([sys.executable] + pre + [EXPORT] + [str(a) for a in args],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT,
-                       preexec_fn=_limit_memory, env=dict(os.environ, EXPORT_DEBUG=""))
-    return p.returncode, p.stderr.decode("utf-8", "replace")
+    """(exit status, stderr) of `python3 export.py ARGS` (through the server above)."""
+    err_path = common.scratch(os.path.join("export_hostile", "stderr.txt"))
+    os.makedirs(os.path.dirname(err_path), exist_ok=True)
+    req = dict(args=[str(a) for a in args], hide=hide_sentencepiece, stderr=err_path, limit=MEM_LIMIT,
+               timeout=TIMEOUT, env=dict(os.environ, EXPORT_DEBUG=""))
+    server = export_server()
+    server.stdin.write(json.dumps(req) + "\n")
+    server.stdin.flush()
+    line = server.stdout.readline()
+    assert line, f"the export.py server died (exit {server.poll()})"
+    res = json.loads(line)
+    with open(err_path, "rb") as f:
+        err = f.read().decode("utf-8", "replace")
+    assert not res["timed_out"], f"export.py {args}: no answer within {TIMEOUT} s:\n{err[-2000:]}"
+    return res["rc"], err
 
 
 def case_dir(name):

@@ -1,6 +1,8 @@
 """sampler.h against a plain reference (tests/test_sampler.c, built beside
 test_kernels in each variant: env SAMPLER, else KERNELS' name with
-test_sampler for test_kernels), and the sampler's edge cases through ./run."""
+test_sampler for test_kernels), and the sampler's edge cases through ./run.
+SAMPLER_QUICK=1 (the emulated i386 build) runs test_sampler --quick: the
+largest vocabulary with fewer kinds of logits."""
 import os
 
 import common
@@ -11,11 +13,12 @@ SAMPLER = os.environ.get("SAMPLER", KERNELS.replace("test_kernels", "test_sample
 
 def test_sampler_matches_reference():
     assert os.path.exists(SAMPLER), f"missing {SAMPLER}: run make test-bins"
-    rc, out, err = common.run([], binary=SAMPLER, timeout=900)
+    quick = os.environ.get("SAMPLER_QUICK") == "1"
+    rc, out, err = common.run(["--quick"] if quick else [], binary=SAMPLER, timeout=900)
     lines = out.decode().strip().splitlines()
     assert lines, f"no output from {SAMPLER}: {err}"
     passed, failed = (int(w) for w in lines[-1].replace(",", "").split()[::2][:2])
-    assert rc == 0 and failed == 0 and passed >= 21864, "\n".join(lines[-20:]) + err
+    assert rc == 0 and failed == 0 and passed >= (21528 if quick else 21864), "\n".join(lines[-20:]) + err
 
 
 def test_tiny_topp_over_a_flat_distribution():

@@ -26,6 +26,12 @@ import common
 CORPUS = os.path.join(common.TESTS, "data", "tokenizer_corpus.txt")
 UNIT = os.path.join(common.ROOT, os.environ.get("TOKUNIT", os.path.join("build", "test_tokenizer_unit")))
 BATCH = 30   # corpus lines per test case
+# In the first build only (run_tests.py): the corpus line by line, one ./run
+# per line (~290 processes for each vocabulary, the slowest part in asan).
+# Every build still encodes each line, with the same C code: inside the whole
+# corpus as one text and the joined lines of test_multiline_matches_sentencepiece,
+# beside the edge cases, invalid UTF-8 and tok512's joined lines and edges.
+FIRST_BUILD_ONLY = ("test_corpus_matches_sentencepiece", "test_tok512_corpus")
 
 
 def corpus_lines():
