@@ -11,6 +11,10 @@
  * token preparation llm__q8_wprep, _xcorr, _addcorr, _dot32 (LLM__HAVE_Q8_PREP)
  * and a whole 4 x 4 tile llm__tile_q8_4x4 (LLM__HAVE_Q8_TILE_4X4); without
  * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8).
+ * An ISA file may also give LLM__NC_FP (tokens per f32/f16 tile, where
+ * its registers hold more accumulators than the q8_0 tile's LLM__NC) and
+ * llm__vkeep(v) (v pinned in a register: the compiler then cannot fold its
+ * load into every multiply-add that reads it, one load per use).
  * An ISA file may also give a fast kernel its ref.h name without _ref
  * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, announced by
  * LLM__HAVE_*), and GGUF's group sums llm__gg_sums_<type>; what it leaves
@@ -130,6 +134,17 @@ static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
 #else
 #define LLM__NC_OR_1 1
 #endif
+#ifndef LLM__NC_FP
+#define LLM__NC_FP LLM__NC_OR_1
+#endif
+#ifndef llm__vkeep
+#define llm__vkeep(v) ((void)0)
+#endif
+/* tokens per tile of a product by w's type: more for f32 and f16, whose
+ * tile needs fewer registers per (row, token) pair than q8_0's */
+static int llm__tile_tokens(int type) {
+    return type == LLM_TYPE_F32 || type == LLM_TYPE_F16 ? LLM__NC_FP : LLM__NC_OR_1;
+}
 
 #ifdef LLM__VL
 /* Out[b][a] = W[a] . X[b] for nr rows of W (n values each, f32 or, with
@@ -138,20 +153,21 @@ static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
 LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc) {
     const float *w32 = (const float *)w;
     const uint16_t *w16 = (const uint16_t *)w;
-    llm__vf acc[LLM__NR][LLM__NC];
+    llm__vf acc[LLM__NR][LLM__NC_FP];
     for (int a = 0; a < nr; a++)
         for (int b = 0; b < nc; b++) acc[a][b] = llm__vzero();
     int nv = n - n % LLM__VL;
     for (int j = 0; j < nv; j += LLM__VL) {
-        llm__vf xv[LLM__NC];
-        LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j);
+        llm__vf xv[LLM__NC_FP];
+        LLM__UNROLL for (int b = 0; b < nc; b++) { xv[b] = llm__vload(x + (size_t)b * n + j); llm__vkeep(xv[b]); }
         LLM__UNROLL for (int a = 0; a < nr; a++) {
             llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
+            if (nc > 1) LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
             LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
         }
     }
     if (nv < n) { /* the last columns, zero-padded to a whole vector */
-        llm__vf xv[LLM__NC];
+        llm__vf xv[LLM__NC_FP];
         LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + nv, n - nv);
         LLM__UNROLL for (int a = 0; a < nr; a++) {
             llm__vf wv = f16 ? llm__vload_f16_part(w16 + (size_t)a * n + nv, n - nv)
@@ -167,15 +183,44 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
     }
 }
 
-/* Any nr x nc tile from the fully unrolled kernels: the full 4 x NC tile in
- * the hot loop, 4 x 1 and 1 x 1 ones at the edges. */
+/* Any nr x nc tile from the fully unrolled kernels: 4 rows x nc tokens, one
+ * instance per nc (the last token tile is as fast as the others), 4 x 1 and
+ * 1 x 1 ones at the edges of the rows. */
 LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, const float *x, int t, int nr, int nc,
                                int f16) {
     int n = w->cols;
     size_t eb = f16 ? 2 : 4;
     const unsigned char *W = (const unsigned char *)w->data + (size_t)r * n * eb;
     x += (size_t)t * n;
-    if (nr == LLM__NR && nc == LLM__NC) { llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, LLM__NC); return; }
+    if (nr == LLM__NR) {
+        switch (nc) {
+#define LLM__TILE_FP(k) case k: llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, k); return;
+        LLM__TILE_FP(1)
+#if LLM__NC_FP >= 2
+        LLM__TILE_FP(2)
+#endif
+#if LLM__NC_FP >= 3
+        LLM__TILE_FP(3)
+#endif
+#if LLM__NC_FP >= 4
+        LLM__TILE_FP(4)
+#endif
+#if LLM__NC_FP >= 5
+        LLM__TILE_FP(5)
+#endif
+#if LLM__NC_FP >= 6
+        LLM__TILE_FP(6)
+#endif
+#if LLM__NC_FP >= 7
+        LLM__TILE_FP(7)
+#endif
+#if LLM__NC_FP >= 8
+        LLM__TILE_FP(8)
+#endif
+#undef LLM__TILE_FP
+        default: break;
+        }
+    }
     for (int b = 0; b < nc; b++) {
         int a = 0;
         for (; a + 4 <= nr; a += 4) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1);
@@ -497,10 +542,11 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / LLM__NR * LLM__NR;
     if (block < LLM__NR) block = LLM__NR;
     int step = t1 - t0 == 1 ? block : LLM__NR;   /* one token: a whole block of rows per call */
+    int tokens = llm__tile_tokens(w->type);
     for (int rb = r0; rb < r1; rb += block) {
       int rb1 = r1 - rb < block ? r1 : rb + block;
-      for (int t = t0; t < t1; t += LLM__NC) {
-        int nc = t1 - t < LLM__NC ? t1 - t : LLM__NC;
+      for (int t = t0; t < t1; t += tokens) {
+        int nc = t1 - t < tokens ? t1 - t : tokens;
         for (int r = rb; r < rb1; r += step) {
             int nr = rb1 - r < step ? rb1 - r : step;
             tr->tile(out + (size_t)t * d + r, d, w, r, x, xq, xs, t, nr, nc);
@@ -549,10 +595,10 @@ static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, i
         return;
     }
     if (T >= 2 * nt) { /* across tokens, in whole tiles */
-        int tiles = (T + LLM__NC_OR_1 - 1) / LLM__NC_OR_1;
+        int tokens = llm__tile_tokens(w->type), tiles = (T + tokens - 1) / tokens;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
-            int t0 = (int)((int64_t)tiles * i / nt) * LLM__NC_OR_1, t1 = (int)((int64_t)tiles * (i + 1) / nt) * LLM__NC_OR_1;
+            int t0 = (int)((int64_t)tiles * i / nt) * tokens, t1 = (int)((int64_t)tiles * (i + 1) / nt) * tokens;
             if (t1 > T) t1 = T;
             if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
         });
