@@ -39,6 +39,7 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
 #define LLM__SIMD "avx2"
 #define LLM__VL 8
 #define LLM__NC 2
+#define LLM__NC_FP 3                   /* f32/f16: 4 x 3 accumulators, 3 tokens and 1 row in 16 ymm */
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
 #define llm__vload(p) _mm256_loadu_ps(p)
