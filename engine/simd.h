@@ -157,16 +157,20 @@ static int llm__tile_tokens(int type) {
  * f16 = 1, f16) and nc tokens of X. Inlined where nr, nc and f16 are
  * constants, so the accumulators live in registers and the load is one.
  * With several tokens, while the next panel's rows fit in L1 beside these
- * tokens, they are prefetched (its first pass brings W from L3 or DRAM). */
-LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc) {
+ * tokens, they are prefetched (its first pass brings W from L3 or DRAM).
+ * Columns k0..k1 only (k0 a multiple of the vector width; k1 too, or n):
+ * the lane accumulators start from part (k0 > 0) and go back to it (k1 < n),
+ * so a row taken in column chunks adds the same lanes in the same order. */
+LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc,
+                              int k0, int k1, llm__vf *part) {
     const float *w32 = (const float *)w;
     const uint16_t *w16 = (const uint16_t *)w;
-    int ahead = nc > 1 && (size_t)n * ((size_t)nc * 4 + (size_t)nr * 2 * (f16 ? 2 : 4)) <= LLM__L1_TILE_BYTES;
+    int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * (f16 ? 2 : 4)) <= LLM__L1_TILE_BYTES;
     llm__vf acc[LLM__NR][LLM__NC_FP];
     for (int a = 0; a < nr; a++)
-        for (int b = 0; b < nc; b++) acc[a][b] = llm__vzero();
-    int nv = n - n % LLM__VL;
-    for (int j = 0; j < nv; j += LLM__VL) {
+        for (int b = 0; b < nc; b++) acc[a][b] = k0 ? part[a * LLM__NC_FP + b] : llm__vzero();
+    int nv = k1 < n ? k1 : n - n % LLM__VL;
+    for (int j = k0; j < nv; j += LLM__VL) {
         llm__vf xv[LLM__NC_FP];
         LLM__UNROLL for (int b = 0; b < nc; b++) { xv[b] = llm__vload(x + (size_t)b * n + j); llm__vkeep(xv[b]); }
         LLM__UNROLL for (int a = 0; a < nr; a++) {
@@ -174,6 +178,11 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
             if (ahead) LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
             LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
         }
+    }
+    if (k1 < n) { /* more columns to come */
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) part[a * LLM__NC_FP + b] = acc[a][b];
+        return;
     }
     if (nv < n) { /* the last columns, zero-padded to a whole vector */
         llm__vf xv[LLM__NC_FP];
@@ -194,16 +203,17 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
 
 /* Any nr x nc tile from the fully unrolled kernels: 4 rows x nc tokens, one
  * instance per nc (the last token tile is as fast as the others), 4 x 1 and
- * 1 x 1 ones at the edges of the rows. */
+ * 1 x 1 ones at the edges of the rows. Columns k0..k1 with the accumulators
+ * in part (llm__tile_fp) for 4 rows only; the edges take whole rows. */
 LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, const float *x, int t, int nr, int nc,
-                               int f16) {
+                               int f16, int k0, int k1, llm__vf *part) {
     int n = w->cols;
     size_t eb = f16 ? 2 : 4;
     const unsigned char *W = (const unsigned char *)w->data + (size_t)r * n * eb;
     x += (size_t)t * n;
     if (nr == LLM__NR) {
         switch (nc) {
-#define LLM__TILE_FP(k) case k: llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, k); return;
+#define LLM__TILE_FP(k) case k: llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, k, k0, k1, part); return;
         LLM__TILE_FP(1)
 #if LLM__NC_FP >= 2
         LLM__TILE_FP(2)
@@ -232,19 +242,21 @@ LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, 
     }
     for (int b = 0; b < nc; b++) {
         int a = 0;
-        for (; a + 4 <= nr; a += 4) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1);
-        for (; a < nr; a++) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1);
+        for (; a + 4 <= nr; a += 4)
+            llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1, 0, n, NULL);
+        for (; a < nr; a++)
+            llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1, 0, n, NULL);
     }
 }
 static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                           const float *xs, int t, int nr, int nc) {
     (void)xq; (void)xs;
-    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 0);
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 0, 0, w->cols, NULL);
 }
 static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                           const float *xs, int t, int nr, int nc) {
     (void)xq; (void)xs;
-    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 1);
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 1, 0, w->cols, NULL);
 }
 #else
 /* a + b * c: one fused instruction where the FPU has it (a microcontroller's
@@ -540,10 +552,44 @@ const char *llm_simd_name(void) {
 #ifndef LLM__L2_BLOCK_BYTES
 #define LLM__L2_BLOCK_BYTES (256 * 1024)
 #endif
+#if defined(LLM__VL) && defined(LLM__KC_FP)
+/* f32/f16 rows longer than LLM__KC_FP columns, for several tokens: a tile's
+ * token vectors over whole rows no longer fit in L1 beside the panels of W
+ * streaming past them, so the columns go in chunks of LLM__KC_FP: each
+ * chunk of a token tile's vectors stays in L1 while every panel of a small
+ * block of rows passes, each panel's lane accumulators kept in part between
+ * chunks (the same lanes in the same order: the same bits). */
+#define LLM__KC_ROWS 32                /* rows per block: part is 8 panels' accumulators */
+static void llm__gemm_fp_chunked(float *out, const llm_tensor *w, const float *x, int r0, int r1, int t0, int t1) {
+    int d = w->rows, n = w->cols, f16 = w->type == LLM_TYPE_F16;
+    llm__vf part[LLM__KC_ROWS / LLM__NR][LLM__NR * LLM__NC_FP];
+    for (int rb = r0; rb < r1; rb += LLM__KC_ROWS) {
+        int rb1 = r1 - rb < LLM__KC_ROWS ? r1 : rb + LLM__KC_ROWS;
+        for (int t = t0; t < t1; t += LLM__NC_FP) {
+            int nc = t1 - t < LLM__NC_FP ? t1 - t : LLM__NC_FP;
+            for (int k0 = 0; k0 < n; k0 += LLM__KC_FP) {
+                int k1 = n - k0 <= LLM__KC_FP ? n : k0 + LLM__KC_FP;
+                for (int r = rb; r < rb1; r += LLM__NR) {
+                    float *o = out + (size_t)t * d + r;
+                    if (rb1 - r >= LLM__NR) llm__tiles_fp(o, d, w, r, x, t, LLM__NR, nc, f16, k0, k1, part[(r - rb) / LLM__NR]);
+                    else if (k1 == n) llm__tiles_fp(o, d, w, r, x, t, rb1 - r, nc, f16, 0, n, NULL);   /* the last rows whole */
+                }
+            }
+        }
+    }
+}
+#endif
+
 static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, const int8_t *xq,
                             const float *xs, int r0, int r1, int t0, int t1) {
     const llm__type_traits *tr = &llm__traits[w->type];
     int d = w->rows;
+#if defined(LLM__VL) && defined(LLM__KC_FP)
+    if ((w->type == LLM_TYPE_F32 || w->type == LLM_TYPE_F16) && w->cols > LLM__KC_FP && t1 - t0 > 1) {
+        llm__gemm_fp_chunked(out, w, x, r0, r1, t0, t1);
+        return;
+    }
+#endif
 #ifdef LLM__VL
     /* a block of rows of W (a few hundred KB) stays in L2 while every token
      * tile passes over it; inside, a 4-row panel meets a tile of tokens */

@@ -13,6 +13,11 @@
 /* f32/f16: 4 x 6 accumulators, six token vectors and one weight vector fill
  * 31 of the 32 registers; ten loads per 24 multiply-adds */
 #define LLM__NC_FP 6
+/* f32/f16 rows longer than this go in column chunks (simd.h): six tokens'
+ * 512 columns are 12 KB of L1 */
+#ifndef LLM__KC_FP
+#define LLM__KC_FP 512
+#endif
 typedef __m512 llm__vf;
 #define llm__vzero() _mm512_setzero_ps()
 #define llm__vload(p) _mm512_loadu_ps(p)
@@ -40,6 +45,9 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
 #define LLM__VL 8
 #define LLM__NC 2
 #define LLM__NC_FP 3                   /* f32/f16: 4 x 3 accumulators, 3 tokens and 1 row in 16 ymm */
+#ifndef LLM__KC_FP
+#define LLM__KC_FP 512
+#endif
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
 #define llm__vload(p) _mm256_loadu_ps(p)

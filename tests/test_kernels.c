@@ -331,12 +331,12 @@ static void test_matvec(void) {
 static void test_matmul_fast(void) {
     int types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0 };
     int groups[] = { 32, 32, 32, 64, 48 };
-    int cols_list[] = { 1, 3, 17, 64, 172, 200 };
+    int cols_list[] = { 1, 3, 17, 64, 172, 200, 1100 };   /* 1100: f32/f16 in column chunks of 512 on x86 */
     /* batches of whole and partial token tiles (4 for q8_0, 6 for f32/f16 on
      * AVX-512, 2 on AVX2), split across two threads in whole tiles */
     int Ts[] = { 1, 3, 7, 9, 17 };
     for (int ti = 0; ti < 5; ti++) {
-        for (int ci = 0; ci < 6; ci++) {
+        for (int ci = 0; ci < 7; ci++) {
             for (int k = 0; k < 5; k++) {
                 for (int threads = 1; threads <= 2; threads++) {
                     int rows = 37, cols = cols_list[ci], T = Ts[k], G = groups[ti];
