@@ -614,9 +614,21 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
 #endif
 }
 
+/* 1 when a batch of T tokens by f32/f16 w goes across threads by rows: while
+ * all T tokens' activations stay in L2 beside a block of W (a short prompt),
+ * each thread then reads only its share of W, where by tokens every thread
+ * would stream all of it, and no thread is left with a sliver of a tile */
+#ifndef LLM__SPLIT_ROWS_BYTES
+#define LLM__SPLIT_ROWS_BYTES (512 * 1024)
+#endif
+static int llm__split_rows(const llm_tensor *w, int T) {
+    return (w->type == LLM_TYPE_F32 || w->type == LLM_TYPE_F16) && (size_t)T * (size_t)w->cols * 4 <= LLM__SPLIT_ROWS_BYTES;
+}
+
 /* W (d,n) @ X (T,n) -> Out (T,d). A prefill batch is split across threads by
- * tokens (each thread runs its tokens through all of W); a single token by
- * row blocks. q8_0 first quantizes X per group, as W is. */
+ * tokens (each thread runs its tokens through all of W), a short one of
+ * f32/f16 (llm__split_rows) and a single token by row blocks. q8_0 first
+ * quantizes X per group, as W is. */
 /* 1 when products by a and b quantize the same activations alike (the
  * same groups over the same padded columns) */
 static int llm__same_act(const llm_tensor *a, const llm_tensor *b) {
@@ -649,7 +661,7 @@ static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, i
         llm__gemm_block(out, w, x, xq, xs, 0, d, 0, T);
         return;
     }
-    if (T >= 2 * nt) { /* across tokens, in whole tiles */
+    if (T >= 2 * nt && !llm__split_rows(w, T)) { /* across tokens, in whole tiles */
         int tokens = llm__tile_tokens(w->type), tiles = (T + tokens - 1) / tokens;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
