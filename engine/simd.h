@@ -14,7 +14,9 @@
  * An ISA file may also give LLM__NC_FP (tokens per f32/f16 tile, where
  * its registers hold more accumulators than the q8_0 tile's LLM__NC) and
  * llm__vkeep(v) (v pinned in a register: the compiler then cannot fold its
- * load into every multiply-add that reads it, one load per use).
+ * load into every multiply-add that reads it, one load per use), and
+ * LLM__KC_FP (f32/f16 rows longer than this many columns go in chunks of
+ * it, llm__gemm_fp_chunked).
  * An ISA file may also give a fast kernel its ref.h name without _ref
  * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, announced by
  * LLM__HAVE_*), and GGUF's group sums llm__gg_sums_<type>; what it leaves
@@ -147,7 +149,7 @@ static int llm__tile_tokens(int type) {
 }
 
 #ifdef LLM__VL
-/* L1 bytes (of 48 KB on Zen 5, 48 on Intel's recent cores) that a tile's
+/* L1 bytes (of the 48 KB of Zen 5 and of Intel's recent cores) that a tile's
  * token vectors and two panels of W may fill, so that the next panel can be
  * fetched ahead without evicting the tokens that every panel reuses */
 #ifndef LLM__L1_TILE_BYTES
