@@ -11,6 +11,12 @@
  * token preparation llm__q8_wprep, _xcorr, _addcorr, _dot32 (LLM__HAVE_Q8_PREP)
  * and a whole 4 x 4 tile llm__tile_q8_4x4 (LLM__HAVE_Q8_TILE_4X4); without
  * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8).
+ * An ISA file may also give LLM__NC_FP (tokens per f32/f16 tile, where
+ * its registers hold more accumulators than the q8_0 tile's LLM__NC) and
+ * llm__vkeep(v) (v pinned in a register: the compiler then cannot fold its
+ * load into every multiply-add that reads it, one load per use), and
+ * LLM__KC_FP (f32/f16 rows longer than this many columns go in chunks of
+ * it, llm__gemm_fp_chunked).
  * An ISA file may also give a fast kernel its ref.h name without _ref
  * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, announced by
  * LLM__HAVE_*), and GGUF's group sums llm__gg_sums_<type>; what it leaves
@@ -138,28 +144,58 @@ static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
 #else
 #define LLM__NC_OR_1 1
 #endif
+#ifndef LLM__NC_FP
+#define LLM__NC_FP LLM__NC_OR_1
+#endif
+#ifndef llm__vkeep
+#define llm__vkeep(v) ((void)0)
+#endif
+/* tokens per tile of a product by w's type: more for f32 and f16, whose
+ * tile needs fewer registers per (row, token) pair than q8_0's */
+static int llm__tile_tokens(int type) {
+    return type == LLM_TYPE_F32 || type == LLM_TYPE_F16 ? LLM__NC_FP : LLM__NC_OR_1;
+}
 
 #ifdef LLM__VL
+/* L1 bytes (of the 48 KB of Zen 5 and of Intel's recent cores) that a tile's
+ * token vectors and two panels of W may fill, so that the next panel can be
+ * fetched ahead without evicting the tokens that every panel reuses */
+#ifndef LLM__L1_TILE_BYTES
+#define LLM__L1_TILE_BYTES (32 * 1024)
+#endif
 /* Out[b][a] = W[a] . X[b] for nr rows of W (n values each, f32 or, with
  * f16 = 1, f16) and nc tokens of X. Inlined where nr, nc and f16 are
- * constants, so the accumulators live in registers and the load is one. */
-LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc) {
+ * constants, so the accumulators live in registers and the load is one.
+ * With several tokens, while the next panel's rows fit in L1 beside these
+ * tokens, they are prefetched (its first pass brings W from L3 or DRAM).
+ * Columns k0..k1 only (k0 a multiple of the vector width; k1 too, or n):
+ * the lane accumulators start from part (k0 > 0) and go back to it (k1 < n),
+ * so a row taken in column chunks adds the same lanes in the same order. */
+LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc,
+                              int k0, int k1, llm__vf *part) {
     const float *w32 = (const float *)w;
     const uint16_t *w16 = (const uint16_t *)w;
-    llm__vf acc[LLM__NR][LLM__NC];
+    int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * (f16 ? 2 : 4)) <= LLM__L1_TILE_BYTES;
+    llm__vf acc[LLM__NR][LLM__NC_FP];
     for (int a = 0; a < nr; a++)
-        for (int b = 0; b < nc; b++) acc[a][b] = llm__vzero();
-    int nv = n - n % LLM__VL;
-    for (int j = 0; j < nv; j += LLM__VL) {
-        llm__vf xv[LLM__NC];
-        LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload(x + (size_t)b * n + j);
+        for (int b = 0; b < nc; b++) acc[a][b] = k0 ? part[a * LLM__NC_FP + b] : llm__vzero();
+    int nv = k1 < n ? k1 : n - n % LLM__VL;
+    for (int j = k0; j < nv; j += LLM__VL) {
+        llm__vf xv[LLM__NC_FP];
+        LLM__UNROLL for (int b = 0; b < nc; b++) { xv[b] = llm__vload(x + (size_t)b * n + j); llm__vkeep(xv[b]); }
         LLM__UNROLL for (int a = 0; a < nr; a++) {
             llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
+            if (ahead) LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
             LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
         }
     }
+    if (k1 < n) { /* more columns to come */
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) part[a * LLM__NC_FP + b] = acc[a][b];
+        return;
+    }
     if (nv < n) { /* the last columns, zero-padded to a whole vector */
-        llm__vf xv[LLM__NC];
+        llm__vf xv[LLM__NC_FP];
         LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + nv, n - nv);
         LLM__UNROLL for (int a = 0; a < nr; a++) {
             llm__vf wv = f16 ? llm__vload_f16_part(w16 + (size_t)a * n + nv, n - nv)
@@ -175,30 +211,62 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
     }
 }
 
-/* Any nr x nc tile from the fully unrolled kernels: the full 4 x NC tile in
- * the hot loop, 4 x 1 and 1 x 1 ones at the edges. */
+/* Any nr x nc tile from the fully unrolled kernels: 4 rows x nc tokens, one
+ * instance per nc (the last token tile is as fast as the others), 4 x 1 and
+ * 1 x 1 ones at the edges of the rows. Columns k0..k1 with the accumulators
+ * in part (llm__tile_fp) for 4 rows only; the edges take whole rows. */
 LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, const float *x, int t, int nr, int nc,
-                               int f16) {
+                               int f16, int k0, int k1, llm__vf *part) {
     int n = w->cols;
     size_t eb = f16 ? 2 : 4;
     const unsigned char *W = (const unsigned char *)w->data + (size_t)r * n * eb;
     x += (size_t)t * n;
-    if (nr == LLM__NR && nc == LLM__NC) { llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, LLM__NC); return; }
+    if (nr == LLM__NR) {
+        switch (nc) {
+#define LLM__TILE_FP(k) case k: llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, k, k0, k1, part); return;
+        LLM__TILE_FP(1)
+#if LLM__NC_FP >= 2
+        LLM__TILE_FP(2)
+#endif
+#if LLM__NC_FP >= 3
+        LLM__TILE_FP(3)
+#endif
+#if LLM__NC_FP >= 4
+        LLM__TILE_FP(4)
+#endif
+#if LLM__NC_FP >= 5
+        LLM__TILE_FP(5)
+#endif
+#if LLM__NC_FP >= 6
+        LLM__TILE_FP(6)
+#endif
+#if LLM__NC_FP >= 7
+        LLM__TILE_FP(7)
+#endif
+#if LLM__NC_FP >= 8
+        LLM__TILE_FP(8)
+#endif
+#undef LLM__TILE_FP
+        default: break;
+        }
+    }
     for (int b = 0; b < nc; b++) {
         int a = 0;
-        for (; a + 4 <= nr; a += 4) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1);
-        for (; a < nr; a++) llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1);
+        for (; a + 4 <= nr; a += 4)
+            llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1, 0, n, NULL);
+        for (; a < nr; a++)
+            llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1, 0, n, NULL);
     }
 }
 static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                           const float *xs, int t, int nr, int nc) {
     (void)xq; (void)xs;
-    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 0);
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 0, 0, w->cols, NULL);
 }
 static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                           const float *xs, int t, int nr, int nc) {
     (void)xq; (void)xs;
-    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 1);
+    llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 1, 0, w->cols, NULL);
 }
 #else
 /* a + b * c: one fused instruction where the FPU has it (a microcontroller's
@@ -496,10 +564,44 @@ const char *llm_simd_name(void) {
 #ifndef LLM__L2_BLOCK_BYTES
 #define LLM__L2_BLOCK_BYTES (256 * 1024)
 #endif
+#if defined(LLM__VL) && defined(LLM__KC_FP)
+/* f32/f16 rows longer than LLM__KC_FP columns, for several tokens: a tile's
+ * token vectors over whole rows no longer fit in L1 beside the panels of W
+ * streaming past them, so the columns go in chunks of LLM__KC_FP: each
+ * chunk of a token tile's vectors stays in L1 while every panel of a small
+ * block of rows passes, each panel's lane accumulators kept in part between
+ * chunks (the same lanes in the same order: the same bits). */
+#define LLM__KC_ROWS 32                /* rows per block: part is 8 panels' accumulators */
+static void llm__gemm_fp_chunked(float *out, const llm_tensor *w, const float *x, int r0, int r1, int t0, int t1) {
+    int d = w->rows, n = w->cols, f16 = w->type == LLM_TYPE_F16;
+    llm__vf part[LLM__KC_ROWS / LLM__NR][LLM__NR * LLM__NC_FP];
+    for (int rb = r0; rb < r1; rb += LLM__KC_ROWS) {
+        int rb1 = r1 - rb < LLM__KC_ROWS ? r1 : rb + LLM__KC_ROWS;
+        for (int t = t0; t < t1; t += LLM__NC_FP) {
+            int nc = t1 - t < LLM__NC_FP ? t1 - t : LLM__NC_FP;
+            for (int k0 = 0; k0 < n; k0 += LLM__KC_FP) {
+                int k1 = n - k0 <= LLM__KC_FP ? n : k0 + LLM__KC_FP;
+                for (int r = rb; r < rb1; r += LLM__NR) {
+                    float *o = out + (size_t)t * d + r;
+                    if (rb1 - r >= LLM__NR) llm__tiles_fp(o, d, w, r, x, t, LLM__NR, nc, f16, k0, k1, part[(r - rb) / LLM__NR]);
+                    else if (k1 == n) llm__tiles_fp(o, d, w, r, x, t, rb1 - r, nc, f16, 0, n, NULL);   /* the last rows whole */
+                }
+            }
+        }
+    }
+}
+#endif
+
 static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, const int8_t *xq,
                             const float *xs, int r0, int r1, int t0, int t1) {
     const llm__type_traits *tr = &llm__traits[w->type];
     int d = w->rows;
+#if defined(LLM__VL) && defined(LLM__KC_FP)
+    if ((w->type == LLM_TYPE_F32 || w->type == LLM_TYPE_F16) && w->cols > LLM__KC_FP && t1 - t0 > 1) {
+        llm__gemm_fp_chunked(out, w, x, r0, r1, t0, t1);
+        return;
+    }
+#endif
 #ifdef LLM__VL
     /* a block of rows of W (a few hundred KB) stays in L2 while every token
      * tile passes over it; inside, a panel of rows (the type's, else 4)
@@ -509,10 +611,11 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / panel * panel;
     if (block < panel) block = panel;
     int step = t1 - t0 == 1 ? block : panel;   /* one token: a whole block of rows per call */
+    int tokens = llm__tile_tokens(w->type);
     for (int rb = r0; rb < r1; rb += block) {
       int rb1 = r1 - rb < block ? r1 : rb + block;
-      for (int t = t0; t < t1; t += LLM__NC) {
-        int nc = t1 - t < LLM__NC ? t1 - t : LLM__NC;
+      for (int t = t0; t < t1; t += tokens) {
+        int nc = t1 - t < tokens ? t1 - t : tokens;
         for (int r = rb; r < rb1; r += step) {
             int nr = rb1 - r < step ? rb1 - r : step;
             tr->tile(out + (size_t)t * d + r, d, w, r, x, xq, xs, t, nr, nc);
@@ -525,9 +628,21 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
 #endif
 }
 
+/* 1 when a batch of T tokens by f32/f16 w goes across threads by rows: while
+ * all T tokens' activations stay in L2 beside a block of W (a short prompt),
+ * each thread then reads only its share of W, where by tokens every thread
+ * would stream all of it, and no thread is left with a sliver of a tile */
+#ifndef LLM__SPLIT_ROWS_BYTES
+#define LLM__SPLIT_ROWS_BYTES (512 * 1024)
+#endif
+static int llm__split_rows(const llm_tensor *w, int T) {
+    return (w->type == LLM_TYPE_F32 || w->type == LLM_TYPE_F16) && (size_t)T * (size_t)w->cols * 4 <= LLM__SPLIT_ROWS_BYTES;
+}
+
 /* W (d,n) @ X (T,n) -> Out (T,d). A prefill batch is split across threads by
- * tokens (each thread runs its tokens through all of W); a single token by
- * row blocks. q8_0 first quantizes X per group, as W is. */
+ * tokens (each thread runs its tokens through all of W), a short one of
+ * f32/f16 (llm__split_rows) and a single token by row blocks. q8_0 first
+ * quantizes X per group, as W is. */
 /* 1 when products by a and b quantize the same activations alike (the
  * same groups over the same padded columns) */
 static int llm__same_act(const llm_tensor *a, const llm_tensor *b) {
@@ -560,11 +675,11 @@ static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, i
         llm__gemm_block(out, w, x, xq, xs, 0, d, 0, T);
         return;
     }
-    if (T >= 2 * nt) { /* across tokens, in whole tiles */
-        int tiles = (T + LLM__NC_OR_1 - 1) / LLM__NC_OR_1;
+    if (T >= 2 * nt && !llm__split_rows(w, T)) { /* across tokens, in whole tiles */
+        int tokens = llm__tile_tokens(w->type), tiles = (T + tokens - 1) / tokens;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
-            int t0 = (int)((int64_t)tiles * i / nt) * LLM__NC_OR_1, t1 = (int)((int64_t)tiles * (i + 1) / nt) * LLM__NC_OR_1;
+            int t0 = (int)((int64_t)tiles * i / nt) * tokens, t1 = (int)((int64_t)tiles * (i + 1) / nt) * tokens;
             if (t1 > T) t1 = T;
             if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
         });

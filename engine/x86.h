@@ -10,6 +10,14 @@
 #define LLM__SIMD "avx512"
 #define LLM__VL 16
 #define LLM__NC 4                      /* tokens per tile; rows per tile is 4 */
+/* f32/f16: 4 x 6 accumulators, six token vectors and one weight vector fill
+ * 31 of the 32 registers; ten loads per 24 multiply-adds */
+#define LLM__NC_FP 6
+/* f32/f16 rows longer than this go in column chunks (simd.h): six tokens'
+ * 512 columns are 12 KB of L1 */
+#ifndef LLM__KC_FP
+#define LLM__KC_FP 512
+#endif
 typedef __m512 llm__vf;
 #define llm__vzero() _mm512_setzero_ps()
 #define llm__vload(p) _mm512_loadu_ps(p)
@@ -36,6 +44,10 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
 #define LLM__SIMD "avx2"
 #define LLM__VL 8
 #define LLM__NC 2
+#define LLM__NC_FP 3                   /* f32/f16: 4 x 3 accumulators, 3 tokens and 1 row in 16 ymm */
+#ifndef LLM__KC_FP
+#define LLM__KC_FP 512
+#endif
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
 #define llm__vload(p) _mm256_loadu_ps(p)
@@ -60,6 +72,14 @@ LLM__INLINE void llm__vsum4(float *out, __m256 a, __m256 b, __m256 c, __m256 d) 
     _mm_storeu_ps(out, _mm_unpacklo_ps(_mm_shuffle_ps(lo, lo, 0x08), _mm_shuffle_ps(hi, hi, 0x08)));
 }
 #define llm__vstore(p, v) _mm256_storeu_ps(p, v)
+#endif
+
+#if defined(LLM__VL) && defined(__GNUC__)
+/* an empty asm that takes and gives v in a vector register: GCC would
+ * otherwise fold a token vector's load into each of the four rows'
+ * multiply-adds, four loads where one serves (the loads, not the FMAs,
+ * then set the pace) */
+#define llm__vkeep(v) __asm__("" : "+v"(v))
 #endif
 
 #if defined(__AVX2__) && !defined(MODEL_NO_SIMD)

@@ -363,11 +363,14 @@ static void test_matvec(void) {
 static void test_matmul_fast(void) {
     int types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0 };
     int groups[] = { 32, 32, 32, 64, 48 };
-    int cols_list[] = { 1, 3, 17, 64, 172, 200 };
-    int Ts[] = { 1, 3, 7, 9 };
+    int cols_list[] = { 1, 3, 17, 64, 172, 200, 1100 };   /* 1100: f32/f16 in column chunks of 512 on x86 */
+    /* batches of whole and partial token tiles (4 for q8_0, 6 for f32/f16 on
+     * AVX-512, 3 on AVX2), split across two threads in whole tiles (by rows
+     * for a short f32/f16 batch, by tokens for 129 x 1100 columns) */
+    int Ts[] = { 1, 3, 7, 9, 17, 129 };
     for (int ti = 0; ti < 5; ti++) {
-        for (int ci = 0; ci < 6; ci++) {
-            for (int k = 0; k < 4; k++) {
+        for (int ci = 0; ci < 7; ci++) {
+            for (int k = 0; k < 6; k++) {
                 for (int threads = 1; threads <= 2; threads++) {
                     int rows = 37, cols = cols_list[ci], T = Ts[k], G = groups[ti];
                     int ng = (cols + G - 1) / G;
@@ -383,7 +386,7 @@ static void test_matmul_fast(void) {
                     fill(x, T * cols, 1.5f);
                     llm__matmul(y, &t.m, x, T, &s);
                     double batch_vs_one = 0, fast_vs_scalar = 0, fast_vs_twin = 0;
-                    for (int tt = 0; tt < T; tt++) {
+                    for (int tt = 0; tt < T; tt += T > 17 ? 16 : 1) {   /* of 129: every 16th, the last too */
                         const float *xt = x + (size_t)tt * cols;
                         llm__matmul(y1, &t.m, xt, 1, &s);   /* the decode path */
                         llm_matvec(ys, &t.m, xt, xq, xs);   /* the scalar twin */
