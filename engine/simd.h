@@ -683,11 +683,12 @@ static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, i
             if (t1 > T) t1 = T;
             if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
         });
-    } else { /* across rows, in whole tiles */
-        int tiles = (d + LLM__NR - 1) / LLM__NR;
+    } else { /* across rows, in whole panels (the type's, else 4 rows) */
+        int panel = llm__traits[w->type].panel_rows ? llm__traits[w->type].panel_rows : LLM__NR;
+        int tiles = (d + panel - 1) / panel;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
-            int r0 = (int)((int64_t)tiles * i / nt) * LLM__NR, r1 = (int)((int64_t)tiles * (i + 1) / nt) * LLM__NR;
+            int r0 = (int)((int64_t)tiles * i / nt) * panel, r1 = (int)((int64_t)tiles * (i + 1) / nt) * panel;
             if (r1 > d) r1 = d;
             if (r0 < r1) llm__gemm_block(out, w, x, xq, xs, r0, r1, 0, T);
         });
