@@ -938,7 +938,7 @@ static void print_plan(const engine *e, const options *o) {
     printf("  kv cache     %12llu bytes  %8.2f MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv / MB,
            (ull)p.key_cache, (ull)p.value_cache, (ull)p.kv_scales);
     ull act = p.total - kv;
-    printf("  activations  %12llu bytes  %8.2f MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, q8 %llu; each part 64-aligned)\n",
+    printf("  activations  %12llu bytes  %8.2f MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, act codes %llu; each part 64-aligned)\n",
            act, act / MB, (ull)p.x, (ull)p.xb, (ull)p.xb2, (ull)p.q, (ull)p.kv_new, (ull)p.hb, (ull)p.hb2, (ull)p.rope,
            (ull)p.logits, (ull)p.act_q);
     size_t tok_image = e->tok_image ? e->tok_file.size : 0;   /* built from a GGUF's arrays */

@@ -176,7 +176,7 @@ static void print_plan(const llm_state_options *so, size_t ckpt_bytes, size_t to
     err_printf("  kv cache     %12zu bytes  %M MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv,
                p.key_cache, p.value_cache, p.kv_scales);
     size_t act = total - kv;
-    err_printf("  activations  %12zu bytes  %M MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, q8 %llu; each part 64-aligned)\n",
+    err_printf("  activations  %12zu bytes  %M MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, act codes %llu; each part 64-aligned)\n",
                act, act, p.x, p.xb, p.xb2, p.q, p.kv_new, p.hb, p.hb2, p.rope, p.logits, p.act_q);
     err_printf("  tokenizer    %12zu bytes  %M MiB  (+ %zu bytes of file read in place)\n", sizeof tok_arena,
                sizeof tok_arena, tok_bytes);
