@@ -121,6 +121,8 @@ typedef struct llm_tensor {
     const float *scale;     /* q8_0: (rows, ceil(cols/group)) scales, stored apart */
     int type;               /* llm_type                                     */
     int rows, cols, group;  /* group: q8_0's values per scale              */
+    const void *panels;     /* the rows laid out again by llm_repack for this
+                               build's tiles (NULL: the products read data) */
 } llm_tensor;
 
 /* One transformer block's tensors. */
@@ -205,6 +207,16 @@ size_t llm_model_size(const void *bytes, size_t n_bytes);
 /* Parse and validate a checkpoint (llama2.c legacy, ak42, LLMW or GGUF) in place;
  * the tensor table is carved from the arena, which must outlive the model. */
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size);
+/* Load-time repacking, for builds whose tiles read a layout faster than the
+ * file's (the AVX-512 VNNI build: q4_0 and q4_K in sixteen-row panels,
+ * engine/repack.h). llm_repack_size: the bytes it takes (0: nothing this
+ * build repacks); llm_repack copies those matrices into a 64-byte-aligned
+ * arena of that size, which must outlive the model, and points their
+ * panels at it. The products then read the copies, with the same bits;
+ * the file's bytes stay each tensor's data (the embedding lookup, the
+ * scalar twins). A model loaded again is read in place until repacked. */
+size_t llm_repack_size(const llm_model *m);
+int llm_repack(llm_model *m, void *arena, size_t arena_size);
 /* Check the config after the caller changed norm settings. */
 int llm_check_config(llm_model *m);
 /* The arena plan for these options: every buffer's size, and the total. */
@@ -277,6 +289,7 @@ uint16_t llm_f32_to_f16(float f);
 #include "engine/plan.h"     /* options, the arena plan, state init                     */
 #include "engine/ref.h"      /* the scalar kernels: every fast kernel's twin            */
 #include "engine/simd.h"     /* the vector mapping, tiles, matmul (ISA files inside)    */
+#include "engine/repack.h"   /* load-time repacking into the tiles' panels              */
 #include "engine/forward.h"  /* norms, RoPE, the KV cache, attention, FFN, llm_forward  */
 #endif /* MODEL_IMPLEMENTATION_DONE */
 #endif /* MODEL_IMPLEMENTATION */

@@ -125,6 +125,7 @@ typedef struct options {
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
     int qk_norm;                           /* -1: the checkpoint's */
+    int repack;                            /* 1: 4-bit matrices into the tiles' panels at load */
     float norm_eps;                        /* 0: the checkpoint's  */
     unsigned long long max_memory;         /* bytes the state and tokenizer may take */
     int chat_template;                     /* --template: a tok_chat_template, -1: the tokenizer's */
@@ -162,8 +163,11 @@ static void usage(FILE *out) {
         "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
         "  --qk-norm on|off        RMSNorm of each head's q and k before RoPE (Qwen3); on only\n"
         "               where the checkpoint has the weights (default: on where it has them)\n"
-        "  --max-memory SIZE       most RAM the state and tokenizer may take, as bytes or\n"
-        "               with K, M, G or T (powers of 1024), default half the machine's RAM\n"
+        "  --max-memory SIZE       most RAM the state, tokenizer and repacked weights may\n"
+        "               take, as bytes or with K, M, G or T (powers of 1024), default half\n"
+        "               the machine's RAM\n"
+        "  --repack on|off  copy q4_0 and q4_K matrices at load into the panels this build's\n"
+        "               kernels read fastest (AVX-512 builds; --info shows the RAM), default on\n"
         "  --template NAME  chat template: llama2, llama3, llama3.1 or chatml (default: the\n"
         "               tokenizer's; llama2 for llama2.c's tokenizer.bin)\n"
         "  --date D     llama3.1 template's \"Today Date\", default " TOK_CHAT_DEFAULT_DATE " (its own);\n"
@@ -321,6 +325,7 @@ static options parse_options(int argc, char **argv) {
     o.steps = 256;
     o.threads = -1;
     o.norm_type = o.norm_pos = o.final_norm = o.qk_norm = -1;
+    o.repack = 1;
     o.chat_template = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -364,6 +369,8 @@ static options parse_options(int argc, char **argv) {
             if ((o.final_norm = llm_parse_on_off(v)) < 0) die(2, "--final-norm expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--qk-norm")) {
             if ((o.qk_norm = llm_parse_on_off(v)) < 0) die(2, "--qk-norm expects on or off, got '%s'", v);
+        } else if (!strcmp(a, "--repack")) {
+            if ((o.repack = llm_parse_on_off(v)) < 0) die(2, "--repack expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--norm-eps")) o.norm_eps = parse_float(a, v, 1e-12, 0.5);
         else if (!strcmp(a, "--template")) {
             if ((o.chat_template = tok_chat_template_id(v)) < 0)
@@ -401,6 +408,8 @@ typedef struct engine {
     size_t arena_size;
     void *model_arena;        /* the model's layer table and RoPE frequencies */
     size_t model_arena_size;
+    void *repack_arena;       /* the 4-bit matrices in panels (llm_repack), or NULL */
+    size_t repack_size;       /* its bytes (with --info: what a run would take) */
     tok_tokenizer tok;
     void *tok_image;          /* a tokenizer.bin or LTOK image built from a GGUF's arrays, or NULL */
     char *tok_system;         /* the GGUF chat template's default system prompt, or NULL */
@@ -934,6 +943,9 @@ static void print_plan(const engine *e, const options *o) {
     double MB = 1024.0 * 1024.0;
     printf("memory plan (context %d, batch %d, %s KV cache):\n", so.ctx_len, so.max_batch, llm_kv_type_name(so.kv_type));
     printf("  weights      %12zu bytes  %8.2f MiB  (read in place from the file)\n", e->ckpt_file.size, e->ckpt_file.size / MB);
+    if (e->repack_size)
+        printf("  repacked     %12zu bytes  %8.2f MiB  (the q4_0/q4_K matrices again, in the %s kernels' panels; --repack off: none)\n",
+               e->repack_size, e->repack_size / MB, llm_simd_name());
     ull kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
     printf("  kv cache     %12llu bytes  %8.2f MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv / MB,
            (ull)p.key_cache, (ull)p.value_cache, (ull)p.kv_scales);
@@ -952,13 +964,24 @@ static void print_plan(const engine *e, const options *o) {
     else
         printf("  tokenizer    (none given: add -z FILE to include it)\n");
     if (e->tok_file.data) print_tokenizer(&e->tok);
-    ull total = p.total + e->tok_arena_size + tok_image, need = total + e->model_arena_size;
-    printf("  total RAM    %12llu bytes  %8.2f MiB  (state arena %llu + tokenizer)\n", total, total / MB, (ull)p.total);
+    ull total = p.total + e->tok_arena_size + tok_image + e->repack_size, need = total + e->model_arena_size;
+    printf("  total RAM    %12llu bytes  %8.2f MiB  (state arena %llu + tokenizer%s)\n", total, total / MB, (ull)p.total,
+           e->repack_size ? " + repacked" : "");
     printf("  limit        %12llu bytes  %8.2f MiB  (--max-memory)%s\n", o->max_memory, o->max_memory / MB,
            need > o->max_memory ? ": this plan is above it, and a run would refuse it" : "");
 }
 
-/* Map and validate the checkpoint (read in place from here on), with the norm flags applied. */
+/* The 4-bit matrices copied into the panels this build's kernels read
+ * fastest (llm_repack; nothing in other builds); --info only sizes them. */
+static void repack_weights(engine *e, const options *o) {
+    e->repack_size = o->repack && strcmp(o->mode, "tokenize") ? llm_repack_size(&e->model) : 0;
+    if (!e->repack_size || o->info) return;
+    if (e->repack_size == SIZE_MAX) die(1, "repacking the 4-bit matrices needs more memory than this machine can address: use --repack off");
+    e->repack_arena = xmalloc(e->repack_size, "the repacked 4-bit matrices");
+    if (llm_repack(&e->model, e->repack_arena, e->repack_size) != LLM_OK) die(1, "%s", e->model.error);
+}
+
+/* Map and validate the checkpoint (read in place from here on), with the norm flags applied, the 4-bit matrices repacked. */
 static void load_checkpoint(engine *e, const options *o) {
     /* the header is validated before any weight is read: a bad file costs
      * one page, not its size */
@@ -979,6 +1002,7 @@ static void load_checkpoint(engine *e, const options *o) {
             die(1, "checkpoint %s: %s", o->checkpoint, e->model.error);
     }
     apply_norm_options(&e->model, o);
+    repack_weights(e, o);
 }
 
 /* Does the file start with GGUF's magic? (an unreadable file: no, and its
@@ -1027,7 +1051,8 @@ static int ctx_that_fits(const llm_config *c, llm_state_options so, unsigned lon
 static void open_state(engine *e, const options *o) {
     const llm_config *c = &e->model.cfg;
     llm_state_options so = e->plan;
-    unsigned long long need = llm_state_plan(c, &so).total, other = e->tok_arena_size + e->model_arena_size;
+    unsigned long long need = llm_state_plan(c, &so).total;
+    unsigned long long other = e->tok_arena_size + e->model_arena_size + e->repack_size;
     if (need + other > o->max_memory) {
         int fits = ctx_that_fits(c, so, o->max_memory, other);
         char what_fits[64];
@@ -1309,6 +1334,7 @@ static void close_engine(engine *e) {
     free(e->arena);
     free(e->tok_arena);
     free(e->model_arena);
+    free(e->repack_arena);
     unmap_file(&e->ckpt_file);
     if (e->tok_image) { free(e->tok_image); e->tok_file.data = NULL; }
     free(e->tok_system);

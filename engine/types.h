@@ -106,11 +106,15 @@ static size_t llm__block_row_bytes(const llm_tensor *w) {
 static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
     return (const unsigned char *)w->data + (size_t)r * llm__block_row_bytes(w);
 }
+/* bytes of one row in repack.h's panels: a block row padded to whole runs of
+ * 144 bytes (eight q4_0 blocks, one q4_K block), which a tile takes at once */
+static size_t llm__panel_row_bytes(const llm_tensor *w) { return (llm__block_row_bytes(w) + 143) / 144 * 144; }
 
 /* A tensor view: (rows, cols) of `type` at data, scales at scale (or NULL). */
 static llm_tensor llm__tensor(const void *data, const float *scale, int type, int rows, int cols, int group) {
     llm_tensor w;
     w.data = data; w.scale = scale; w.type = type; w.rows = rows; w.cols = cols; w.group = group;
+    w.panels = NULL;
     return w;
 }
 

@@ -605,6 +605,7 @@ LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #endif
 
 #if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
+#define LLM__HAVE_PANELS 1   /* q4_0 and q4_K read from repack.h's panels too */
 /* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
@@ -615,8 +616,15 @@ LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
  * transposed words against four tokens. */
 
 /* 16 bytes of each of sixteen rows (at w, rb bytes apart) as four vectors:
- * t[m] lane i is row i's word m */
+ * t[m] lane i is row i's word m. rb 0: w is in a panel (repack.h), where
+ * the words are so already, 64 bytes a word: the bytes o.. of a row are at
+ * 16 o from the panel's start (LLM__AT) */
+#define LLM__AT(blk, rb, o) ((blk) + (size_t)(o) * ((rb) ? 1 : 16))
 LLM__INLINE void llm__words16(__m512i *t, const unsigned char *w, size_t rb) {
+    if (!rb) {
+        for (int m = 0; m < 4; m++) t[m] = _mm512_load_si512((const void *)(w + 64 * m));
+        return;
+    }
     __m512i z[4];
     for (int r = 0; r < 4; r++) { /* rows r, r + 4, r + 8, r + 12 in the four 128-bit lanes */
         __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)r * rb)));
@@ -712,10 +720,11 @@ LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
  * for odd g two bytes past one, so d is the high half of the word before
  * and the code words are whole. */
 LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                   const int32_t *xsum, const float *xs) {
+                                   const int32_t *xsum, const float *xs, int ng) {
     __m512i wd[36];   /* wd[k]: lane i is row i's bytes 4k..4k+3 */
-    for (int k = 0; k < 9; k++) llm__words16(wd + 4 * k, blk + 16 * k, rb);
-    for (int g = 0; g < 8; g++) {
+    for (int k = 0; k < 9; k++) llm__words16(wd + 4 * k, LLM__AT(blk, rb, 16 * k), rb);
+    LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: wd's indices constants, wd in registers */
+        if (g == ng) break;                     /* the first ng (fewer: a panel's padded last run) */
         __m512i t[4], dw;
         if (g % 2 == 0) {
             int w0 = 9 * g / 2;
@@ -759,7 +768,7 @@ LLM__INLINE void llm__q4_k_block16(__m512 *acc, int nb, const unsigned char *blk
         LLM__UNROLL for (int b = 0; b < nb; b++)
             for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
         for (int half = 0; half < 2; half++) {
-            llm__words16(t, blk + 16 + 32 * p + 16 * half, rb);
+            llm__words16(t, LLM__AT(blk, rb, 16 + 32 * p + 16 * half), rb);
             for (int mm = 0; mm < 4; mm++) {
                 int m = 4 * half + mm;
                 __m512i nib[4] = { LLM__NIB0(t[mm]), LLM__NIB1(t[mm]), LLM__NIB2(t[mm]), LLM__NIB3(t[mm]) };
@@ -859,14 +868,21 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
     }
 }
 
+#ifndef LLM__PANEL_AHEAD
+#define LLM__PANEL_AHEAD 2
+#endif
 /* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows and nb
  * (1 or LLM__TB) of the nc tokens at a time: a chunk of up to 64 groups'
  * activation pairs at a time, sixteen rows over it; gb8 bytes a row for
- * eight groups (a q4_0 block of 18 is one group, a K-quant block eight). */
+ * eight groups (a q4_0 block of 18 is one group, a K-quant block eight).
+ * pan: the rows come from w's panels (repack.h; r a multiple of 16, any nr),
+ * one stream in address order, each vector loaded as it is; else from the
+ * file's rows, sixteen streams transposed as they come. */
 LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
-                                int nr, int nc, int nb, int kind) {
+                                int nr, int nc, int nb, int kind, int pan) {
     int n = w->cols, G = n / LLM__GQ;
-    size_t rb = llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
+    size_t rb = pan ? 0 : llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
+    size_t panel_bytes = 16 * llm__panel_row_bytes(w);
     const __m512i order = llm__pair_order(kind != 0);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
     int32_t xsum[LLM__TB * 64];             /* their sums */
@@ -875,24 +891,32 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
         int cg = G - c0 < 64 ? G - c0 : 64;
         llm__pairs16(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, order);
         for (int done = 0; done < nr; done += 16) {
-            /* a last short block overlaps the one before: its rows are
-             * computed again (the same bits) but only the new ones stored */
-            int a0 = done + 16 <= nr ? done : nr - 16;
+            /* from the file, a last short block overlaps the one before: its
+             * rows are computed again (the same bits) but only the new ones
+             * stored; a panel's rows past the matrix are zeros, not stored */
+            int a0 = pan || done + 16 <= nr ? done : nr - 16;
             __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
-            const unsigned char *rows = llm__block_row(w, r + a0) + (size_t)c0 / 8 * gb8;
+            if (nr - done < 16 && pan) fresh = (__mmask16)((1u << (nr - done)) - 1);
+            const unsigned char *rows = pan ? (const unsigned char *)w->panels + (size_t)(r + a0) / 16 * panel_bytes
+                                            : llm__block_row(w, r + a0);
+            rows = LLM__AT(rows, rb, (size_t)c0 / 8 * gb8);
             int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
             __m512 acc[LLM__TB];
             LLM__UNROLL for (int b = 0; b < nb; b++)
                 acc[b] = c0 && b < nc ? _mm512_maskz_loadu_ps(fresh, out + (size_t)b * ldo + a0) : _mm512_setzero_ps();
             for (int g = 0, span; g < cg; g += span) {   /* eight groups at a time, q4_0's last few one by one */
-                const unsigned char *blk = rows + (size_t)g * gb8 / 8;
-                span = kind || cg - g >= 8 ? 8 : 1;
+                const unsigned char *blk = LLM__AT(rows, rb, (size_t)g * gb8 / 8);
+                span = kind || pan || cg - g >= 8 ? 8 : 1;
                 /* sixteen row streams defeat the hardware prefetcher: fetch the
                  * next sixteen rows meanwhile, in address order where one
                  * chunk is the whole row (their 16 gb8 / 8 bytes a group),
                  * else their same blocks, half the rows per group (q4_0:
-                 * 36 bytes a row every two groups, every line) */
-                if (G <= 64) {
+                 * 36 bytes a row every two groups, every line). A panel is
+                 * one stream, which the prefetcher follows. */
+                if (pan) {   /* the run LLM__PANEL_AHEAD runs on, in this panel or the next */
+                    const unsigned char *next = blk + (size_t)LLM__PANEL_AHEAD * 16 * gb8;
+                    for (size_t k = 0; k < 16 * gb8; k += 64) LLM__PREFETCH(next + k);
+                } else if (G <= 64) {
                     size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
                     for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
                 } else if (!kind && span == 8) {   /* q4_0's eight groups: 144 bytes of each row */
@@ -904,7 +928,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                 const int16_t *xg = xp + g * LLM__GQ;
                 if (kind == 2) llm__q6_k_block16(acc, nb, blk, rb, xg, xsc + g);
                 else if (kind == 1) llm__q4_k_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
-                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
                 else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
             }
             LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm512_mask_storeu_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
@@ -913,14 +937,14 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
 }
 /* nc tokens: LLM__TB at a time, a single one (decode) alone */
 LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
-                             int t, int nr, int nc, int kind) {
+                             int t, int nr, int nc, int kind, int pan) {
     int n = w->cols, G = n / LLM__GQ;
     for (int b = 0; b < nc; b += LLM__TB) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
         const float *sb = xs + (size_t)(t + b) * G;
         float *o = out + (size_t)b * ldo;
-        if (nc - b == 1) llm__tile16_nb(o, ldo, w, r, xb, sb, nr, 1, 1, kind);
-        else llm__tile16_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind);
+        if (nc - b == 1) llm__tile16_nb(o, ldo, w, r, xb, sb, nr, 1, 1, kind, pan);
+        else llm__tile16_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind, pan);
     }
 }
 /* The tiles' entry points start on a 64-byte boundary: their loops are
@@ -934,19 +958,21 @@ LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, co
 LLM__CODE_ALIGN
 static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
-    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0);
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 0);
     else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__CODE_ALIGN
 static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
-    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1);
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 0);
     else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__CODE_ALIGN
 static void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
-    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2);
+    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
     else llm__tile8_gq6_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif

@@ -3,9 +3,11 @@
  *
  *   build/logits CKPT --tokens 1,5,9 [--norm rms|layer] [--norm-pos pre|post]
  *                [--final-norm on|off] [--norm-eps E] [--qk-norm on|off] [--mode prefill|decode|chunked]
- *                [--threads N] [--kv f32|f16|q8] [--ctx N] --out FILE
+ *                [--threads N] [--kv f32|f16|q8] [--ctx N] [--repack on|off] --out FILE
  * Writes float32 (T, vocab) row-major. prefill: one batch from position 0;
- * decode: one token per call; chunked: batches of 5 tokens.
+ * decode: one token per call; chunked: batches of 5 tokens. --repack on
+ * (the default, as run's) reads the 4-bit matrices from llm_repack's panels
+ * where the build has them.
  *
  *   build/logits CKPT --mode dequant --out FILE
  * Writes every matrix as the engine decodes its rows (the traits'
@@ -63,7 +65,7 @@ static void *read_file(const char *path, size_t *n) {
 
 int main(int argc, char **argv) {
     const char *ckpt = NULL, *tokens_arg = NULL, *out = NULL, *mode = "prefill";
-    int norm = -1, pos_ = -1, fin = -1, qk = -1, threads = 1, kv = LLM_KV_F32, ctx = 0;
+    int norm = -1, pos_ = -1, fin = -1, qk = -1, threads = 1, kv = LLM_KV_F32, ctx = 0, repack = 1;
     float eps = 0.0f;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -81,6 +83,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--kv")) { if ((kv = llm_parse_kv_type(v)) < 0) fail("bad --kv", v); }
         else if (!strcmp(a, "--ctx")) ctx = atoi(v);
+        else if (!strcmp(a, "--repack")) { if ((repack = llm_parse_on_off(v)) < 0) fail("bad --repack", v); }
         else fail("unknown option", a);
     }
     int dequant = !strcmp(mode, "dequant");
@@ -115,6 +118,11 @@ int main(int argc, char **argv) {
         return 0;
     }
 
+    size_t panel_bytes = repack ? llm_repack_size(&m) : 0;
+    void *panels = NULL;
+    if (panel_bytes && posix_memalign(&panels, LLM_ALIGN, panel_bytes) != 0) fail("out of memory", NULL);
+    if (panel_bytes && llm_repack(&m, panels, panel_bytes) != LLM_OK) fail("repack", m.error);
+
     int batch = !strcmp(mode, "prefill") ? T : !strcmp(mode, "chunked") ? 5 : 1;
     if (batch > T) batch = T;
     llm_state_options so = { ctx ? ctx : m.cfg.seq_len, batch, 1, kv };
@@ -135,6 +143,6 @@ int main(int argc, char **argv) {
     FILE *f = fopen(out, "wb");
     if (!f || fwrite(all, sizeof(float), (size_t)T * V, f) != (size_t)T * V) fail("cannot write", out);
     fclose(f);
-    free(all); free(arena); free(model_arena); free(bytes); free(tokens);
+    free(all); free(arena); free(panels); free(model_arena); free(bytes); free(tokens);
     return 0;
 }

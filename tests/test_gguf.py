@@ -9,6 +9,7 @@ Needs numpy and torch: run under /usr/bin/python3.
 import math
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -43,9 +44,9 @@ def stories(dtype):
     return _files[dtype]
 
 
-def engine_logits(path, toks, vocab, mode="prefill", threads=None):
+def engine_logits(path, toks, vocab, mode="prefill", threads=None, repack="on"):
     out = scratch(f"gguf_logits_{os.getpid()}.f32")
-    args = [path, "--tokens", ",".join(map(str, toks)), "--mode", mode, "--out", out]
+    args = [path, "--tokens", ",".join(map(str, toks)), "--mode", mode, "--out", out, "--repack", repack]
     if threads:
         args += ["--threads", threads]
     rc, _, err = run(args, binary=LOGITS)
@@ -114,13 +115,19 @@ def tokens(vocab, seed, n=24):
 RANDOM = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=300, seq_len=64, shared=False)
 
 
-def random_gguf(qtype, seed=7):
+def random_gguf(qtype, seed=7, tok512=False):
     """random Llama weights: matrices as random blocks of qtype (or encoded
-    random floats for F32/F16/BF16), norms near 1"""
-    if qtype in _files:
-        return _files[qtype]
+    random floats for F32/F16/BF16), norms near 1; with tok512, tok512.bin's
+    512 pieces as the file's tokenizer and vocabulary"""
+    key = (qtype, tok512)
+    if key in _files:
+        return _files[key]
     rng = np.random.default_rng(seed)
     c = RANDOM
+    kvs = []
+    if tok512:
+        c = dict(RANDOM, vocab_size=512)
+        kvs = gw.llama_vocab_kvs(*gw.read_tokenizer_bin(model("tok512.bin"), 512))
     hs = c["dim"] // c["n_heads"]
     def mat(rows, cols):
         if qtype in gw.BLOCK:
@@ -146,9 +153,9 @@ def random_gguf(qtype, seed=7):
         add_mat(p + "ffn_down.weight", c["dim"], c["hidden_dim"])
     add_vec("output_norm.weight", c["dim"])
     add_mat("output.weight", c["vocab_size"], c["dim"])
-    path = scratch(f"gguf_random_{qtype}.gguf")
-    gw.write(path, gw.llama_kvs(c, eps=1e-5, theta=10000.0), tensors)
-    _files[qtype] = path
+    path = scratch(f"gguf_random_{qtype}{'_tok512' if tok512 else ''}.gguf")
+    gw.write(path, gw.llama_kvs(c, eps=1e-5, theta=10000.0) + kvs, tensors)
+    _files[key] = path
     return path
 
 
@@ -272,14 +279,58 @@ def test_random_block_types_against_reference():
 
 
 def test_prefill_equals_decode_bit_for_bit():
-    """Batched prefill, one-token decode, chunked and two threads give the same bits"""
+    """Batched prefill, one-token decode, chunked and two threads give the same
+    bits, with the 4-bit matrices repacked into panels (where the build does:
+    llm_repack) or read in place from the file"""
     toks = tokens(RANDOM["vocab_size"], 3, n=13)
     for qtype in (gw.Q8_0, gw.Q4_0, gw.Q4_K, gw.Q6_K, gw.BF16):
         path = random_gguf(qtype)
         base = engine_logits(path, toks, RANDOM["vocab_size"], "prefill")
-        for mode, threads in (("decode", None), ("chunked", None), ("prefill", "2"), ("decode", "2")):
-            got = engine_logits(path, toks, RANDOM["vocab_size"], mode, threads)
-            assert np.array_equal(got.view(np.uint32), base.view(np.uint32)), (qtype, mode, threads)
+        for mode, threads, repack in (("decode", None, "on"), ("chunked", None, "on"), ("prefill", "2", "on"),
+                                      ("decode", "2", "on"), ("prefill", None, "off"), ("decode", "2", "off")):
+            got = engine_logits(path, toks, RANDOM["vocab_size"], mode, threads, repack)
+            assert np.array_equal(got.view(np.uint32), base.view(np.uint32)), (qtype, mode, threads, repack)
+
+
+def test_repack_flag_and_info():
+    """--repack: where the kernels are AVX-512 VNNI's, --info names the RAM
+    the repacked q4_0 and q4_K matrices take (each matrix's rows in panels
+    of sixteen, a row padded to whole runs of 144 bytes, 64-aligned), and
+    none with --repack off or in other builds; eval's NLL is the same
+    either way; a bad value is refused in one line"""
+    c = dict(RANDOM, vocab_size=512)
+    hs = c["dim"] // c["n_heads"]
+    shapes = [(c["n_heads"] * hs, c["dim"]), (c["n_kv_heads"] * hs, c["dim"]), (c["n_kv_heads"] * hs, c["dim"]),
+              (c["dim"], c["n_heads"] * hs), (c["hidden_dim"], c["dim"]), (c["hidden_dim"], c["dim"]),
+              (c["dim"], c["hidden_dim"])] * c["n_layers"] + [(c["vocab_size"], c["dim"])]
+    for qtype, block, block_bytes in ((gw.Q4_0, 32, 18), (gw.Q4_K, 256, 144)):
+        path = random_gguf(qtype, tok512=True)
+        want = 0
+        for rows, cols in shapes:
+            row_bytes = cols // block * block_bytes
+            want += -(-rows // 16) * 16 * (-(-row_bytes // 144) * 144)   # a multiple of 64 already
+        rc, out, err = run([path, "--info"])
+        assert rc == 0, err
+        info = out.decode()
+        kernels = re.search(r", (\S+) kernels\n", err).group(1)   # the configuration goes to stderr
+        got = re.search(r"repacked +(\d+) bytes", info)
+        if kernels == "avx512+vnni":
+            assert got and int(got.group(1)) == want, (qtype, got and got.group(0), want)
+        else:
+            assert not got, (qtype, kernels, info)
+        rc, out, err = run([path, "--info", "--repack", "off"])
+        assert rc == 0 and b"repacked" not in out, (rc, err)
+        text = scratch("repack_eval.txt")
+        with open(text, "w") as f:
+            f.write("Once upon a time, there was a little girl named Lily. She liked to play outside.\n")
+        nlls = []
+        for repack in ("on", "off"):
+            rc, out, err = run([path, "-m", "eval", "-f", text, "--repack", repack])
+            assert rc == 0, err
+            nlls.append(re.search(rb"nll (\S+)", out).group(1))
+        assert nlls[0] == nlls[1], nlls
+    rc, out, err = run([random_gguf(gw.Q4_0, tok512=True), "--repack", "maybe"])
+    assert rc == 2 and err.strip() == "error: --repack expects on or off, got 'maybe'", (rc, err)
 
 
 # ---------------------------------------------------------------- hostile files

@@ -704,6 +704,19 @@ static unsigned char *random_blocks(const llm__type_traits *tr, int rows, size_t
     return w;
 }
 
+/* w read from its panels (repack.h's layout, as llm_repack makes it), in a
+ * buffer the caller frees; NULL (w as it was) where this build repacks
+ * nothing of w's type */
+static void *attach_panels(llm_tensor *w) {
+    uint64_t bytes = llm__panels_size(w);
+    void *p = bytes ? alloc_or_fail((size_t)bytes, "panels") : NULL;
+    if (p) {
+        llm__repack_panels((unsigned char *)p, w);
+        w->panels = p;
+    }
+    return p;
+}
+
 /* GGUF's block types (random blocks: any bytes are a valid block, with sane
  * f16 scales): the fast tile, decode and threads against the scalar twin bit
  * for bit (integer group sums, then the twin's steps), and the twin against
@@ -766,6 +779,19 @@ static void test_gguf_blocks(void) {
                     check(fast_vs_twin == 0.0, name, "max abs diff %g (want %g: bit for bit)", fast_vs_twin, 0.0);
                     snprintf(name, sizeof name, "gguf_%s_%dx%d_T%d_threads%d_twin_vs_definition", tr->name, rows, cols, T, threads);
                     check(twin_vs_def <= TOL_F32, name, "max rel diff %g (tol %g)", twin_vs_def, TOL_F32);
+                    void *panels = attach_panels(&t);   /* the same products from the panels */
+                    if (panels) {
+                        double batch_vs_file = 0, one_vs_file = 0;
+                        llm__matmul(y1, &t, x, 1, &s);   /* y1: token 0 alone, y: the batch, from the file */
+                        for (int r = 0; r < rows; r++) one_vs_file = worse(one_vs_file, fabs(y1[r] - y[r]));
+                        float *yp = malloc((size_t)T * rows * 4);
+                        llm__matmul(yp, &t, x, T, &s);
+                        for (size_t i = 0; i < (size_t)T * rows; i++) batch_vs_file = worse(batch_vs_file, fabs(yp[i] - y[i]));
+                        snprintf(name, sizeof name, "gguf_%s_%dx%d_T%d_threads%d_panels_eq_file", tr->name, rows, cols, T, threads);
+                        check(batch_vs_file == 0.0 && one_vs_file == 0.0, name, "max abs diff %g (want %g: bit for bit)",
+                              batch_vs_file > one_vs_file ? batch_vs_file : one_vs_file, 0.0);
+                        free(yp); free(panels);
+                    }
                     free(s.act_q); free(s.act_scale); free(x); free(y); free(y1); free(ys); free(xs); free(xq); free(row); free(w);
                 }
             }
@@ -779,12 +805,14 @@ static void test_gguf_blocks(void) {
  * short block overlaps the one before), rows short of the 64-group chunk
  * and past it (q4_0 also in groups not a multiple of its eight at once:
  * 3 and 73), inside a larger matrix (a row offset, ldo wider than nr):
- * each value the twin's bit for bit, and nothing written outside the tile. */
+ * each value the twin's bit for bit, and nothing written outside the tile.
+ * Then again from the matrix's panels where the build repacks the type
+ * (at a row offset of one panel: the driver's are whole panels). */
 static void test_gguf_tile_shapes(void) {
     int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
     int d_at[][2] = { { 0, -1 }, { 0, 2 }, { 208, -1 } };
     int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 } }, nrs[] = { 5, 16, 21, 40 };
-    enum { ROWS = 48, T = 9, R0 = 3, T0 = 1, LDO = 50 };
+    enum { ROWS = 64, T = 9, T0 = 1, LDO = 50 };
     for (int ti = 0; ti < 3; ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
         for (int ci = 0; ci < 3 && colss[ti][ci]; ci++) {
@@ -798,7 +826,11 @@ static void test_gguf_tile_shapes(void) {
                 fill(x, cols, 1.5f);
                 llm__quantize_acts(&t, (int8_t *)(void *)(xq + (size_t)b * cols), xs + (size_t)b * ng, x);
             }
-            for (int ni = 0; ni < 4; ni++) {
+            void *panels = NULL;
+            for (int pan = 0; pan < 2; pan++) {
+              if (pan && !(panels = attach_panels(&t))) break;
+              int R0 = pan ? 16 : 3;
+              for (int ni = 0; ni < 4; ni++) {
                 for (int nc = 1; nc <= 7; nc++) {
                     int nr = nrs[ni], stray = 0;
                     double worst = 0;
@@ -813,13 +845,15 @@ static void test_gguf_tile_shapes(void) {
                             worst = worse(worst, fabs(got - want));
                         }
                     char name[112];
-                    snprintf(name, sizeof name, "gguf_%s_tile_%dx%d_nc%d_eq_twin", tr->name, nr, cols, nc);
+                    const char *from = pan ? "_panels" : "";
+                    snprintf(name, sizeof name, "gguf_%s_tile%s_%dx%d_nc%d_eq_twin", tr->name, from, nr, cols, nc);
                     check(worst == 0.0, name, "max abs diff %g (want %g: bit for bit)", worst, 0.0);
-                    snprintf(name, sizeof name, "gguf_%s_tile_%dx%d_nc%d_writes_only_its_tile", tr->name, nr, cols, nc);
+                    snprintf(name, sizeof name, "gguf_%s_tile%s_%dx%d_nc%d_writes_only_its_tile", tr->name, from, nr, cols, nc);
                     check(!stray, name, "stray writes %g (want %g)", stray, 0.0);
                 }
+              }
             }
-            free(w); free(xq); free(x); free(xs); free(out);
+            free(panels); free(w); free(xq); free(x); free(xs); free(out);
         }
     }
 }

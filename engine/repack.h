@@ -1,0 +1,92 @@
+/* engine/repack.h -- load-time repacking into the panels x86.h's AVX-512
+ * tiles read. A panel holds sixteen rows of a matrix, 16p .. 16p + 15, as
+ * their words side by side: its 64-byte vector k holds bytes 4k .. 4k + 3
+ * of each of the sixteen rows, row 16p + i in lane i. That is what the
+ * tiles build from the file's rows with a transpose per 16 bytes of each
+ * row, out of sixteen streams the hardware prefetcher loses track of; from
+ * a panel they load each vector as it is, out of one stream. Rows past the
+ * matrix's end and bytes past a row's end are zeros (llm__panel_row_bytes:
+ * rows padded to whole runs of 144 bytes, which a tile takes at once). The
+ * tiles compute the same integer sums and the same float steps, so the
+ * bits are those of the file's layout. Only the products' matrices are
+ * repacked; the file's bytes stay their data. */
+
+/* 1 when this build repacks w: q4_0 and q4_K, where it has the panel tiles */
+static int llm__repacks(const llm_tensor *w) {
+#ifdef LLM__HAVE_PANELS
+    return w->data && (w->type == LLM_TYPE_GGUF_Q4_0 || w->type == LLM_TYPE_GGUF_Q4_K);
+#else
+    (void)w;
+    return 0;
+#endif
+}
+
+/* bytes of w's panels (0: not repacked) */
+static uint64_t llm__panels_size(const llm_tensor *w) {
+    if (!llm__repacks(w)) return 0;
+    return llm__mul(((uint64_t)w->rows + 15) / 16 * 16, llm__panel_row_bytes(w));
+}
+
+/* w's rows into panels at dst (llm__panels_size bytes) */
+static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
+    size_t rb = llm__block_row_bytes(w), words = llm__panel_row_bytes(w) / 4;
+    for (int p = 0; p < (w->rows + 15) / 16; p++) {
+        unsigned char *panel = dst + (size_t)p * words * 64;
+        for (int i = 0; i < 16; i++) {
+            int r = 16 * p + i;
+            const unsigned char *row = r < w->rows ? llm__block_row(w, r) : NULL;
+            for (size_t k = 0; k < words; k++) {
+                unsigned char *to = panel + k * 64 + 4 * (size_t)i;
+                size_t at = 4 * k, have = row && at < rb ? (rb - at < 4 ? rb - at : 4) : 0;
+                memset(to, 0, 4);
+                if (have) memcpy(to, row + at, have);
+            }
+        }
+    }
+}
+
+/* The matrices the products read: each layer's seven, then the classifier
+ * (i up to 7 n_layers; another tensor than tok_embeddings even when the
+ * classifier shares its bytes, so the lookup keeps reading the file) */
+static llm_tensor *llm__product_matrix(llm_model *m, int i) {
+    if (i == 7 * m->cfg.n_layers) return &m->w.classifier;
+    llm_layer *l = &m->w.layers[i / 7];
+    llm_tensor *all[7] = { &l->wq, &l->wk, &l->wv, &l->wo, &l->w1, &l->w2, &l->w3 };
+    return all[i % 7];
+}
+
+/* The panels' bytes in all, each tensor's 64-aligned; at dst (when not NULL)
+ * each repacked tensor is copied and pointed at its panels. */
+static uint64_t llm__repack_walk(llm_model *m, unsigned char *dst) {
+    uint64_t at = 0;
+    for (int i = 0; m->w.layers && i <= 7 * m->cfg.n_layers; i++) {
+        llm_tensor *w = llm__product_matrix(m, i);
+        uint64_t bytes = llm__panels_size(w);
+        if (!bytes) continue;
+        if (dst) {
+            llm__repack_panels(dst + (size_t)at, w);
+            w->panels = dst + (size_t)at;
+        }
+        at = llm__add(at, llm__align(bytes));
+    }
+    return at;
+}
+
+size_t llm_repack_size(const llm_model *m) {
+    llm_model view = *m;   /* the walk only counts: a copy's tensors, the same layers */
+    uint64_t total = llm__repack_walk(&view, NULL);
+    return total > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)total;
+}
+
+int llm_repack(llm_model *m, void *arena, size_t arena_size) {
+    uint64_t need = llm__repack_walk(m, NULL);
+    if (!need) return LLM_OK;
+    if (!arena || (uintptr_t)arena % LLM_ALIGN || (uint64_t)arena_size < need)
+    {
+        llm__fmt(m->error, sizeof m->error, "repacking arena of %zu bytes at %p is too small or not %d-aligned: need %llu",
+                 arena_size, arena, LLM_ALIGN, (unsigned long long)need);
+        return LLM_ERR_ARENA;
+    }
+    llm__repack_walk(m, (unsigned char *)arena);
+    return LLM_OK;
+}
