@@ -30,18 +30,13 @@ static uint64_t llm__panels_size(const llm_tensor *w) {
 /* w's rows into panels at dst (llm__panels_size bytes) */
 static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
     size_t rb = llm__block_row_bytes(w), words = llm__panel_row_bytes(w) / 4;
-    for (int p = 0; p < (w->rows + 15) / 16; p++) {
-        unsigned char *panel = dst + (size_t)p * words * 64;
-        for (int i = 0; i < 16; i++) {
-            int r = 16 * p + i;
-            const unsigned char *row = r < w->rows ? llm__block_row(w, r) : NULL;
-            for (size_t k = 0; k < words; k++) {
-                unsigned char *to = panel + k * 64 + 4 * (size_t)i;
-                size_t at = 4 * k, have = row && at < rb ? (rb - at < 4 ? rb - at : 4) : 0;
-                memset(to, 0, 4);
-                if (have) memcpy(to, row + at, have);
-            }
-        }
+    memset(dst, 0, (size_t)llm__panels_size(w));   /* the padding: rows past the end, bytes past a row's */
+    for (int r = 0; r < w->rows; r++) {
+        const unsigned char *row = llm__block_row(w, r);
+        unsigned char *lane = dst + (size_t)(r / 16) * words * 64 + 4 * (size_t)(r % 16);
+        size_t k = 0;
+        for (; 4 * k + 4 <= rb; k++) memcpy(lane + 64 * k, row + 4 * k, 4);
+        if (4 * k < rb) memcpy(lane + 64 * k, row + 4 * k, rb - 4 * k);   /* a q4_0 row of an odd number of blocks */
     }
 }
 
