@@ -610,7 +610,10 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
     int panel = tr->panel_rows ? tr->panel_rows : LLM__NR;
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / panel * panel;
     if (block < panel) block = panel;
-    int step = t1 - t0 == 1 ? block : panel;   /* one token: a whole block of rows per call */
+    /* one token, or a type with panels (whose tile prepares each chunk of a
+     * token tile's activations once for all its rows): a whole block of
+     * rows per call */
+    int step = t1 - t0 == 1 || tr->panel_rows ? block : panel;
     int tokens = llm__tile_tokens(w->type);
     for (int rb = r0; rb < r1; rb += block) {
       int rb1 = r1 - rb < block ? r1 : rb + block;
