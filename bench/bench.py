@@ -399,8 +399,12 @@ def run_anchors(engines, t, tok, prompt, res):
 
 
 def bench_rows(ckpt, tok, prompt, threads, runs, engines=()):
-    """Per thread count, the lists of figures of the kept runs. Run r uses seed 1 + r for
-    every thread count (the same tokens: the engine's output does not depend on threads);
+    """Per thread count, the lists of figures of the kept runs. Each thread count runs as a
+    block of its own, this engine and the anchors interleaved inside it: a 1-thread run
+    right after a 2-thread one measured slower here (110M q8_0 decode 123-167 tok/s against
+    172-182 back to back, on Zen 5), and alternating thread counts put this engine's
+    1-thread runs always there. Run r uses seed 1 + r for every thread count (the same
+    tokens: the engine's output does not depend on threads);
     a seed that samples BOS before DECODED tokens is replaced by seed + 1000 (up to 5 times).
     A run during which other processes kept more than QUIET cores busy is repeated up to
     BUSY_RETRIES times while the budget lasts, and the quietest attempt kept."""
@@ -408,9 +412,10 @@ def bench_rows(ckpt, tok, prompt, threads, runs, engines=()):
     res = {t: dict({k: [] for k in keys}, short=0, bos_retries=0, busy_retries=0, slept=0, anchors={})
            for t in threads}
     run_once(ckpt, tok, prompt, threads[-1], 1)  # warm the page cache, untimed
-    for r in range(runs):
-        seed = 1 + r
-        for t in threads:
+    seeds = [1 + r for r in range(runs)]
+    for t in threads:
+        for r in range(runs):
+            seed = seeds[r]
             best, busy_left, bos_left = None, BUSY_RETRIES, 5
             while True:
                 wait_quiet(QUIET_WAIT)
@@ -418,7 +423,7 @@ def bench_rows(ckpt, tok, prompt, threads, runs, engines=()):
                 if o[2] != DECODED + 1 and bos_left > 0:
                     bos_left -= 1
                     res[t]["bos_retries"] += 1
-                    seed += 1000  # the model sampled BOS early: another seed, for later threads too
+                    seed = seeds[r] = seed + 1000  # the model sampled BOS early: another seed, for later threads too
                     best = None
                     continue
                 if best is None or o[4] < best[4]:
