@@ -6,15 +6,17 @@
  * row, out of sixteen streams the hardware prefetcher loses track of; from
  * a panel they load each vector as it is, out of one stream. Rows past the
  * matrix's end and bytes past a row's end are zeros (llm__panel_row_bytes:
- * rows padded to whole runs of 144 bytes, which a tile takes at once). The
+ * rows padded to whole runs of eight groups, which a tile takes at once; a
+ * q6_K block's 210 bytes each in 212, so its words stay whole). The
  * tiles compute the same integer sums and the same float steps, so the
  * bits are those of the file's layout. Only the products' matrices are
  * repacked; the file's bytes stay their data. */
 
-/* 1 when this build repacks w: q4_0 and q4_K, where it has the panel tiles */
+/* 1 when this build repacks w: q4_0, q4_K and q6_K, where it has the panel tiles */
 static int llm__repacks(const llm_tensor *w) {
 #ifdef LLM__HAVE_PANELS
-    return w->data && (w->type == LLM_TYPE_GGUF_Q4_0 || w->type == LLM_TYPE_GGUF_Q4_K);
+    int t = w->type;
+    return w->data && (t == LLM_TYPE_GGUF_Q4_0 || t == LLM_TYPE_GGUF_Q4_K || t == LLM_TYPE_GGUF_Q6_K);
 #else
     (void)w;
     return 0;
@@ -30,13 +32,18 @@ static uint64_t llm__panels_size(const llm_tensor *w) {
 /* w's rows into panels at dst (llm__panels_size bytes) */
 static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
     size_t rb = llm__block_row_bytes(w), words = llm__panel_row_bytes(w) / 4;
-    memset(dst, 0, (size_t)llm__panels_size(w));   /* the padding: rows past the end, bytes past a row's */
+    size_t unit = llm__panel_unit(w), slot_words = (unit + 3) / 4;
+    memset(dst, 0, (size_t)llm__panels_size(w));   /* the padding: rows past the end, bytes past a row's or unit's */
     for (int r = 0; r < w->rows; r++) {
         const unsigned char *row = llm__block_row(w, r);
         unsigned char *lane = dst + (size_t)(r / 16) * words * 64 + 4 * (size_t)(r % 16);
-        size_t k = 0;
-        for (; 4 * k + 4 <= rb; k++) memcpy(lane + 64 * k, row + 4 * k, 4);
-        if (4 * k < rb) memcpy(lane + 64 * k, row + 4 * k, rb - 4 * k);   /* a q4_0 row of an odd number of blocks */
+        for (size_t u = 0; u < rb / unit; u++) {   /* word k of unit u to word (slot u, k) of the lane */
+            const unsigned char *from = row + u * unit;
+            unsigned char *to = lane + u * slot_words * 64;
+            size_t k = 0;
+            for (; 4 * k + 4 <= unit; k++) memcpy(to + 64 * k, from + 4 * k, 4);
+            if (4 * k < unit) memcpy(to + 64 * k, from + 4 * k, unit - 4 * k);   /* a unit not of whole words */
+        }
     }
 }
 

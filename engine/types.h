@@ -106,9 +106,18 @@ static size_t llm__block_row_bytes(const llm_tensor *w) {
 static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
     return (const unsigned char *)w->data + (size_t)r * llm__block_row_bytes(w);
 }
-/* bytes of one row in repack.h's panels: a block row padded to whole runs of
- * 144 bytes (eight q4_0 blocks, one q4_K block), which a tile takes at once */
-static size_t llm__panel_row_bytes(const llm_tensor *w) { return (llm__block_row_bytes(w) + 143) / 144 * 144; }
+/* A row in repack.h's panels: runs of `unit` bytes of the file's row (a
+ * q6_K block; else the whole row) each at the start of a slot of whole
+ * words, and the slots padded to whole runs of eight groups, which a tile
+ * takes at once (144 bytes: eight q4_0 blocks, one q4_K block; a q6_K
+ * block's 210 bytes in 212) */
+static size_t llm__panel_unit(const llm_tensor *w) {
+    return w->type == LLM_TYPE_GGUF_Q6_K ? (size_t)llm__traits[w->type].qblock_bytes : llm__block_row_bytes(w);
+}
+static size_t llm__panel_row_bytes(const llm_tensor *w) {
+    if (w->type == LLM_TYPE_GGUF_Q6_K) return llm__block_row_bytes(w) / 210 * 212;
+    return (llm__block_row_bytes(w) + 143) / 144 * 144;
+}
 
 /* A tensor view: (rows, cols) of `type` at data, scales at scale (or NULL). */
 static llm_tensor llm__tensor(const void *data, const float *scale, int type, int rows, int cols, int group) {

@@ -605,7 +605,7 @@ LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
 #endif
 
 #if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
-#define LLM__HAVE_PANELS 1   /* q4_0 and q4_K read from repack.h's panels too */
+#define LLM__HAVE_PANELS 1   /* q4_0, q4_K and q6_K read from repack.h's panels too */
 /* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
@@ -639,8 +639,9 @@ LLM__INLINE void llm__words16(__m512i *t, const unsigned char *w, size_t rb) {
     t[2] = _mm512_unpacklo_epi64(b, d); t[3] = _mm512_unpackhi_epi64(b, d);
 }
 /* the sixteen rows' f16 at blk (rows rb apart) as f32, through memory:
- * faster here than a gather */
+ * faster here than a gather; rb 0: the low halves of a panel's word */
 LLM__INLINE __m512 llm__f16_rows16(const unsigned char *blk, size_t rb) {
+    if (!rb) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_load_si512((const void *)blk)));
     uint16_t dh[16];
     for (int i = 0; i < 16; i++) memcpy(&dh[i], blk + (size_t)i * rb, 2);
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dh));
@@ -814,14 +815,14 @@ LLM__INLINE __m512i llm__q6k_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) 
 LLM__INLINE void llm__q6_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
                                    const float *xs) {
     __m512i sw[4];
-    llm__words16(sw, blk + 192, rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
-    __m512 d = llm__f16_rows16(blk + 208, rb);
+    llm__words16(sw, LLM__AT(blk, rb, 192), rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
+    __m512 d = llm__f16_rows16(LLM__AT(blk, rb, 208), rb);
     for (int h = 0; h < 2; h++) {
         __m512i a[2][4], bb[2][4], qh[2][4];   /* the quarters' byte runs, transposed once for the four groups */
         for (int q = 0; q < 2; q++) {
-            llm__words16(a[q], blk + 64 * h + 16 * q, rb);
-            llm__words16(bb[q], blk + 64 * h + 32 + 16 * q, rb);
-            llm__words16(qh[q], blk + 128 + 32 * h + 16 * q, rb);
+            llm__words16(a[q], LLM__AT(blk, rb, 64 * h + 16 * q), rb);
+            llm__words16(bb[q], LLM__AT(blk, rb, 64 * h + 32 + 16 * q), rb);
+            llm__words16(qh[q], LLM__AT(blk, rb, 128 + 32 * h + 16 * q), rb);
         }
         for (int c = 0; c < 4; c++) {
             int k = 4 * h + c, sn = c < 2 ? 0 : 4;
@@ -881,7 +882,8 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
 LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
                                 int nr, int nc, int nb, int kind, int pan) {
     int n = w->cols, G = n / LLM__GQ;
-    size_t rb = pan ? 0 : llm__block_row_bytes(w), gb8 = kind == 2 ? 210 : 144;
+    /* a q6_K block is 210 bytes in the file, 212 (whole words) in a panel */
+    size_t rb = pan ? 0 : llm__block_row_bytes(w), gb8 = kind == 2 ? (pan ? 212 : 210) : 144;
     size_t panel_bytes = 16 * llm__panel_row_bytes(w);
     const __m512i order = llm__pair_order(kind != 0);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
@@ -972,7 +974,8 @@ static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, con
 LLM__CODE_ALIGN
 static void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                             const float *xs, int t, int nr, int nc) {
-    if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
     else llm__tile8_gq6_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif
