@@ -183,9 +183,9 @@ static void usage(FILE *out) {
         "  --max-memory SIZE       most RAM the state, tokenizer and repacked weights may\n"
         "               take, as bytes or with K, M, G or T (powers of 1024), default half\n"
         "               the machine's RAM\n"
-        "  --repack on|off  copy the q4_0, q4_K and q6_K matrices at load into the panels\n"
-        "               this build's kernels read fastest (AVX-512 VNNI builds; --info\n"
-        "               shows the RAM), default on\n"
+        "  --repack on|off  copy the GGUF-type matrices (q4_0, q4_K, q6_K, q8_0) at load\n"
+        "               into the layouts this build's kernels read fastest (AVX-512 VNNI\n"
+        "               builds; --info shows the RAM), default on\n"
         "  --template NAME  chat template: llama2, llama3, llama3.1 or chatml (default: the\n"
         "               tokenizer's; llama2 for llama2.c's tokenizer.bin)\n"
         "  --date D     llama3.1 template's \"Today Date\", default " TOK_CHAT_DEFAULT_DATE " (its own);\n"
@@ -962,7 +962,7 @@ static void print_plan(const engine *e, const options *o) {
     printf("memory plan (context %d, batch %d, %s KV cache):\n", so.ctx_len, so.max_batch, llm_kv_type_name(so.kv_type));
     printf("  weights      %12zu bytes  %8.2f MiB  (read in place from the file)\n", e->ckpt_file.size, e->ckpt_file.size / MB);
     if (e->repack_size)
-        printf("  repacked     %12zu bytes  %8.2f MiB  (the 4-bit and q6_K matrices again, in the %s kernels' panels; --repack off: none)\n",
+        printf("  repacked     %12zu bytes  %8.2f MiB  (the q4_0/q4_K/q6_K/q8_0 matrices again, in the layouts the %s kernels read fastest; --repack off: none)\n",
                e->repack_size, e->repack_size / MB, llm_simd_name());
     ull kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
     printf("  kv cache     %12llu bytes  %8.2f MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv / MB,

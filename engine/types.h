@@ -114,6 +114,9 @@ static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
 static size_t llm__panel_unit(const llm_tensor *w) {
     return w->type == LLM_TYPE_GGUF_Q6_K ? (size_t)llm__traits[w->type].qblock_bytes : llm__block_row_bytes(w);
 }
+/* A GGUF q8_0 matrix's copy in LLMW's q8_0 layout (repack.h): its int8
+ * codes, (rows, cols), then at this offset its f32 scales, (rows, cols/32) */
+static size_t llm__q8_copy_scales_at(const llm_tensor *w) { return (size_t)llm__align((uint64_t)w->rows * (uint64_t)w->cols); }
 static size_t llm__panel_row_bytes(const llm_tensor *w) {
     if (w->type == LLM_TYPE_GGUF_Q6_K) return llm__block_row_bytes(w) / 210 * 212;
     return (llm__block_row_bytes(w) + 143) / 144 * 144;

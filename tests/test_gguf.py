@@ -296,7 +296,8 @@ def test_repack_flag_and_info():
     """--repack: where the kernels are AVX-512 VNNI's, --info names the RAM
     the repacked q4_0, q4_K and q6_K matrices take (each matrix's rows in
     panels of sixteen, a row padded to whole runs of 144 bytes, a q6_K
-    block's 210 bytes in 212; each matrix 64-aligned), and
+    block's 210 bytes in 212; each matrix 64-aligned), and q8_0's copy in
+    LLMW's layout (the int8 codes, 64-aligned, then an f32 scale per 32), and
     none with --repack off or in other builds; eval's NLL is the same
     either way; a bad value is refused in one line"""
     c = dict(RANDOM, vocab_size=512)
@@ -304,11 +305,15 @@ def test_repack_flag_and_info():
     shapes = [(c["n_heads"] * hs, c["dim"]), (c["n_kv_heads"] * hs, c["dim"]), (c["n_kv_heads"] * hs, c["dim"]),
               (c["dim"], c["n_heads"] * hs), (c["hidden_dim"], c["dim"]), (c["hidden_dim"], c["dim"]),
               (c["dim"], c["hidden_dim"])] * c["n_layers"] + [(c["vocab_size"], c["dim"])]
-    for qtype, block, block_bytes in ((gw.Q4_0, 32, 18), (gw.Q4_K, 256, 144), (gw.Q6_K, 256, 210)):
+    align = lambda n: -(-n // 64) * 64
+    for qtype, block, block_bytes in ((gw.Q4_0, 32, 18), (gw.Q4_K, 256, 144), (gw.Q6_K, 256, 210), (gw.Q8_0, 32, 34)):
         path = random_gguf(qtype, tok512=True)
         want = 0
         for rows, cols in shapes:
             row_bytes = cols // block * block_bytes
+            if qtype == gw.Q8_0:
+                want += align(align(rows * cols) + rows * cols // 32 * 4)
+                continue
             panel_row = cols // block * 212 if qtype == gw.Q6_K else -(-row_bytes // 144) * 144
             want += -(-rows // 16) * 16 * panel_row   # a multiple of 64 already
         rc, out, err = run([path, "--info"])
