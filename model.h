@@ -208,11 +208,11 @@ size_t llm_model_size(const void *bytes, size_t n_bytes);
  * the tensor table is carved from the arena, which must outlive the model. */
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size);
 /* Load-time repacking, for builds whose tiles read a layout faster than the
- * file's (the AVX-512 VNNI build: q4_0, q4_K and q6_K in sixteen-row panels,
- * engine/repack.h). llm_repack_size: the bytes it takes (0: nothing this
- * build repacks); llm_repack copies those matrices into a 64-byte-aligned
- * arena of that size, which must outlive the model, and points their
- * panels at it. The products then read the copies, with the same bits;
+ * file's (the AVX-512 VNNI build: q4_0, q4_K and q6_K in sixteen-row
+ * panels, q8_0 in LLMW's q8_0 layout for prefill; engine/repack.h).
+ * llm_repack_size: the bytes it takes (0: nothing this build repacks);
+ * llm_repack copies those matrices into a 64-byte-aligned arena of that
+ * size, which must outlive the model, and points their panels at it. The products then read the copies, with the same bits;
  * the file's bytes stay each tensor's data (the embedding lookup, the
  * scalar twins). A model loaded again is read in place until repacked. */
 size_t llm_repack_size(const llm_model *m);

@@ -1144,8 +1144,8 @@ static int stops_generation(const tok_tokenizer *t, int token) {
  * cache at start). Nothing reads a position before it is written. */
 static void touch_kv(engine *e, int n) {
     const llm_state *s = &e->state;
-    size_t row = (size_t)e->model.cfg.n_kv_heads * (size_t)e->model.cfg.head_size * llm__kv_elem_bytes(s->kv_type);
-    size_t layer = (size_t)s->ctx_len * row, used = (size_t)n * row;
+    size_t layer = (size_t)(llm_state_plan(&e->model.cfg, &e->plan).key_cache / (uint64_t)e->model.cfg.n_layers);
+    size_t used = layer / (size_t)s->ctx_len * (size_t)n;   /* a position's row, n times */
     for (int l = 0; l < e->model.cfg.n_layers && used; l++) {
         volatile unsigned char *k = (unsigned char *)s->key_cache + l * layer, *v = (unsigned char *)s->value_cache + l * layer;
         for (size_t at = 0; at < used; at += 4096) k[at] = v[at] = 0;
