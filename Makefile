@@ -27,7 +27,7 @@ CFLAGS_PORTABLE = -std=c99 -O2 $(FP) $(WARN)
 # (an AVX-512 machine's -march=native build takes the AVX-512 kernels)
 CFLAGS_AVX2 = -std=c99 -O3 -mavx2 -mfma -mf16c $(FP) $(OPENMP) $(WARN)
 HAVE_AVX2 := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo 1)
-CFLAGS_ASAN = -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(FP) $(OPENMP) $(WARN)
+CFLAGS_ASAN = -std=c99 -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $(FP) $(OPENMP) $(WARN)
 # i386: size_t is 32 bits as on the Cortex-M targets, so size arithmetic that wraps
 # shows here. Scalar floats in SSE2 (x87's 80-bit intermediates would break the one
 # float order); static, so qemu-i386 needs no i386 loader; asm/ headers from x86-64.
