@@ -83,6 +83,15 @@ LLM__INLINE float32x4_t llm__vcvtb_f32_f16(uint32x4_t h) {
     __asm__("vcvtb.f32.f16 q0, q0" : "=w"(out) : "w"(in));
     return out;
 }
+/* GCC 12's pre-allocation scheduler hoists the loads of a loop body ahead
+ * of the integer sums that free their registers, and its auto-increment
+ * pass copies the row pointers: with eight vector registers both spill.
+ * The q4_0 loop asks for the order it is written in. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LLM__MVE_IN_ORDER __attribute__((optimize("no-schedule-insns", "no-auto-inc-dec")))
+#else
+#define LLM__MVE_IN_ORDER
+#endif
 /* {a, b, c, d} from four core registers in two VMOVs of two lanes each
  * (GCC 12 builds the vector through the stack) */
 LLM__INLINE int32x4_t llm__vec4_s32(int32_t a, int32_t b, int32_t c, int32_t d) {
@@ -90,17 +99,18 @@ LLM__INLINE int32x4_t llm__vec4_s32(int32_t a, int32_t b, int32_t c, int32_t d) 
     __asm__("vmov %q0[2], %q0[0], %1, %3\n\tvmov %q0[3], %q0[1], %2, %4" : "=w"(v) : "r"(a), "r"(b), "r"(c), "r"(d));
     return v;
 }
-/* rows r[0..3] (off: r[i] - r[0] in bytes) . x over G groups, row i in lane
- * i: each lane steps along its row's groups as the twin does,
+/* rows r0 and r0 + k1, k2, k3 (bytes) . x over G groups, row i in lane i:
+ * each lane steps along its row's groups as the twin does,
  * acc = fma(isum, d * xs, acc), the same single-rounding operations in the
  * same order (VCVTB reads the four blocks' f16 d exactly, gathered at
- * r[0] + off), so the twin's bits. Half by half, the four rows' sums in
+ * r0 + {0, k1, k2, k3}), so the twin's bits. Half by half, the four rows' sums in
  * four registers: one half of x (two vectors) and a row's codes are all the
  * vectors live beside acc (Helium has eight). */
-__attribute__((optimize("no-schedule-insns", "no-auto-inc-dec"))) static float32x4_t llm__rows4_q4_0_mve(const unsigned char *const *r, uint32x4_t off, const int16_t *x,
-                                       const float *xs, int G) {
+LLM__MVE_IN_ORDER static float32x4_t llm__rows4_q4_0_mve(const unsigned char *r0, int32_t k1, int32_t k2, int32_t k3,
+                                                         const int16_t *x, const float *xs, int G) {
     float32x4_t acc = vdupq_n_f32(0.0f);
-    const unsigned char *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
+    const unsigned char *r1 = r0 + k1, *r2 = r0 + k2, *r3 = r0 + k3;
+    uint32x4_t off = vreinterpretq_u32_s32(llm__vec4_s32(0, k1, k2, k3));
     for (int g = 0; g < G; g++, x += LLM__GQ, r0 += 18, r1 += 18, r2 += 18, r3 += 18) {
         int16x8_t xlo = vld1q_s16(x), xhi = vld1q_s16(x + 16);
         int32_t xsum = vaddvaq_s16(vaddvq_s16(xlo), xhi);
@@ -125,15 +135,12 @@ __attribute__((optimize("no-schedule-insns", "no-auto-inc-dec"))) static float32
  * at least 4-byte aligned, so the gather reads whole f16 d's. */
 static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int nr, const int16_t *x, const float *xs,
                             int G) {
+    int32_t k = (int32_t)rb;   /* (a tensor's bytes are far below 2^31) */
     for (int a = 0; a < nr; a += 4) {
         int na = nr - a < 4 ? nr - a : 4;
-        const unsigned char *rc[4];
-        uint32_t off[4];
-        for (int i = 0; i < 4; i++) {
-            rc[i] = rows + (size_t)(a + (i < na ? i : na - 1)) * rb;
-            off[i] = (uint32_t)(rc[i] - rc[0]);
-        }
-        vstrwq_p_f32(o + a, llm__rows4_q4_0_mve(rc, vld1q_u32(off), x, xs, G), vctp32q((uint32_t)na));
+        int32_t k1 = na > 1 ? k : 0, k2 = na > 2 ? 2 * k : k1, k3 = na > 3 ? 3 * k : k2;
+        float32x4_t acc = llm__rows4_q4_0_mve(rows + (size_t)a * rb, k1, k2, k3, x, xs, G);
+        vstrwq_p_f32(o + a, acc, vctp32q((uint32_t)na));
     }
 }
 #define LLM__HAVE_GG_TILE_Q4_0 1
@@ -346,25 +353,53 @@ static inline int32_t llm__lround_m(float v) {
     memcpy(&t, &v, 4);
     return (t + 1 + (t >> 31)) >> 1;
 }
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
+/* Helium: the same steps four lanes at a time (its VCVT to fixed point
+ * truncates too), the last vector under a predicate */
+LLM__INLINE int32x4_t llm__lround4_mve(float32x4_t v) {
+    int32x4_t t = vcvtq_n_s32_f32(v, 1);
+    return vshrq_n_s32(vaddq_s32(vaddq_n_s32(t, 1), vshrq_n_s32(t, 31)), 1);
+}
+static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
+    for (int j = 0; j < n; j += 4) {
+        mve_pred16_t p = vctp32q((uint32_t)(n - j));
+        vstrbq_p_s32(xq + j, llm__lround4_mve(vmulq_n_f32(vldrwq_z_f32(x + j, p), inv)), p);
+    }
+}
+static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
+    for (int j = 0; j < n; j += 4) {
+        mve_pred16_t p = vctp32q((uint32_t)(n - j));
+        vstrhq_p_s32(xq + j, llm__lround4_mve(vmulq_n_f32(vldrwq_z_f32(x + j, p), inv)), p);
+    }
+}
+#else
 static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int8_t)llm__lround_m(x[j] * inv);
 }
 static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int16_t)llm__lround_m(x[j] * inv);
 }
+#endif
 /* simd.h's llm__group_amax in one integer pass, not two float passes (a
  * VCMP and a VMRS a value each): without their sign, finite floats' bits
  * order as their values, and infinity and NaN lie above them all
  * (0x7F800000 and up), so the bits' maximum is both max |x| and whether
- * every x is finite */
+ * every x is finite (Helium: four lanes at a time, VMAXV) */
 static inline uint32_t llm__amax_bits(const float *x, int n) {
     uint32_t m = 0;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
+    for (int j = 0; j < n; j += 4) {
+        uint32x4_t b = vreinterpretq_u32_f32(vldrwq_z_f32(x + j, vctp32q((uint32_t)(n - j))));   /* past n: 0 */
+        m = vmaxvq_u32(m, vbicq_n_u32(b, 0x80000000u));
+    }
+#else
     for (int j = 0; j < n; j++) {
         uint32_t b;
         memcpy(&b, x + j, 4);
         b &= 0x7FFFFFFFu;
         m = b > m ? b : m;
     }
+#endif
     return m;
 }
 #define LLM__HAVE_GROUP_AMAX 1
