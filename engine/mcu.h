@@ -249,8 +249,10 @@ static void llm__token_q8(float *o, const int8_t *w, const float *ws, const int8
             llm__q8_pairs_dsp(xp, x + (size_t)g0 * G, (c1 - g0 * G) / 4);
             for (a = 0; a + 2 <= nr; a += 2) {
                 float acc[2] = { g0 ? o[a] : 0.0f, g0 ? o[a + 1] : 0.0f };
-                if (G == 32) llm__rows2_q8_dsp(acc, w + (size_t)a * n, ws + (size_t)a * groups, groups, xs, xp, 32, n, g0, g1);
-                else llm__rows2_q8_dsp(acc, w + (size_t)a * n, ws + (size_t)a * groups, groups, xs, xp, G, n, g0, g1);
+                const int8_t *wa = w + (size_t)a * n;
+                const float *wsa = ws + (size_t)a * groups;
+                if (G == 32) llm__rows2_q8_dsp(acc, wa, wsa, groups, xs, xp, 32, n, g0, g1);
+                else llm__rows2_q8_dsp(acc, wa, wsa, groups, xs, xp, G, n, g0, g1);
                 o[a] = acc[0]; o[a + 1] = acc[1];
             }
         }

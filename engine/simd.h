@@ -10,7 +10,8 @@
  * load, store, dot32_i8 and q8_steps8 operations, optionally the weight /
  * token preparation llm__q8_wprep, _xcorr, _addcorr, _dot32 (LLM__HAVE_Q8_PREP)
  * and a whole 4 x 4 tile llm__tile_q8_4x4 (LLM__HAVE_Q8_TILE_4X4); without
- * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8).
+ * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8)
+ * or a token's products by a tile's rows, llm__token_q8 (LLM__HAVE_TOKEN_Q8).
  * An ISA file may also give LLM__NC_FP (tokens per f32/f16 tile, where
  * its registers hold more accumulators than the q8_0 tile's LLM__NC) and
  * llm__vkeep(v) (v pinned in a register: the compiler then cannot fold its
@@ -450,7 +451,8 @@ static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const
     const float *ws = wt->scale + (size_t)r * groups;
     (void)x;
     for (int b = 0; b < nc; b++)
-        llm__token_q8(out + (size_t)b * ldo, w, ws, xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, G, groups, nr);
+        llm__token_q8(out + (size_t)b * ldo, w, ws, xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, G,
+                      groups, nr);
 }
 #endif /* LLM__Q8_SIMD */
 

@@ -838,7 +838,8 @@ static void test_gguf_q4_0_odd_scales(void) {
     for (int b = 0; b < ROWS * NG; b++) memcpy(w + (size_t)b * 18, &ds[b % ND], 2);
     llm_tensor t = llm__tensor(w, NULL, LLM_TYPE_GGUF_Q4_0, ROWS, COLS, 0);
     float x[COLS], xs[NG], out[ROWS + 1];
-    int16_t *xq = calloc(4 * COLS, 2);   /* (room for four tokens: GCC's -Warray-bounds follows x86's tile into tokens nc never reaches) */
+    /* room for four tokens: GCC's -Warray-bounds follows x86's tile into tokens nc never reaches */
+    int16_t *xq = calloc(4 * COLS, 2);
     fill(x, COLS, 1.5f);
     llm__quantize_acts(&t, (int8_t *)(void *)xq, xs, x);
     for (int nr = 1; nr <= ROWS; nr++) {
