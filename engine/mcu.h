@@ -55,46 +55,96 @@ static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x)
     const int8_t *q = (const int8_t *)(const void *)(b + 2);
     return vmladavaq_s8(vmladavq_s8(vld1q_s8(q), vld1q_s8(x)), vld1q_s8(q + 16), vld1q_s8(x + 16));
 }
-/* q4_0 against int16 activation codes, Helium's own tile: a block's 16
- * code bytes widened by two VLDRB.U16 hold codes 0..7 and 8..15 in their
- * low nibbles and 16..23 and 24..31 in their high ones, so one VBIC or
- * VSHR each gives eight codes, unsigned, in x's own order; sum (q - 8) x =
- * sum q x - 8 sum x, and 8 sum x is taken once per token and group. Each
- * row steps along its groups as the twin does: the same bits. */
-LLM__INLINE int32_t llm__isum_q4_0_mve(const unsigned char *qs, const int16_t *x) {
-    uint16x8_t a = vldrbq_u16(qs), b = vldrbq_u16(qs + 8);   /* (VBIC #0xF0: the low nibbles, no mask register) */
-    int32_t s = vmladavq_s16(vreinterpretq_s16_u16(vbicq_n_u16(a, 0xF0)), vld1q_s16(x));
-    s = vmladavaq_s16(s, vreinterpretq_s16_u16(vbicq_n_u16(b, 0xF0)), vld1q_s16(x + 8));
-    s = vmladavaq_s16(s, vreinterpretq_s16_u16(vshrq_n_u16(a, 4)), vld1q_s16(x + 16));
-    return vmladavaq_s16(s, vreinterpretq_s16_u16(vshrq_n_u16(b, 4)), vld1q_s16(x + 24));
+#if __ARM_FEATURE_MVE & 2   /* the float vectors too (else simd.h's generic q4_0 tile) */
+/* q4_0 against int16 activation codes, Helium's own tile, four rows at a
+ * time in the four lanes of one float vector. A block's 16 code bytes in
+ * two halves of 8, each widened by a VLDRB.U16: half h holds codes 8h..8h+7
+ * in its low nibbles and 8h+16..8h+23 in its high ones, so one VBIC or VSHR
+ * each gives eight codes, unsigned, in x's own order; sum (q - 8) x =
+ * sum q x - 8 sum x. Exact, so the twin's integer sum. s + half h's sum
+ * against x's codes xlo = x[8h..], xhi = x[8h + 16..]: */
+LLM__INLINE int32_t llm__half_q4_0_mve(const unsigned char *q, int16x8_t xlo, int16x8_t xhi, int32_t s) {
+    uint16x8_t v = vldrbq_u16(q);   /* (VBIC #0xF0: the low nibbles, no mask register) */
+    s = vmladavaq_s16(s, vreinterpretq_s16_u16(vshrq_n_u16(v, 4)), xhi);
+    return vmladavaq_s16(s, vreinterpretq_s16_u16(vbicq_n_u16(v, 0xF0)), xlo);
 }
-#define LLM__HAVE_GG_TILE_Q4_0 1
-static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
-    int n = w->cols, G = n / LLM__GQ;
-    int32_t xsum8[64];   /* a chunk of 64 groups at a time */
-    const unsigned char *rows = llm__block_row(w, r);
-    size_t rb = llm__block_row_bytes(w);
-    (void)x;
-    for (int b = 0; b < nc; b++) {
-        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
-        const float *sb = xs + (size_t)(t + b) * G;
-        float *o = out + (size_t)b * ldo;
-        for (int c0 = 0; c0 < G; c0 += 64) {
-            int c1 = G - c0 < 64 ? G : c0 + 64;
-            for (int g = c0; g < c1; g++) xsum8[g - c0] = 8 * llm__sum_i16(xb + (size_t)g * LLM__GQ, LLM__GQ);
-            for (int a = 0; a < nr; a++) {
-                const unsigned char *row = rows + (size_t)a * rb;
-                float acc = c0 ? o[a] : 0.0f;
-                for (int g = c0; g < c1; g++) {
-                    int32_t isum = llm__isum_q4_0_mve(row + (size_t)g * 18 + 2, xb + (size_t)g * LLM__GQ) - xsum8[g - c0];
-                    acc = llm__gstep_q4_0(row, g, isum, 0, sb[g], acc);
-                }
-                o[a] = acc;
-            }
-        }
+/* the same from 0 (VMLADAV, no register to clear) */
+LLM__INLINE int32_t llm__half0_q4_0_mve(const unsigned char *q, int16x8_t xlo, int16x8_t xhi) {
+    uint16x8_t v = vldrbq_u16(q);
+    int32_t s = vmladavq_s16(vreinterpretq_s16_u16(vshrq_n_u16(v, 4)), xhi);
+    return vmladavaq_s16(s, vreinterpretq_s16_u16(vbicq_n_u16(v, 0xF0)), xlo);
+}
+/* the f16 in each lane's low half as f32, exactly: VCVTB, in q0 itself
+ * (binutils 2.40 encodes vcvtb.f32.f16's source register as a D register's
+ * number, right only for q0) */
+LLM__INLINE float32x4_t llm__vcvtb_f32_f16(uint32x4_t h) {
+    register uint32x4_t in __asm__("q0") = h;
+    register float32x4_t out __asm__("q0");
+    __asm__("vcvtb.f32.f16 q0, q0" : "=w"(out) : "w"(in));
+    return out;
+}
+/* GCC 12's pre-allocation scheduler hoists the loads of a loop body ahead
+ * of the integer sums that free their registers, and its auto-increment
+ * pass copies the row pointers: with eight vector registers both spill.
+ * The q4_0 loop asks for the order it is written in. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LLM__MVE_IN_ORDER __attribute__((optimize("no-schedule-insns", "no-auto-inc-dec")))
+#else
+#define LLM__MVE_IN_ORDER
+#endif
+/* {a, b, c, d} from four core registers in two VMOVs of two lanes each
+ * (GCC 12 builds the vector through the stack) */
+LLM__INLINE int32x4_t llm__vec4_s32(int32_t a, int32_t b, int32_t c, int32_t d) {
+    int32x4_t v;
+    __asm__("vmov %q0[2], %q0[0], %1, %3\n\tvmov %q0[3], %q0[1], %2, %4" : "=w"(v) : "r"(a), "r"(b), "r"(c), "r"(d));
+    return v;
+}
+/* rows r0 and r0 + k1, k2, k3 (bytes) . x over G groups, row i in lane i:
+ * each lane steps along its row's groups as the twin does,
+ * acc = fma(isum, d * xs, acc), the same single-rounding operations in the
+ * same order (VCVTB reads the four blocks' f16 d exactly, gathered at
+ * r0 + {0, k1, k2, k3}), so the twin's bits. Half by half, the four rows' sums in
+ * four registers: one half of x (two vectors) and a row's codes are all the
+ * vectors live beside acc (Helium has eight). */
+LLM__MVE_IN_ORDER static float32x4_t llm__rows4_q4_0_mve(const unsigned char *r0, int32_t k1, int32_t k2, int32_t k3,
+                                                         const int16_t *x, const float *xs, int G) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    const unsigned char *r1 = r0 + k1, *r2 = r0 + k2, *r3 = r0 + k3;
+    uint32x4_t off = vreinterpretq_u32_s32(llm__vec4_s32(0, k1, k2, k3));
+    for (int g = 0; g < G; g++, x += LLM__GQ, r0 += 18, r1 += 18, r2 += 18, r3 += 18) {
+        int16x8_t xlo = vld1q_s16(x), xhi = vld1q_s16(x + 16);
+        int32_t xsum = vaddvaq_s16(vaddvq_s16(xlo), xhi);
+        int32_t s0 = llm__half0_q4_0_mve(r0 + 2, xlo, xhi), s1 = llm__half0_q4_0_mve(r1 + 2, xlo, xhi);
+        int32_t s2 = llm__half0_q4_0_mve(r2 + 2, xlo, xhi), s3 = llm__half0_q4_0_mve(r3 + 2, xlo, xhi);
+        xlo = vld1q_s16(x + 8);
+        xhi = vld1q_s16(x + 24);
+        xsum = vaddvaq_s16(vaddvaq_s16(xsum, xlo), xhi);
+        s0 = llm__half_q4_0_mve(r0 + 10, xlo, xhi, s0);
+        s1 = llm__half_q4_0_mve(r1 + 10, xlo, xhi, s1);
+        s2 = llm__half_q4_0_mve(r2 + 10, xlo, xhi, s2);
+        s3 = llm__half_q4_0_mve(r3 + 10, xlo, xhi, s3);
+        int32x4_t isum = llm__vec4_s32(s0, s1, s2, s3);
+        float32x4_t d = llm__vcvtb_f32_f16(vldrhq_gather_offset_u32((const uint16_t *)(const void *)r0, off));
+        acc = vfmaq_f32(acc, vcvtq_f32_s32(vsubq_n_s32(isum, 8 * xsum)), vmulq_n_f32(d, xs[g]));
+    }
+    return acc;
+}
+/* one token's products by nr rows (rb bytes apart) of q4_0 blocks, four
+ * rows a call, a short last four repeating its last row in the spare lanes
+ * (their sums discarded: the store's predicate). The loaders keep tensors
+ * at least 4-byte aligned, so the gather reads whole f16 d's. */
+static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int nr, const int16_t *x, const float *xs,
+                            int G) {
+    int32_t k = (int32_t)rb;   /* (a tensor's bytes are far below 2^31) */
+    for (int a = 0; a < nr; a += 4) {
+        int na = nr - a < 4 ? nr - a : 4;
+        int32_t k1 = na > 1 ? k : 0, k2 = na > 2 ? 2 * k : k1, k3 = na > 3 ? 3 * k : k2;
+        float32x4_t acc = llm__rows4_q4_0_mve(rows + (size_t)a * rb, k1, k2, k3, x, xs, G);
+        vstrwq_p_f32(o + a, acc, vctp32q((uint32_t)na));
     }
 }
+#define LLM__HAVE_GG_TILE_Q4_0 1
+#endif
 #elif defined(__ARM_FEATURE_DSP) && !defined(MODEL_NO_SIMD) && !defined(__aarch64__)
 #include <arm_acle.h>
 /* bytes 1 and 3 of a, sign-extended to two int16: SXTB16's own rotation
@@ -185,34 +235,29 @@ LLM__INLINE void llm__rows2_q8_dsp(float *acc, const int8_t *w, const float *ws,
     }
     acc[0] = a0; acc[1] = a1;
 }
-#define LLM__HAVE_TILE_Q8 1
-static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
-                         const float *xs, int t, int nr, int nc) {
-    int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
-    const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
-    const float *ws = wt->scale + (size_t)r * groups;
+/* one token's products by nr rows of q8_0 (n columns, groups scales each;
+ * simd.h's llm__tile_q8 calls it token by token) */
+#define LLM__HAVE_TOKEN_Q8 1
+static void llm__token_q8(float *o, const int8_t *w, const float *ws, const int8_t *x, const float *xs, int n, int G,
+                          int groups, int nr) {
     uint32_t xp[LLM__DSP_CHUNK / 2];
-    (void)x;
-    for (int b = 0; b < nc; b++) {
-        const int8_t *xb = xq + (size_t)(t + b) * n;
-        const float *sb = xs + (size_t)(t + b) * groups;
-        float *o = out + (size_t)b * ldo;
-        int a = 0;
-        if (G % 4 == 0 && n % 4 == 0 && G <= LLM__DSP_CHUNK) {   /* groups of whole words */
-            int cg = LLM__DSP_CHUNK / G;   /* groups per chunk */
-            for (int g0 = 0; g0 < groups; g0 += cg) {
-                int g1 = groups - g0 < cg ? groups : g0 + cg, c1 = g1 * G < n ? g1 * G : n;
-                llm__q8_pairs_dsp(xp, xb + (size_t)g0 * G, (c1 - g0 * G) / 4);
-                for (a = 0; a + 2 <= nr; a += 2) {
-                    float acc[2] = { g0 ? o[a] : 0.0f, g0 ? o[a + 1] : 0.0f };
-                    if (G == 32) llm__rows2_q8_dsp(acc, w + (size_t)a * n, ws + (size_t)a * groups, groups, sb, xp, 32, n, g0, g1);
-                    else llm__rows2_q8_dsp(acc, w + (size_t)a * n, ws + (size_t)a * groups, groups, sb, xp, G, n, g0, g1);
-                    o[a] = acc[0]; o[a + 1] = acc[1];
-                }
+    int a = 0;
+    if (G % 4 == 0 && n % 4 == 0 && G <= LLM__DSP_CHUNK) {   /* groups of whole words */
+        int cg = LLM__DSP_CHUNK / G;   /* groups per chunk */
+        for (int g0 = 0; g0 < groups; g0 += cg) {
+            int g1 = groups - g0 < cg ? groups : g0 + cg, c1 = g1 * G < n ? g1 * G : n;
+            llm__q8_pairs_dsp(xp, x + (size_t)g0 * G, (c1 - g0 * G) / 4);
+            for (a = 0; a + 2 <= nr; a += 2) {
+                float acc[2] = { g0 ? o[a] : 0.0f, g0 ? o[a + 1] : 0.0f };
+                const int8_t *wa = w + (size_t)a * n;
+                const float *wsa = ws + (size_t)a * groups;
+                if (G == 32) llm__rows2_q8_dsp(acc, wa, wsa, groups, xs, xp, 32, n, g0, g1);
+                else llm__rows2_q8_dsp(acc, wa, wsa, groups, xs, xp, G, n, g0, g1);
+                o[a] = acc[0]; o[a + 1] = acc[1];
             }
         }
-        for (; a < nr; a++) o[a] = llm__dot_q8(w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G);
     }
+    for (; a < nr; a++) o[a] = llm__dot_q8(w + (size_t)a * n, ws + (size_t)a * groups, x, xs, n, G);
 }
 
 /* q4_0 against int16 codes: each group's codes as the pairs llm__x16_pairs
@@ -254,36 +299,44 @@ LLM__INLINE void llm__isum2_q4_0_dsp(int32_t *s, const unsigned char *q0, const 
     }
     s[0] = s0 - xp->xsum8; s[1] = s1 - xp->xsum8;
 }
-#define LLM__HAVE_GG_TILE_Q4_0 1
-static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
-    int n = w->cols, G = n / LLM__GQ, cg = LLM__DSP_CHUNK / LLM__GQ;
+/* one token's products by nr rows (rb bytes apart) of q4_0 blocks, G groups */
+static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int nr, const int16_t *x, const float *xs,
+                            int G) {
+    int cg = LLM__DSP_CHUNK / LLM__GQ;
     uint32_t m = 0x000F000Fu;
     llm__q4_pairs xp[LLM__DSP_CHUNK / LLM__GQ];
+    for (int g0 = 0; g0 < G; g0 += cg) {
+        int g1 = G - g0 < cg ? G : g0 + cg;
+        llm__q4_pairs_dsp(xp, x + (size_t)g0 * LLM__GQ, g1 - g0);
+        for (int a = 0; a < nr; a += 2) {   /* an odd last row: twice, its twin's sums discarded */
+            const unsigned char *r0 = rows + (size_t)a * rb, *r1 = a + 1 < nr ? r0 + rb : r0;
+            float a0 = g0 ? o[a] : 0.0f, a1 = g0 && a + 1 < nr ? o[a + 1] : 0.0f;
+            for (int g = g0; g < g1; g++) {
+                int32_t s[2];
+                llm__isum2_q4_0_dsp(s, r0 + (size_t)g * 18 + 2, r1 + (size_t)g * 18 + 2, xp + (g - g0), m);
+                a0 = llm__gstep_q4_0(r0, g, s[0], 0, xs[g], a0);
+                a1 = llm__gstep_q4_0(r1, g, s[1], 0, xs[g], a1);
+            }
+            o[a] = a0;
+            if (a + 1 < nr) o[a + 1] = a1;
+        }
+    }
+}
+#define LLM__HAVE_GG_TILE_Q4_0 1
+#endif
+
+#ifdef LLM__HAVE_GG_TILE_Q4_0
+/* The q4_0 tile of Helium and of the DSP: token by token, each by the ISA's
+ * llm__token_q4_0 over the tile's rows */
+static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    int n = w->cols, G = n / LLM__GQ;
     const unsigned char *rows = llm__block_row(w, r);
     size_t rb = llm__block_row_bytes(w);
     (void)x;
-    for (int b = 0; b < nc; b++) {
-        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
-        const float *sb = xs + (size_t)(t + b) * G;
-        float *o = out + (size_t)b * ldo;
-        for (int g0 = 0; g0 < G; g0 += cg) {
-            int g1 = G - g0 < cg ? G : g0 + cg;
-            llm__q4_pairs_dsp(xp, xb + (size_t)g0 * LLM__GQ, g1 - g0);
-            for (int a = 0; a < nr; a += 2) {   /* an odd last row: twice, its twin's sums discarded */
-                const unsigned char *r0 = rows + (size_t)a * rb, *r1 = a + 1 < nr ? r0 + rb : r0;
-                float a0 = g0 ? o[a] : 0.0f, a1 = g0 && a + 1 < nr ? o[a + 1] : 0.0f;
-                for (int g = g0; g < g1; g++) {
-                    int32_t s[2];
-                    llm__isum2_q4_0_dsp(s, r0 + (size_t)g * 18 + 2, r1 + (size_t)g * 18 + 2, xp + (g - g0), m);
-                    a0 = llm__gstep_q4_0(r0, g, s[0], 0, sb[g], a0);
-                    a1 = llm__gstep_q4_0(r1, g, s[1], 0, sb[g], a1);
-                }
-                o[a] = a0;
-                if (a + 1 < nr) o[a + 1] = a1;
-            }
-        }
-    }
+    for (int b = 0; b < nc; b++)
+        llm__token_q4_0(out + (size_t)b * ldo, rows, rb, nr, (const int16_t *)(const void *)xq + (size_t)(t + b) * n,
+                        xs + (size_t)(t + b) * G, G);
 }
 #endif
 
@@ -302,25 +355,53 @@ static inline int32_t llm__lround_m(float v) {
     memcpy(&t, &v, 4);
     return (t + 1 + (t >> 31)) >> 1;
 }
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
+/* Helium: the same steps four lanes at a time (its VCVT to fixed point
+ * truncates too), the last vector under a predicate */
+LLM__INLINE int32x4_t llm__lround4_mve(float32x4_t v) {
+    int32x4_t t = vcvtq_n_s32_f32(v, 1);
+    return vshrq_n_s32(vaddq_s32(vaddq_n_s32(t, 1), vshrq_n_s32(t, 31)), 1);
+}
+static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
+    for (int j = 0; j < n; j += 4) {
+        mve_pred16_t p = vctp32q((uint32_t)(n - j));
+        vstrbq_p_s32(xq + j, llm__lround4_mve(vmulq_n_f32(vldrwq_z_f32(x + j, p), inv)), p);
+    }
+}
+static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
+    for (int j = 0; j < n; j += 4) {
+        mve_pred16_t p = vctp32q((uint32_t)(n - j));
+        vstrhq_p_s32(xq + j, llm__lround4_mve(vmulq_n_f32(vldrwq_z_f32(x + j, p), inv)), p);
+    }
+}
+#else
 static void llm__round_q8(int8_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int8_t)llm__lround_m(x[j] * inv);
 }
 static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
     for (int j = 0; j < n; j++) xq[j] = (int16_t)llm__lround_m(x[j] * inv);
 }
+#endif
 /* simd.h's llm__group_amax in one integer pass, not two float passes (a
  * VCMP and a VMRS a value each): without their sign, finite floats' bits
  * order as their values, and infinity and NaN lie above them all
  * (0x7F800000 and up), so the bits' maximum is both max |x| and whether
- * every x is finite */
+ * every x is finite (Helium: four lanes at a time, VMAXV) */
 static inline uint32_t llm__amax_bits(const float *x, int n) {
     uint32_t m = 0;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 2)
+    for (int j = 0; j < n; j += 4) {
+        uint32x4_t b = vreinterpretq_u32_f32(vldrwq_z_f32(x + j, vctp32q((uint32_t)(n - j))));   /* past n: 0 */
+        m = vmaxvq_u32(m, vbicq_n_u32(b, 0x80000000u));
+    }
+#else
     for (int j = 0; j < n; j++) {
         uint32_t b;
         memcpy(&b, x + j, 4);
         b &= 0x7FFFFFFFu;
         m = b > m ? b : m;
     }
+#endif
     return m;
 }
 #define LLM__HAVE_GROUP_AMAX 1

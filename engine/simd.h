@@ -10,7 +10,8 @@
  * load, store, dot32_i8 and q8_steps8 operations, optionally the weight /
  * token preparation llm__q8_wprep, _xcorr, _addcorr, _dot32 (LLM__HAVE_Q8_PREP)
  * and a whole 4 x 4 tile llm__tile_q8_4x4 (LLM__HAVE_Q8_TILE_4X4); without
- * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8).
+ * them, optionally llm__isum4_i8 (four rows' exact sums, LLM__HAVE_ISUM4_I8)
+ * or a token's products by a tile's rows, llm__token_q8 (LLM__HAVE_TOKEN_Q8).
  * An ISA file may also give LLM__NC_FP (tokens per f32/f16 tile, where
  * its registers hold more accumulators than the q8_0 tile's LLM__NC) and
  * llm__vkeep(v) (v pinned in a register: the compiler then cannot fold its
@@ -417,10 +418,11 @@ static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const
     else if (G % 32 == 0 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 1);
     else llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 0);
 }
-#elif !defined(LLM__HAVE_TILE_Q8)   /* mcu.h's DSP tile */
-/* The q8_0 tile without q8_0 vectors: four rows at a time share each load
- * of the activations (llm__isum4_i8: SMLAD, Helium's VMLADAV or plain C),
- * each row stepping along its groups as the twin does. */
+#else   /* no q8_0 vectors: token by token, each by mcu.h's DSP rows or these */
+#ifndef LLM__HAVE_TOKEN_Q8
+/* Four rows at a time share each load of the activations (llm__isum4_i8:
+ * Helium's VMLADAV or plain C), each row stepping along its groups as the
+ * twin does. */
 static void llm__rows4_q8(float *out, const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n,
                           int G, int groups) {
     float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
@@ -434,20 +436,23 @@ static void llm__rows4_q8(float *out, const int8_t *w, const float *ws, const in
     }
     out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3;
 }
+/* one token's products by nr rows of q8_0 (n columns, groups scales each) */
+static void llm__token_q8(float *o, const int8_t *w, const float *ws, const int8_t *x, const float *xs, int n, int G,
+                          int groups, int nr) {
+    int a = 0;
+    for (; a + 4 <= nr; a += 4) llm__rows4_q8(o + a, w + (size_t)a * n, ws + (size_t)a * groups, x, xs, n, G, groups);
+    for (; a < nr; a++) o[a] = llm__dot_q8(w + (size_t)a * n, ws + (size_t)a * groups, x, xs, n, G);
+}
+#endif
 static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
                          const float *xs, int t, int nr, int nc) {
     int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
     const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
     const float *ws = wt->scale + (size_t)r * groups;
     (void)x;
-    for (int b = 0; b < nc; b++) {
-        const int8_t *xb = xq + (size_t)(t + b) * n;
-        const float *sb = xs + (size_t)(t + b) * groups;
-        float *o = out + (size_t)b * ldo;
-        int a = 0;
-        for (; a + 4 <= nr; a += 4) llm__rows4_q8(o + a, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G, groups);
-        for (; a < nr; a++) o[a] = llm__dot_q8(w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G);
-    }
+    for (int b = 0; b < nc; b++)
+        llm__token_q8(out + (size_t)b * ldo, w, ws, xq + (size_t)(t + b) * n, xs + (size_t)(t + b) * groups, n, G,
+                      groups, nr);
 }
 #endif /* LLM__Q8_SIMD */
 

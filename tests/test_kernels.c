@@ -858,6 +858,38 @@ static void test_gguf_tile_shapes(void) {
     }
 }
 
+/* q4_0 blocks whose f16 d is no ordinary number: subnormal, zero of either
+ * sign, the largest finite, infinity and NaN (Helium converts four at once
+ * with its vector VCVTB, the twin one by one), on 1 to 7 rows, so that a
+ * tile of four rows has 1, 2 and 3 left over: each value the twin's bit
+ * for bit (NaN where the twin's is NaN), and nothing written past nr. */
+static void test_gguf_q4_0_odd_scales(void) {
+    const llm__type_traits *tr = &llm__traits[LLM_TYPE_GGUF_Q4_0];
+    uint16_t ds[] = { 0x0001, 0x03FF, 0x0000, 0x8000, 0x7BFF, 0xFBFF, 0x7C00, 0x7E00, 0x8001, 0x3C00, 0x0400 };
+    enum { ROWS = 7, COLS = 96, NG = COLS / 32, ND = sizeof ds / sizeof ds[0] };
+    int no_d[2] = { -1, -1 }, wrong = 0, stray = 0;
+    unsigned char *w = random_blocks(tr, ROWS, NG * 18, no_d);
+    for (int b = 0; b < ROWS * NG; b++) memcpy(w + (size_t)b * 18, &ds[b % ND], 2);
+    llm_tensor t = llm__tensor(w, NULL, LLM_TYPE_GGUF_Q4_0, ROWS, COLS, 0);
+    float x[COLS], xs[NG], out[ROWS + 1];
+    /* room for four tokens: GCC's -Warray-bounds follows x86's tile into tokens nc never reaches */
+    int16_t *xq = calloc(4 * COLS, 2);
+    fill(x, COLS, 1.5f);
+    llm__quantize_acts(&t, (int8_t *)(void *)xq, xs, x);
+    for (int nr = 1; nr <= ROWS; nr++) {
+        for (int a = 0; a <= ROWS; a++) out[a] = 12345.0f;
+        tr->tile(out, ROWS, &t, 0, NULL, (const int8_t *)(const void *)xq, xs, 0, nr, 1);
+        for (int a = 0; a < nr; a++) {
+            float want = tr->dot(&t, a, NULL, (const int8_t *)(const void *)xq, xs);
+            wrong += isnan(want) ? !isnan(out[a]) : memcmp(&want, &out[a], 4) != 0;
+        }
+        for (int a = nr; a <= ROWS; a++) stray += out[a] != 12345.0f;
+    }
+    check(wrong == 0, "gguf_q4_0_odd_scales_eq_twin", "%g values differ (want %g: bit for bit)", wrong, 0);
+    check(stray == 0, "gguf_q4_0_odd_scales_writes_only_nr", "%g stray writes (want %g)", stray, 0);
+    free(w); free(xq);
+}
+
 /* LLMW's q4_0 and q4_K rows of any length, zero-padded to whole blocks in
  * the file: the products run the block kernels on the padded row with the
  * activations' codes zero-padded, so the padding adds nothing whatever its
@@ -971,6 +1003,7 @@ int main(int argc, char **argv) {
     test_matmul_fast();
     test_gguf_blocks();
     test_gguf_tile_shapes();
+    test_gguf_q4_0_odd_scales();
     test_padded_blocks();
     test_gguf_q6k_extremes();
     test_attention_fast();
