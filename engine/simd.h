@@ -157,6 +157,15 @@ static int llm__tile_tokens(int type) {
 }
 
 #ifdef LLM__VL
+/* Decode (one token) streams W from DRAM once, a few rows side by side:
+ * rows of a few KB are too short for the hardware prefetcher to get ahead
+ * of them (on Zen 5 one thread's f16 decode then read well under half of
+ * the bandwidth a plain sum reaches), so each row fetches the line this many
+ * bytes ahead of it, some way into the rows that follow (a block's rows are
+ * contiguous); tuned on Zen 5, where 4 to 8 KB did about as well */
+#ifndef LLM__PF_DECODE
+#define LLM__PF_DECODE 6144
+#endif
 /* L1 bytes (of the 48 KB of Zen 5 and of Intel's recent cores) that a tile's
  * token vectors and two panels of W may fill, so that the next panel can be
  * fetched ahead without evicting the tokens that every panel reuses */
@@ -167,7 +176,8 @@ static int llm__tile_tokens(int type) {
  * f16 = 1, f16) and nc tokens of X. Inlined where nr, nc and f16 are
  * constants, so the accumulators live in registers and the load is one.
  * With several tokens, while the next panel's rows fit in L1 beside these
- * tokens, they are prefetched (its first pass brings W from L3 or DRAM).
+ * tokens, they are prefetched (its first pass brings W from L3 or DRAM);
+ * with one, W's stream LLM__PF_DECODE bytes ahead.
  * Columns k0..k1 only (k0 a multiple of the vector width; k1 too, or n):
  * the lane accumulators start from part (k0 > 0) and go back to it (k1 < n),
  * so a row taken in column chunks adds the same lanes in the same order. */
@@ -175,6 +185,7 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
                               int k0, int k1, llm__vf *part) {
     const float *w32 = (const float *)w;
     const uint16_t *w16 = (const uint16_t *)w;
+    size_t eb = f16 ? 2 : 4;
     int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * (f16 ? 2 : 4)) <= LLM__L1_TILE_BYTES;
     llm__vf acc[LLM__NR][LLM__NC_FP];
     for (int a = 0; a < nr; a++)
@@ -186,6 +197,8 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
         LLM__UNROLL for (int a = 0; a < nr; a++) {
             llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
             if (ahead) LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
+            if (nc == 1 && (size_t)j * eb % 64 < LLM__VL * eb)   /* one per cache line */
+                LLM__PREFETCH((const char *)w + ((size_t)a * n + j) * eb + LLM__PF_DECODE);
             LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
         }
     }
@@ -366,7 +379,11 @@ LLM__INLINE void llm__tile_q8_pairs(float *out, int ldo, const int8_t *w, const 
                 xc[b] = llm__q8_xcorr(xv[b]);
             }
             LLM__UNROLL for (int a = 0; a < nr; a++) {
+#ifdef LLM__PF_Q8
+                if (nc == 1) LLM__PREFETCH(w + (size_t)a * n + g0 + c0 + LLM__PF_Q8);
+#else
                 if (nc == 1) LLM__PREFETCH(w + (size_t)(a + 8) * n + g0 + c0);   /* decode: the next tile's rows */
+#endif
                 llm__i8x32 wv = llm__q8_wprep(llm__load32_i8(w + (size_t)a * n + g0 + c0, len));
                 LLM__UNROLL for (int b = 0; b < nc; b++)
                     isum[a * nc + b] = llm__q8_dot32(llm__q8_addcorr(isum[a * nc + b], xc[b]), wv, xv[b]);
