@@ -28,6 +28,15 @@
  * width) fill one last zero-padded vector; the scalar twins in ref.h are the
  * reference. */
 #define LLM__NR 4                      /* rows per tile */
+/* Decode (one token) streams W from DRAM once, a few rows side by side:
+ * rows of a few KB are too short for the hardware prefetcher to get ahead
+ * of them (on Zen 5 one thread's f16 decode then read well under half of
+ * the bandwidth a plain sum reaches), so each row fetches the line this many
+ * bytes ahead of it, some way into the rows that follow (a block's rows are
+ * contiguous); tuned on Zen 5, where 4 to 8 KB did about as well */
+#ifndef LLM__PF_DECODE
+#define LLM__PF_DECODE 6144
+#endif
 
 #include "x86.h"
 #include "neon.h"
@@ -157,15 +166,6 @@ static int llm__tile_tokens(int type) {
 }
 
 #ifdef LLM__VL
-/* Decode (one token) streams W from DRAM once, a few rows side by side:
- * rows of a few KB are too short for the hardware prefetcher to get ahead
- * of them (on Zen 5 one thread's f16 decode then read well under half of
- * the bandwidth a plain sum reaches), so each row fetches the line this many
- * bytes ahead of it, some way into the rows that follow (a block's rows are
- * contiguous); tuned on Zen 5, where 4 to 8 KB did about as well */
-#ifndef LLM__PF_DECODE
-#define LLM__PF_DECODE 6144
-#endif
 /* L1 bytes (of the 48 KB of Zen 5 and of Intel's recent cores) that a tile's
  * token vectors and two panels of W may fill, so that the next panel can be
  * fetched ahead without evicting the tokens that every panel reuses */
@@ -379,11 +379,7 @@ LLM__INLINE void llm__tile_q8_pairs(float *out, int ldo, const int8_t *w, const 
                 xc[b] = llm__q8_xcorr(xv[b]);
             }
             LLM__UNROLL for (int a = 0; a < nr; a++) {
-#ifdef LLM__PF_Q8
-                if (nc == 1) LLM__PREFETCH(w + (size_t)a * n + g0 + c0 + LLM__PF_Q8);
-#else
                 if (nc == 1) LLM__PREFETCH(w + (size_t)(a + 8) * n + g0 + c0);   /* decode: the next tile's rows */
-#endif
                 llm__i8x32 wv = llm__q8_wprep(llm__load32_i8(w + (size_t)a * n + g0 + c0, len));
                 LLM__UNROLL for (int b = 0; b < nc; b++)
                     isum[a * nc + b] = llm__q8_dot32(llm__q8_addcorr(isum[a * nc + b], xc[b]), wv, xv[b]);
@@ -400,8 +396,9 @@ LLM__INLINE void llm__tile_q8_pairs(float *out, int ldo, const int8_t *w, const 
 }
 
 /* Any nr x nc tile from the fully unrolled ones: the full NR x NC tile in
- * the hot loop, else token by token 8 x 1 tiles (decode: eight rows fill
- * one step's vector), then 4 x 1 and 1 x 1 ones at the edges. */
+ * the hot loop, else token by token 16 x 1 tiles where the ISA file has them
+ * (groups of 32), 8 x 1 tiles (decode: eight rows fill one step's vector),
+ * then 4 x 1 and 1 x 1 ones at the edges. */
 LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
                                const float *xs, int n, int G, int nr, int nc, int whole) {
     int groups = (n + G - 1) / G;
@@ -414,6 +411,10 @@ LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float
         const float *sb = xs + (size_t)b * groups;
         float *o = out + (size_t)b * ldo;
         int a = 0;
+#ifdef LLM__HAVE_Q8_TILE_16X1
+        if (G == 32 && whole)
+            for (; a + 16 <= nr; a += 16) llm__tile_q8_16x1(o + a, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n);
+#endif
 #define LLM__Q8_ROWS(k) llm__tile_q8_pairs(o + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G, k, 1, whole)
         for (; a + 8 <= nr; a += 8) LLM__Q8_ROWS(8);
         for (; a + 4 <= nr; a += 4) LLM__Q8_ROWS(4);
