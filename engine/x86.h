@@ -287,9 +287,7 @@ static void llm__tile_q8_4x4(float *out, int ldo, const int8_t *w, const float *
  * 16 groups come in as one vector per row, multiplied, then transposed to
  * one vector per group. Each group is then one step of ref.h's order for
  * all 16 rows, acc = fma(isum, ws * xs, acc), where the 8-row tile spends
- * most of its time putting scales and sums in place. Each row prefetches
- * the next tile's row as it goes (6 KB ahead, LLM__PF_DECODE, was too
- * short for 16 rows of 768 bytes and more). */
+ * most of its time putting scales and sums in place. */
 #define LLM__HAVE_Q8_TILE_16X1 1
 /* v[k] becomes lane k of the 16 vectors v[0..15] (a 16 x 16 transpose) */
 LLM__INLINE void llm__transpose16(__m512 *v) {
@@ -317,6 +315,7 @@ LLM__INLINE void llm__transpose16(__m512 *v) {
 static void llm__tile_q8_16x1(float *out, const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     int groups = n / 32;
+    size_t pf = llm__pf_ahead(16 * (size_t)n);   /* bytes of W whole tiles ahead (simd.h) */
     __m512 acc = _mm512_setzero_ps();
     for (int g0 = 0; g0 < groups; g0 += 16) {
         int ng = groups - g0 < 16 ? groups - g0 : 16;
@@ -324,7 +323,7 @@ static void llm__tile_q8_16x1(float *out, const int8_t *w, const float *ws, cons
         __m512 sc[16];   /* row a's ws * xs of groups g0.., then (transposed) group g0 + k's of the rows */
         __m512 xsv = _mm512_maskz_loadu_ps(gm, xs + g0);
         for (int a = 0; a < 16; a++) {
-            LLM__PREFETCH(ws + (size_t)(a + 16) * groups + g0);   /* the next tile's, as below */
+            LLM__PREFETCH_AHEAD(ws + (size_t)a * groups + g0 + pf / 32, pf);   /* the scales of the rows prefetched below */
             sc[a] = _mm512_mul_ps(_mm512_maskz_loadu_ps(gm, ws + (size_t)a * groups + g0), xsv);
         }
         llm__transpose16(sc);
@@ -337,7 +336,7 @@ static void llm__tile_q8_16x1(float *out, const int8_t *w, const float *ws, cons
             __m512i z[16], u[8], v[4];
             for (int a = 0; a < 16; a++) {
                 const int8_t *wa = w + (size_t)a * n + at;
-                LLM__PREFETCH(wa + 16 * (size_t)n);   /* the next tile's row a: 8-32 KB ahead did best on Zen 5 */
+                LLM__PREFETCH_AHEAD(wa + pf, pf);
                 z[a] = _mm512_dpbusd_epi32(neg, _mm512_xor_si512(_mm512_maskz_loadu_epi8(bm, wa), bias), x);
             }
             /* each 128-bit block: lanes 0+2 and 1+3, two rows interleaved */
