@@ -200,7 +200,7 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
     const float *w32 = (const float *)w;
     const uint16_t *w16 = (const uint16_t *)w;
     size_t eb = f16 ? 2 : 4;
-    int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * (f16 ? 2 : 4)) <= LLM__L1_TILE_BYTES;
+    int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * eb) <= LLM__L1_TILE_BYTES;
     size_t pf = nc == 1 ? llm__pf_ahead((size_t)nr * n * eb) : 0;   /* decode's prefetch distance */
     llm__vf acc[LLM__NR][LLM__NC_FP];
     for (int a = 0; a < nr; a++)
