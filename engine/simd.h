@@ -29,6 +29,29 @@
  * width) fill one last zero-padded vector; the scalar twins in ref.h are the
  * reference. */
 #define LLM__NR 4                      /* rows per tile */
+/* Decode (one token) streams W from DRAM once, a tile of rows side by side:
+ * rows of a few KB are too short for the hardware prefetcher to get ahead
+ * of them (on Zen 5 one thread's f16 decode then read well under half of
+ * the bandwidth a plain sum reaches). So each row fetches the line at its
+ * column of the same row whole tiles ahead (a block's rows are contiguous):
+ * read as many tiles later, and at least LLM__PF_DECODE bytes ahead. A
+ * fixed distance shorter than a tile would fetch lines of this tile's other
+ * rows, read at about the same time. Lines come in as read-once (they leave
+ * L2 and L3 alone) while they stay well inside L1 (48 KB on Zen 5 and on
+ * Intel's recent cores) until read. Tuned on Zen 5: 4-8 KB alike for f32
+ * and f16, a whole 16-row tile (8-32 KB) best for q8_0. */
+#ifndef LLM__PF_DECODE
+#define LLM__PF_DECODE 6144
+#endif
+#ifndef LLM__PF_ONCE_MAX
+#define LLM__PF_ONCE_MAX (32 * 1024)
+#endif
+/* the prefetch distance for tiles of tile_bytes */
+static inline size_t llm__pf_ahead(size_t tile_bytes) {
+    return (LLM__PF_DECODE + tile_bytes - 1) / tile_bytes * tile_bytes;
+}
+#define LLM__PREFETCH_AHEAD(p, ahead) \
+    do { if ((ahead) <= LLM__PF_ONCE_MAX) LLM__PREFETCH_ONCE(p); else LLM__PREFETCH(p); } while (0)
 
 #include "x86.h"
 #include "neon.h"
@@ -168,7 +191,8 @@ static int llm__tile_tokens(int type) {
  * f16 = 1, f16) and nc tokens of X. Inlined where nr, nc and f16 are
  * constants, so the accumulators live in registers and the load is one.
  * With several tokens, while the next panel's rows fit in L1 beside these
- * tokens, they are prefetched (its first pass brings W from L3 or DRAM).
+ * tokens, they are prefetched (its first pass brings W from L3 or DRAM);
+ * with one, W's stream whole tiles ahead (llm__pf_ahead).
  * Columns k0..k1 only (k0 a multiple of the vector width; k1 too, or n):
  * the lane accumulators start from part (k0 > 0) and go back to it (k1 < n),
  * so a row taken in column chunks adds the same lanes in the same order. */
@@ -176,7 +200,9 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
                               int k0, int k1, llm__vf *part) {
     const float *w32 = (const float *)w;
     const uint16_t *w16 = (const uint16_t *)w;
-    int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * (f16 ? 2 : 4)) <= LLM__L1_TILE_BYTES;
+    size_t eb = f16 ? 2 : 4;
+    int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * eb) <= LLM__L1_TILE_BYTES;
+    size_t pf = nc == 1 ? llm__pf_ahead((size_t)nr * n * eb) : 0;   /* decode's prefetch distance */
     llm__vf acc[LLM__NR][LLM__NC_FP];
     for (int a = 0; a < nr; a++)
         for (int b = 0; b < nc; b++) acc[a][b] = k0 ? part[a * LLM__NC_FP + b] : llm__vzero();
@@ -187,6 +213,8 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
         LLM__UNROLL for (int a = 0; a < nr; a++) {
             llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
             if (ahead) LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
+            if (nc == 1 && (size_t)j * eb % 64 < LLM__VL * eb)   /* one per cache line */
+                LLM__PREFETCH_AHEAD((const char *)w + ((size_t)a * n + j) * eb + pf, pf);
             LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
         }
     }
@@ -384,8 +412,9 @@ LLM__INLINE void llm__tile_q8_pairs(float *out, int ldo, const int8_t *w, const 
 }
 
 /* Any nr x nc tile from the fully unrolled ones: the full NR x NC tile in
- * the hot loop, else token by token 8 x 1 tiles (decode: eight rows fill
- * one step's vector), then 4 x 1 and 1 x 1 ones at the edges. */
+ * the hot loop, else token by token 16 x 1 tiles where the ISA file has them
+ * (groups of 32), 8 x 1 tiles (decode: eight rows fill one step's vector),
+ * then 4 x 1 and 1 x 1 ones at the edges. */
 LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
                                const float *xs, int n, int G, int nr, int nc, int whole) {
     int groups = (n + G - 1) / G;
@@ -398,6 +427,10 @@ LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float
         const float *sb = xs + (size_t)b * groups;
         float *o = out + (size_t)b * ldo;
         int a = 0;
+#ifdef LLM__HAVE_Q8_TILE_16X1
+        if (G == 32 && whole)
+            for (; a + 16 <= nr; a += 16) llm__tile_q8_16x1(o + a, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n);
+#endif
 #define LLM__Q8_ROWS(k) llm__tile_q8_pairs(o + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G, k, 1, whole)
         for (; a + 8 <= nr; a += 8) LLM__Q8_ROWS(8);
         for (; a + 4 <= nr; a += 4) LLM__Q8_ROWS(4);

@@ -255,13 +255,13 @@ LLM__INLINE __m512 llm__q8_steps16(__m512 acc, const __m512i *z, const float *ws
 static void llm__tile_q8_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq, const float *xs,
                              int n, int G) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    int groups = n / G;
+    int groups = (n + G - 1) / G;   /* the last one short where G does not divide n (n a multiple of 32) */
     __m512 acc = _mm512_setzero_ps();
     for (int g = 0; g < groups; g++) {
-        int g0 = g * G;
+        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
         __m512i z[8];     /* z[2a + p]: row a, tokens 2p and 2p + 1 */
         for (int k = 0; k < 8; k++) z[k] = _mm512_setzero_si512();
-        for (int c0 = 0; c0 < G; c0 += 32) {
+        for (int c0 = 0; c0 < glen; c0 += 32) {
             __m512i x[2], neg[2];
             for (int p = 0; p < 2; p++) {
                 x[p] = _mm512_inserti64x4(_mm512_castsi256_si512(llm__i8x32_load(xq + (size_t)(2 * p) * n + g0 + c0)),
@@ -278,6 +278,81 @@ static void llm__tile_q8_4x4(float *out, int ldo, const int8_t *w, const float *
     float total[16];
     _mm512_storeu_ps(total, acc);
     for (int L = 0; L < 16; L++) out[(size_t)(2 * (L & 1) + ((L >> 2) & 1)) * ldo + 2 * (L >> 3) + ((L >> 1) & 1)] = total[L];
+}
+/* Decode of q8_0 with groups of 32: 16 rows x 1 token, a row per lane of
+ * one accumulator. Each row's 64 bytes (two groups) are one load and one
+ * dpbusd; the sixteen rows' integer lanes reduce to two vectors of totals
+ * (group g, then g + 1, rows in order) in four rounds of unpack or block
+ * shuffle and add (exact integers, so any tree does); the scales ws * xs of
+ * 16 groups come in as one vector per row, multiplied, then transposed to
+ * one vector per group. Each group is then one step of ref.h's order for
+ * all 16 rows, acc = fma(isum, ws * xs, acc), where the 8-row tile spends
+ * most of its time putting scales and sums in place. */
+#define LLM__HAVE_Q8_TILE_16X1 1
+/* v[k] becomes lane k of the 16 vectors v[0..15] (a 16 x 16 transpose) */
+LLM__INLINE void llm__transpose16(__m512 *v) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {          /* pairs of rows interleaved */
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)            /* quads: four rows' lane 4b + k in block b of v[i + k] */
+        for (int k = 0; k < 2; k++) {
+            __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
+            v[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+            v[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        }
+    for (int i = 0; i < 16; i += 8)            /* 128-bit blocks of rows i..i+7 */
+        for (int k = 0; k < 4; k++) {
+            t[i + k] = _mm512_shuffle_f32x4(v[i + k], v[i + k + 4], 0x88);
+            t[i + k + 4] = _mm512_shuffle_f32x4(v[i + k], v[i + k + 4], 0xDD);
+        }
+    for (int k = 0; k < 8; k++) {              /* and of all 16 rows */
+        v[k] = _mm512_shuffle_f32x4(t[k], t[k + 8], 0x88);
+        v[k + 8] = _mm512_shuffle_f32x4(t[k], t[k + 8], 0xDD);
+    }
+}
+static void llm__tile_q8_16x1(float *out, const int8_t *w, const float *ws, const int8_t *xq, const float *xs, int n) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    int groups = n / 32;
+    size_t pf = llm__pf_ahead(16 * (size_t)n);   /* bytes of W whole tiles ahead (simd.h) */
+    __m512 acc = _mm512_setzero_ps();
+    for (int g0 = 0; g0 < groups; g0 += 16) {
+        int ng = groups - g0 < 16 ? groups - g0 : 16;
+        __mmask16 gm = (__mmask16)((1u << ng) - 1);
+        __m512 sc[16];   /* row a's ws * xs of groups g0.., then (transposed) group g0 + k's of the rows */
+        __m512 xsv = _mm512_maskz_loadu_ps(gm, xs + g0);
+        for (int a = 0; a < 16; a++) {
+            LLM__PREFETCH_AHEAD(ws + (size_t)a * groups + g0 + pf / 32, pf);   /* the scales of the rows prefetched below */
+            sc[a] = _mm512_mul_ps(_mm512_maskz_loadu_ps(gm, ws + (size_t)a * groups + g0), xsv);
+        }
+        llm__transpose16(sc);
+        for (int k = 0; k < ng; k += 2) {
+            /* groups g0 + k and, when there is one, g0 + k + 1 */
+            __mmask64 bm = k + 1 < ng ? ~(__mmask64)0 : (__mmask64)0xFFFFFFFFu;
+            size_t at = (size_t)(g0 + k) * 32;
+            __m512i x = _mm512_maskz_loadu_epi8(bm, xq + at);
+            __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, x));
+            __m512i z[16], u[8], v[4];
+            for (int a = 0; a < 16; a++) {
+                const int8_t *wa = w + (size_t)a * n + at;
+                LLM__PREFETCH_AHEAD(wa + pf, pf);
+                z[a] = _mm512_dpbusd_epi32(neg, _mm512_xor_si512(_mm512_maskz_loadu_epi8(bm, wa), bias), x);
+            }
+            /* each 128-bit block: lanes 0+2 and 1+3, two rows interleaved */
+            for (int i = 0; i < 8; i++)
+                u[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]), _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]));
+            /* each block's total, four rows side by side (blocks 0, 1: group g; 2, 3: g + 1) */
+            for (int i = 0; i < 4; i++)
+                v[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_epi64(u[2 * i], u[2 * i + 1]));
+            /* the halves of each group added: rows 0-3 g, 0-3 g+1, 4-7 g, 4-7 g+1 (and 8-15) */
+            __m512i lo = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
+            __m512i hi = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2], v[3], 0x88), _mm512_shuffle_i32x4(v[2], v[3], 0xDD));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i32x4(lo, hi, 0x88)), sc[k], acc);
+            if (k + 1 < ng) acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i32x4(lo, hi, 0xDD)), sc[k + 1], acc);
+        }
+    }
+    _mm512_storeu_ps(out, acc);
 }
 #endif
 /* acc[p] = fma(total of lanes v[p], scale[p], acc[p]) for eight pairs p */
