@@ -77,9 +77,11 @@ Shares of the machine's limits (limits: the best measured figures, 1 GiB buffer)
                     size: every matrix is read once per token, the shared
                     embedding once as the LM head)
     prefill share = flops per token x prefill tok/s / FMA peak(threads), with
-                    flops per token = 2 x file bytes / bytes per weight
-                    (4 for f32, 2 for f16, 1 + 4/32 for q8_0 group 32), i.e.
-                    2 x parameters; attention flops are ignored.
+                    flops per token = 2 x the layers' matrix parameters (from the
+                    shape), plus 2 x the LM head's once per prompt (prefill runs
+                    it for the last token only; the embedding is a lookup);
+                    attention flops are ignored. stories260K, whose shape comes
+                    from its file: 2 x file bytes / bytes per weight.
 Models smaller than the last-level cache can exceed 100% of the DRAM bandwidth.
 The table goes to stdout, progress to stderr.
 """
@@ -122,6 +124,17 @@ DTYPES = ("f32", "f16", "q8_0", "q4_0", "q4_k")
 # q4_0: 18 bytes a block of 32; q4_k: 144 a superblock of 256 (its narrow rows
 # are q4_0, FORMAT.md: the same 4.5 bits a weight)
 BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 1.0 + 4.0 / Q8_GROUP, "q4_0": 18.0 / 32, "q4_k": 144.0 / 256}
+
+def prefill_flops_per_token(model, size, dtype):
+    """2 x the multiply-adds a prefill token costs: the layers' matrices, and the
+    LM head's share of a PROMPT_TOKENS prompt (its last token's logits only)"""
+    if SHAPES.get(model) is None:
+        return 2.0 * size / BYTES_PER_WEIGHT[dtype]
+    dim, layers, heads, kv, hidden, vocab, _ = SHAPES[model]
+    hs = dim // heads
+    per_layer = dim * heads * hs * 2 + 2 * dim * kv * hs + 3 * dim * hidden   # wq, wo; wk, wv; w1, w2, w3
+    return 2.0 * (layers * per_layer + vocab * dim / PROMPT_TOKENS)
+
 
 STATS_RE = re.compile(
     r"prompt: (\d+) tokens, prefill ([\d.]+) tok/s \| generated: (\d+) tokens, "
@@ -600,7 +613,7 @@ def main():
     limits = {k: {t: max(limits_start[k][t][0], limits_end[k][t][0]) for t in threads} for k in limits_start}
     for r in rows:
         t, size = r["threads"], r["size"]
-        flops_tok = 2.0 * size / BYTES_PER_WEIGHT[r["dtype"]]
+        flops_tok = prefill_flops_per_token(r["model"], size, r["dtype"])
         r["pf_share"] = flops_tok * r["prefill"] / (limits["fma"][t] * 1e9) * 100
         r["dc_share"] = size * r["decode"] / (limits["bw"][t] * 1e9) * 100
     elapsed = time.time() - t_start
@@ -661,9 +674,10 @@ def main():
               % (os.path.relpath(tok, ROOT), STEPS, rel(ppath)))
     print("```")
     print()
-    print("- prefill: %d prompt tokens in one batch; %% of FMA peak = 2 x (file bytes / bytes per weight) "
-          "x prefill tok/s / FMA peak(N) (bytes per weight: f32 4, f16 2, q8_0 %.3f; attention flops ignored)."
-          % (PROMPT_TOKENS, BYTES_PER_WEIGHT["q8_0"]))
+    print("- prefill: %d prompt tokens in one batch; %% of FMA peak = 2 x (the layers' matrix parameters "
+          "+ the LM head's / %d) x prefill tok/s / FMA peak(N) (the head runs for the last token only, the "
+          "embedding is a lookup; attention flops ignored; for the quantized types a yardstick only: their "
+          "products run in integers)." % (PROMPT_TOKENS, PROMPT_TOKENS))
     print("- decode: %d tokens, one at a time; %% of read BW = file bytes x decode tok/s / read BW(N, 1 GiB) "
           "(the file size stands for the weight bytes read per token)." % DECODED)
     print("- peak RSS: median ru_maxrss of the runs, mapped checkpoint pages included. "
