@@ -171,6 +171,12 @@ static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
 #ifndef LLM__NC_FP
 #define LLM__NC_FP LLM__NC_OR_1
 #endif
+/* rows an f32/f16 tile of one token reads side by side (an ISA file may set
+ * 1: one row after another, a single stream, where one row's chain of
+ * fused multiply-adds still outruns the memory) */
+#ifndef LLM__NR_DECODE
+#define LLM__NR_DECODE LLM__NR
+#endif
 #ifndef llm__vkeep
 #define llm__vkeep(v) ((void)0)
 #endif
@@ -281,8 +287,9 @@ LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, 
     }
     for (int b = 0; b < nc; b++) {
         int a = 0;
-        for (; a + 4 <= nr; a += 4)
-            llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 4, 1, 0, n, NULL);
+        for (; a + LLM__NR_DECODE <= nr; a += LLM__NR_DECODE)
+            llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, LLM__NR_DECODE,
+                         1, 0, n, NULL);
         for (; a < nr; a++)
             llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1, 0, n, NULL);
     }
