@@ -212,11 +212,15 @@ int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_
  * panels, q8_0 in LLMW's q8_0 layout for prefill; engine/repack.h).
  * llm_repack_size: the bytes it takes (0: nothing this build repacks);
  * llm_repack copies those matrices into a 64-byte-aligned arena of that
- * size, which must outlive the model, and points their panels at it. The products then read the copies, with the same bits;
- * the file's bytes stay each tensor's data (the embedding lookup, the
- * scalar twins). A model loaded again is read in place until repacked. */
-size_t llm_repack_size(const llm_model *m);
-int llm_repack(llm_model *m, void *arena, size_t arena_size);
+ * size, which must outlive the model, and points their panels at it. The
+ * products then read the copies, with the same bits; the file's bytes stay
+ * each tensor's data (the embedding lookup, the scalar twins). A model
+ * loaded again is read in place until repacked. all_logits: as the state's
+ * option, 1 when forward will be asked for every token's logits; with 0 a
+ * q8_0 classifier, whose copy only a batch of logits reads, is not copied
+ * (the same 0 or 1 for both calls). */
+size_t llm_repack_size(const llm_model *m, int all_logits);
+int llm_repack(llm_model *m, void *arena, size_t arena_size, int all_logits);
 /* Check the config after the caller changed norm settings. */
 int llm_check_config(llm_model *m);
 /* The arena plan for these options: every buffer's size, and the total. */

@@ -992,11 +992,12 @@ static void print_plan(const engine *e, const options *o) {
 /* The 4-bit matrices copied into the panels this build's kernels read
  * fastest (llm_repack; nothing in other builds); --info only sizes them. */
 static void repack_weights(engine *e, const options *o) {
-    e->repack_size = o->repack && strcmp(o->mode, "tokenize") ? llm_repack_size(&e->model) : 0;
+    int all_logits = !strcmp(o->mode, "eval");   /* as plan_state's */
+    e->repack_size = o->repack && strcmp(o->mode, "tokenize") ? llm_repack_size(&e->model, all_logits) : 0;
     if (!e->repack_size || o->info) return;
     if (e->repack_size == SIZE_MAX) die(1, "repacking the 4-bit matrices needs more memory than this machine can address: use --repack off");
     e->repack_arena = xmalloc_big(e->repack_size, "the repacked 4-bit matrices");
-    if (llm_repack(&e->model, e->repack_arena, e->repack_size) != LLM_OK) die(1, "%s", e->model.error);
+    if (llm_repack(&e->model, e->repack_arena, e->repack_size, all_logits) != LLM_OK) die(1, "%s", e->model.error);
 }
 
 /* Map and validate the checkpoint (read in place from here on), with the norm flags applied, the 4-bit matrices repacked. */

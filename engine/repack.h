@@ -84,13 +84,15 @@ static llm_tensor *llm__product_matrix(llm_model *m, int i) {
 }
 
 /* The panels' bytes in all, each tensor's 64-aligned; at dst (when not NULL)
- * each repacked tensor is copied and pointed at its panels. */
-static uint64_t llm__repack_walk(llm_model *m, unsigned char *dst) {
+ * each repacked tensor is copied and pointed at its panels. A q8_0
+ * classifier's copy serves only a batch of logits (one token's head reads
+ * the file's blocks, as decode does), so without all_logits it is left out. */
+static uint64_t llm__repack_walk(llm_model *m, unsigned char *dst, int all_logits) {
     uint64_t at = 0;
     for (int i = 0; m->w.layers && i <= 7 * m->cfg.n_layers; i++) {
         llm_tensor *w = llm__product_matrix(m, i);
         uint64_t bytes = llm__panels_size(w);
-        if (!bytes) continue;
+        if (!bytes || (w == &m->w.classifier && w->type == LLM_TYPE_GGUF_Q8_0 && !all_logits)) continue;
         if (dst) {
             llm__repack_panels(dst + (size_t)at, w);
             w->panels = dst + (size_t)at;
@@ -100,14 +102,14 @@ static uint64_t llm__repack_walk(llm_model *m, unsigned char *dst) {
     return at;
 }
 
-size_t llm_repack_size(const llm_model *m) {
+size_t llm_repack_size(const llm_model *m, int all_logits) {
     llm_model view = *m;   /* the walk only counts: a copy's tensors, the same layers */
-    uint64_t total = llm__repack_walk(&view, NULL);
+    uint64_t total = llm__repack_walk(&view, NULL, all_logits);
     return total > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)total;
 }
 
-int llm_repack(llm_model *m, void *arena, size_t arena_size) {
-    uint64_t need = llm__repack_walk(m, NULL);
+int llm_repack(llm_model *m, void *arena, size_t arena_size, int all_logits) {
+    uint64_t need = llm__repack_walk(m, NULL, all_logits);
     if (!need) return LLM_OK;
     if (!arena || (uintptr_t)arena % LLM_ALIGN || (uint64_t)arena_size < need)
     {
@@ -115,6 +117,6 @@ int llm_repack(llm_model *m, void *arena, size_t arena_size) {
                  arena_size, arena, LLM_ALIGN, (unsigned long long)need);
         return LLM_ERR_ARENA;
     }
-    llm__repack_walk(m, (unsigned char *)arena);
+    llm__repack_walk(m, (unsigned char *)arena, all_logits);
     return LLM_OK;
 }

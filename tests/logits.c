@@ -118,10 +118,10 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    size_t panel_bytes = repack ? llm_repack_size(&m) : 0;
+    size_t panel_bytes = repack ? llm_repack_size(&m, 1) : 0;   /* every token's logits, below */
     void *panels = NULL;
     if (panel_bytes && posix_memalign(&panels, LLM_ALIGN, panel_bytes) != 0) fail("out of memory", NULL);
-    if (panel_bytes && llm_repack(&m, panels, panel_bytes) != LLM_OK) fail("repack", m.error);
+    if (panel_bytes && llm_repack(&m, panels, panel_bytes, 1) != LLM_OK) fail("repack", m.error);
 
     int batch = !strcmp(mode, "prefill") ? T : !strcmp(mode, "chunked") ? 5 : 1;
     if (batch > T) batch = T;
