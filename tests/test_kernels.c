@@ -363,16 +363,17 @@ static void test_matvec(void) {
 static void test_matmul_fast(void) {
     int types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0 };
     int groups[] = { 32, 32, 32, 64, 48 };
-    /* 1100: f32/f16 in column chunks of 512 on x86; 1376: 43 groups of 32,
+    /* 1100: f32/f16 in column chunks of 1024 on x86 (2100: two whole chunks,
+     * then a part); 1376: 43 groups of 32,
      * so x86's 16-row q8_0 decode tile takes two whole 16-group blocks of
      * scales, then a short one ending in a lone group */
-    int cols_list[] = { 1, 3, 17, 64, 172, 200, 1100, 1376 };
+    int cols_list[] = { 1, 3, 17, 64, 172, 200, 1100, 1376, 2100 };
     /* batches of whole and partial token tiles (4 for q8_0, 6 for f32/f16 on
      * AVX-512, 3 on AVX2), split across two threads in whole tiles (by rows
      * for a short f32/f16 batch, by tokens for 129 x 1100 columns) */
     int Ts[] = { 1, 3, 7, 9, 17, 129 };
     for (int ti = 0; ti < 5; ti++) {
-        for (int ci = 0; ci < 8; ci++) {
+        for (int ci = 0; ci < 9; ci++) {
             for (int k = 0; k < 6; k++) {
                 for (int threads = 1; threads <= 2; threads++) {
                     int rows = 37, cols = cols_list[ci], T = Ts[k], G = groups[ti];
