@@ -1173,10 +1173,12 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
 
     /* as llama2.c: the forward at position pos yields the next token, up to position steps-1 */
     int token = prompt[n_prompt - 1], pos = n_prompt - 1, generated = 0, decoded = 0;
-    double t_first = 0.0, t_decode0 = 0.0;
+    double t_first = 0.0, t_decode0 = 0.0, t_sample = 0.0;   /* the sampler's share of the decode time */
     for (;;) {
+        double ts = generated ? now_seconds() : 0.0;
         int next = llm_sample(smp, e->state.logits);
         if (generated++ == 0) t_first = (t_decode0 = now_seconds()) - t0;
+        else t_sample += now_seconds() - ts;
         if (stops_generation(&e->tok, next)) break;
         print_token(e, token, next);
         token = next;
@@ -1188,9 +1190,11 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
     printf("\n");
     fflush(stdout);
     double t_decode = now_seconds() - t_decode0;
-    fprintf(stderr, "prompt: %d tokens, prefill %.1f tok/s | generated: %d tokens, decode %.1f tok/s | time to first token %.2f ms\n",
+    fprintf(stderr, "prompt: %d tokens, prefill %.1f tok/s | generated: %d tokens, decode %.1f tok/s | time to first token %.2f ms"
+            " | sampling %.1f us a token (%.1f%% of decode)\n",
             n_prompt, t_prefill > 0 ? n_prompt / t_prefill : 0.0, generated,
-            t_decode > 0 && decoded ? decoded / t_decode : 0.0, t_first * 1e3);
+            t_decode > 0 && decoded ? decoded / t_decode : 0.0, t_first * 1e3,
+            generated > 1 ? t_sample / (generated - 1) * 1e6 : 0.0, t_decode > 0 ? 100.0 * t_sample / t_decode : 0.0);
 }
 
 /* Read one line from stdin (without its newline) into *buf, grown as needed; 0 at EOF. */

@@ -69,7 +69,9 @@ What it does:
    about 85% of the 32000 tokens), 1 thread, decode tok/s greedy (-t 0) against
    sampled (-t 1 -p 0.9), the two alternating, BENCH_RUNS runs each (a disturbed run
    repeated as in 5); prints their medians, the ratio, the sampler's time per token
-   (1/sampled - 1/greedy) and the runs' background load.
+   (1/sampled - 1/greedy) and the runs' background load; then the sampler's time as
+   ./run measures it inside each sampled run (its clock around every draw, on the
+   stats line), which the machine's slow and fast spells between runs do not move.
 
 Shares of the machine's limits (limits: the best measured figures, 1 GiB buffer):
     decode share  = file bytes x decode tok/s / read bandwidth(threads)
@@ -138,7 +140,7 @@ def prefill_flops_per_token(model, size, dtype):
 
 STATS_RE = re.compile(
     r"prompt: (\d+) tokens, prefill ([\d.]+) tok/s \| generated: (\d+) tokens, "
-    r"decode ([\d.]+) tok/s \| time to first token ([\d.]+) ms")
+    r"decode ([\d.]+) tok/s \| time to first token ([\d.]+) ms \| sampling ([\d.]+) us a token \(([\d.]+)% of decode\)")
 WAIT_RE = re.compile(r"idle threads (spin|sleep)")
 
 # Prompt material: plain story sentences (tokenizes similarly under both vocabularies).
@@ -356,7 +358,8 @@ def git_describe():
 
 def run_once(ckpt, tok, prompt, threads, seed, temperature="1"):
     """One ./run; returns (prefill tok/s, decode tok/s, generated, maxrss bytes, background
-    load, wall seconds, how idle threads waited), the background load being the CPUs' busy
+    load, wall seconds, how idle threads waited, (the sampler's us a token, its % of the
+    decode time), as ./run timed it around each draw), the background load being the CPUs' busy
     time not spent by this run, per second of the run (0 = a quiet machine; 1 = one core
     busy elsewhere), the wait "spin" or "sleep" as ./run chose it (--wait auto), "" for one
     thread. Temperature 1 samples with top-p 0.9 (./run's default); 0 is greedy."""
@@ -380,7 +383,8 @@ def run_once(ckpt, tok, prompt, threads, seed, temperature="1"):
     if n_prompt != PROMPT_TOKENS:
         die("the prompt ran as %d tokens, not %d" % (n_prompt, PROMPT_TOKENS))
     w = WAIT_RE.search(err)
-    return prefill, decode, generated, ru.ru_maxrss * 1024, background, wall, w.group(1) if w else ""
+    return (prefill, decode, generated, ru.ru_maxrss * 1024, background, wall, w.group(1) if w else "",
+            (float(m.group(6)), float(m.group(7))))
 
 
 BUDGET = {"left": QUIET_BUDGET}  # seconds still allowed for waiting and repeated runs
@@ -447,7 +451,7 @@ def bench_rows(ckpt, tok, prompt, threads, runs, engines=()):
                     res[t]["busy_retries"] += 1
                     continue
                 break
-            pf, dc, gen, rss, bg, _, wait = best
+            pf, dc, gen, rss, bg, _, wait, _ = best
             res[t]["slept"] += wait == "sleep"
             for k, v in zip(keys, (pf, dc, rss, bg)):
                 res[t][k].append(v)
@@ -491,10 +495,11 @@ def sampler_rows(tok, prompt, runs):
     """Decode tok/s of the flat random 15M at 1 thread, greedy and top-p 0.9, alternating;
     as bench_rows, a run that other processes disturbed (more than QUIET cores busy) is
     repeated up to BUSY_RETRIES times while the budget lasts, the quietest attempt kept.
-    Returns {mode: [decode tok/s]}, with "bg": [background load] and "busy_retries"."""
+    Returns {mode: [decode tok/s]}, with "bg": [background load], "busy_retries", and
+    "inside": [(us a token, % of decode)] of the sampled runs, as ./run timed its draws."""
     ckpt = flat_checkpoint()
     modes = (("greedy", "0"), ("sampled", "1"))
-    res = dict({name: [] for name, _ in modes}, bg=[], busy_retries=0)
+    res = dict({name: [] for name, _ in modes}, bg=[], busy_retries=0, inside=[])
     run_once(ckpt, tok, prompt, 1, 1)  # warm the page cache, untimed
     for r in range(runs):
         for name, temperature in modes:
@@ -512,6 +517,8 @@ def sampler_rows(tok, prompt, runs):
                 break
             res[name].append(best[1])
             res["bg"].append(best[4])
+            if name == "sampled":
+                res["inside"].append(best[7])
     return res
 
 
@@ -729,6 +736,12 @@ def main():
               "because other processes kept more than %.2f cores busy." % (
                   t / g, (1 / t - 1 / g) * 1e6, (1 - t / g) * 100, statistics.median(samp["bg"]),
                   samp["busy_retries"], QUIET))
+        print()
+        us = [u for u, _ in samp["inside"]]
+        share = [s for _, s in samp["inside"]]
+        print("Timed inside each sampled run (./run's clock around every draw, so the machine's slow and fast "
+              "spells cancel out): the sampler takes %.0f us a token, %.1f%% of the decode time (medians of %d; "
+              "%.1f-%.1f%%)." % (statistics.median(us), statistics.median(share), len(share), min(share), max(share)))
         print()
     bos = sum(r["bos_retries"] for r in rows)
     busy = sum(r["busy_retries"] for r in rows)

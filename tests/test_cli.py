@@ -3,6 +3,7 @@ byte, the same tokens from every build and thread count, and a clear one-line
 error with a non-zero exit for every kind of bad input."""
 import array
 import os
+import re
 import struct
 import subprocess
 
@@ -97,6 +98,9 @@ def test_statistics_on_stderr():
         assert word in stats[0], stats[0]
     n_prompt = int(stats[0].split()[1])
     assert n_prompt > 5, stats[0]
+    # the sampler's own time, clocked around each draw after the first, and its share of decode
+    m = re.search(r"\| sampling ([\d.]+) us a token \(([\d.]+)% of decode\)$", stats[0])
+    assert m and float(m.group(1)) > 0 and 0 < float(m.group(2)) < 100, stats[0]
     assert b"prompt:" not in out and out.endswith(b"\n")
 
 
