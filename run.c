@@ -989,10 +989,16 @@ static void print_plan(const engine *e, const options *o) {
            need > o->max_memory ? ": this plan is above it, and a run would refuse it" : "");
 }
 
+/* 1 when the mode asks forward for every token's logits (eval scores them
+ * all): the state's plan and the repacking both follow it */
+static int wants_all_logits(const options *o) {
+    return !strcmp(o->mode, "eval");
+}
+
 /* The 4-bit matrices copied into the panels this build's kernels read
  * fastest (llm_repack; nothing in other builds); --info only sizes them. */
 static void repack_weights(engine *e, const options *o) {
-    int all_logits = !strcmp(o->mode, "eval");   /* as plan_state's */
+    int all_logits = wants_all_logits(o);
     e->repack_size = o->repack && strcmp(o->mode, "tokenize") ? llm_repack_size(&e->model, all_logits) : 0;
     if (!e->repack_size || o->info) return;
     if (e->repack_size == SIZE_MAX) die(1, "repacking the 4-bit matrices needs more memory than this machine can address: use --repack off");
@@ -1035,7 +1041,7 @@ static int is_gguf(const char *path) {
 }
 
 /* The state's options for batches of max_batch tokens (nothing allocated). */
-static void plan_state(engine *e, const options *o, int max_batch, int all_logits) {
+static void plan_state(engine *e, const options *o, int max_batch) {
     llm_config *c = &e->model.cfg;
     int ctx = o->ctx ? o->ctx : c->seq_len;
     /* A GGUF's context_length is the length the model was trained for, not a
@@ -1050,7 +1056,7 @@ static void plan_state(engine *e, const options *o, int max_batch, int all_logit
     }
     if (ctx > c->seq_len) die(2, "--ctx %d exceeds the model's seq_len %d", ctx, c->seq_len);
     if (max_batch > ctx) max_batch = ctx;
-    llm_state_options so = { ctx, max_batch, all_logits, o->kv_type };
+    llm_state_options so = { ctx, max_batch, wants_all_logits(o), o->kv_type };
     e->plan = so;
 }
 
@@ -1415,7 +1421,7 @@ int main(int argc, char **argv) {
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;
     if (max_batch > PREFILL_BATCH_MAX) max_batch = PREFILL_BATCH_MAX;
     if (max_batch < 1) max_batch = 1;
-    plan_state(&e, &o, max_batch, is_eval);
+    plan_state(&e, &o, max_batch);
     if (o.info) {   /* the plan, with nothing allocated */
         print_config(&e, &o, stderr);
         print_plan(&e, &o);

@@ -88,6 +88,7 @@ Models smaller than the last-level cache can exceed 100% of the DRAM bandwidth.
 The table goes to stdout, progress to stderr.
 """
 
+import collections
 import os
 import platform
 import re
@@ -356,10 +357,14 @@ def git_describe():
         return "?"
 
 
+# One ./run's figures (run_once)
+Run = collections.namedtuple("Run", "prefill decode generated rss background wall wait sample_us sample_share")
+
+
 def run_once(ckpt, tok, prompt, threads, seed, temperature="1"):
-    """One ./run; returns (prefill tok/s, decode tok/s, generated, maxrss bytes, background
-    load, wall seconds, how idle threads waited, (the sampler's us a token, its % of the
-    decode time), as ./run timed it around each draw), the background load being the CPUs' busy
+    """One ./run as a Run: prefill and decode tok/s, tokens generated, maxrss bytes, background
+    load, wall seconds, how idle threads waited, and the sampler's us a token and % of the
+    decode time as ./run timed it around each draw; the background load being the CPUs' busy
     time not spent by this run, per second of the run (0 = a quiet machine; 1 = one core
     busy elsewhere), the wait "spin" or "sleep" as ./run chose it (--wait auto), "" for one
     thread. Temperature 1 samples with top-p 0.9 (./run's default); 0 is greedy."""
@@ -383,8 +388,8 @@ def run_once(ckpt, tok, prompt, threads, seed, temperature="1"):
     if n_prompt != PROMPT_TOKENS:
         die("the prompt ran as %d tokens, not %d" % (n_prompt, PROMPT_TOKENS))
     w = WAIT_RE.search(err)
-    return (prefill, decode, generated, ru.ru_maxrss * 1024, background, wall, w.group(1) if w else "",
-            (float(m.group(6)), float(m.group(7))))
+    return Run(prefill, decode, generated, ru.ru_maxrss * 1024, background, wall, w.group(1) if w else "",
+               float(m.group(6)), float(m.group(7)))
 
 
 BUDGET = {"left": QUIET_BUDGET}  # seconds still allowed for waiting and repeated runs
@@ -437,25 +442,24 @@ def bench_rows(ckpt, tok, prompt, threads, runs, engines=()):
             while True:
                 wait_quiet(QUIET_WAIT)
                 o = run_once(ckpt, tok, prompt, t, seed)
-                if o[2] != DECODED + 1 and bos_left > 0:
+                if o.generated != DECODED + 1 and bos_left > 0:
                     bos_left -= 1
                     res[t]["bos_retries"] += 1
                     seed = seeds[r] = seed + 1000  # the model sampled BOS early: another seed, for later threads too
                     best = None
                     continue
-                if best is None or o[4] < best[4]:
+                if best is None or o.background < best.background:
                     best = o
-                if best[4] > QUIET and busy_left > 0 and BUDGET["left"] > 0:
+                if best.background > QUIET and busy_left > 0 and BUDGET["left"] > 0:
                     busy_left -= 1
-                    BUDGET["left"] -= o[5]
+                    BUDGET["left"] -= o.wall
                     res[t]["busy_retries"] += 1
                     continue
                 break
-            pf, dc, gen, rss, bg, _, wait, _ = best
-            res[t]["slept"] += wait == "sleep"
-            for k, v in zip(keys, (pf, dc, rss, bg)):
+            res[t]["slept"] += best.wait == "sleep"
+            for k, v in zip(keys, (best.prefill, best.decode, best.rss, best.background)):
                 res[t][k].append(v)
-            if gen != DECODED + 1:
+            if best.generated != DECODED + 1:
                 res[t]["short"] += 1
             run_anchors(engines, t, tok, prompt, res)
     return res
@@ -507,18 +511,18 @@ def sampler_rows(tok, prompt, runs):
             while True:
                 wait_quiet(QUIET_WAIT)
                 o = run_once(ckpt, tok, prompt, 1, 1 + r, temperature)
-                if best is None or o[4] < best[4]:
+                if best is None or o.background < best.background:
                     best = o
-                if best[4] > QUIET and busy_left > 0 and BUDGET["left"] > 0:
+                if best.background > QUIET and busy_left > 0 and BUDGET["left"] > 0:
                     busy_left -= 1
-                    BUDGET["left"] -= o[5]
+                    BUDGET["left"] -= o.wall
                     res["busy_retries"] += 1
                     continue
                 break
-            res[name].append(best[1])
-            res["bg"].append(best[4])
+            res[name].append(best.decode)
+            res["bg"].append(best.background)
             if name == "sampled":
-                res["inside"].append(best[7])
+                res["inside"].append((best.sample_us, best.sample_share))
     return res
 
 
