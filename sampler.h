@@ -91,8 +91,16 @@ static inline void llm_sampler_accept(llm_sampler *s, int token) {
     if (s->n_recent < s->repeat_last_n) s->n_recent++;
 }
 
+/* The first largest of p (n,): the first place holding llm__max's value
+ * (the engine's kernel; NaNs never win after a number), else (a NaN first)
+ * llama2.c's scan. 32000 floats on Zen 5: 23 -> 10 us. */
 static inline int llm__sample_argmax(const float *p, int n) {
     int best = 0;
+#ifdef MODEL_IMPLEMENTATION
+    const float max = llm__max(p, n, 0);
+    for (int i = 0; i < n; i++)
+        if (p[i] == max) return i;
+#endif
     for (int i = 1; i < n; i++) if (p[i] > p[best]) best = i;
     return best;
 }
@@ -120,18 +128,27 @@ static inline void llm__penalize(llm_sampler *s, float *logits) {
  * engine's kernel, their sum in index order, then the division), the
  * exponentials 32 at a time: the out-of-order core computes the next ones
  * while the serial sum, the critical path, runs (flat 32k logits on Zen 5:
- * 33 -> 24 us). It needs the engine's kernels (MODEL_IMPLEMENTATION in the
- * same file); without them, llm_softmax itself. */
-static inline void llm__softmax_overlapped(float *x, int n) {
+ * 33 -> 24 us). Meanwhile it asks for the lines of `warm` (warm_bytes: the
+ * sampler's scratch, which the decode step's stream of weights has pushed
+ * out to DRAM) a few per block, so the sort finds them in cache (a flat 32k
+ * vocabulary, scratch evicted: top-p 134-143 -> 117-124 us). It needs the
+ * engine's kernels (MODEL_IMPLEMENTATION in the same file); without them,
+ * llm_softmax itself. */
+static inline void llm__softmax_overlapped(float *x, int n, const char *warm, size_t warm_bytes) {
 #ifdef MODEL_IMPLEMENTATION
     float max = llm__max(x, n, 0), sum = 0.0f;
+    size_t step = (warm_bytes / ((size_t)n / 32 + 1) + 63) & ~(size_t)63, w = 0;
     for (int i = 0; i < n; i += 32) {
         int len = n - i < 32 ? n - i : 32;
         llm__exp_shifted(x + i, len, max);
+#ifdef __GNUC__
+        for (size_t end = w + step; w < end && w < warm_bytes; w += 64) __builtin_prefetch(warm + w, 1, 3);
+#endif
         for (int j = i; j < i + len; j++) sum += x[j];
     }
     for (int i = 0; i < n; i++) x[i] /= sum;
 #else
+    (void)warm; (void)warm_bytes;
     llm_softmax(x, n);
 #endif
 }
@@ -150,6 +167,19 @@ static inline uint32_t llm__prob_key(float p) {
     uint32_t k;
     memcpy(&k, &p, 4);
     return k;
+}
+
+/* The largest of the probabilities p (n,): the largest key, as they order
+ * as integers. */
+static inline float llm__prob_max(const float *p, int n) {
+    uint32_t kmax = 0;
+    float pmax;
+    for (int i = 0; i < n; i++) {
+        uint32_t k = llm__prob_key(p[i]);
+        kmax = k > kmax ? k : kmax;
+    }
+    memcpy(&pmax, &kmax, 4);
+    return pmax;
 }
 
 /* An LSD radix sort's counts of the digit ((hi - key) >> shift) & mask over
@@ -243,14 +273,7 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
     int use_topp = topp > 0.0f && topp < 1.0f, use_topk = topk > 0 && topk < n;
     float thr = use_topp && !use_topk ? (1.0f - topp) / (float)(n - 1) : 0.0f;
     if (minp > 0.0f) {
-        uint32_t kmax = 0;
-        for (int i = 0; i < n; i++) {
-            uint32_t k = llm__prob_key(p[i]);
-            kmax = k > kmax ? k : kmax;
-        }
-        float pmax, bound;
-        memcpy(&pmax, &kmax, 4);
-        bound = minp * pmax;
+        float bound = minp * llm__prob_max(p, n);
         if (bound > thr) thr = bound;
     }
     /* the candidates' count and key range (branch-free: it vectorizes) */
@@ -332,14 +355,8 @@ static inline int llm__sample_top(const float *p, int n, int topk, float topp, f
 
 /* Min-p alone over p (n,): the tokens with p >= minp * max p, in index order. */
 static inline int llm__sample_min_p(const float *p, int n, float minp, float coin) {
-    uint32_t kmax = 0;
-    for (int i = 0; i < n; i++) {
-        uint32_t k = llm__prob_key(p[i]);
-        kmax = k > kmax ? k : kmax;
-    }
-    float pmax, mass = 0.0f;
-    memcpy(&pmax, &kmax, 4);
-    const float thr = minp * pmax;
+    const float thr = minp * llm__prob_max(p, n);
+    float mass = 0.0f;
     int last = -1;
     for (int i = 0; i < n; i++)
         if (p[i] >= thr) { mass += p[i]; last = i; }
@@ -365,7 +382,7 @@ static inline int llm_sample(llm_sampler *s, float *logits) {
     } else {
         if (s->temperature != 1.0f)   /* x / 1 is x: the pass changes nothing */
             for (int i = 0; i < n; i++) logits[i] /= s->temperature;
-        llm__softmax_overlapped(logits, n);
+        llm__softmax_overlapped(logits, n, (const char *)s->candidates, s->candidates ? LLM_SAMPLER_CANDIDATES(n) * sizeof(int) : 0);
         float coin = llm__random_f32(&s->rng_state);
         int use_topp = s->topp > 0.0f && s->topp < 1.0f, use_topk = s->topk > 0 && s->topk < n;
         int use_minp = s->min_p > 0.0f;

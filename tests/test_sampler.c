@@ -21,6 +21,7 @@
 #include "model.h"
 #include "sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,32 @@ static void test_penalty(void) {
             }
 }
 
+/* temperature 0 over the values argmax can trip on: NaNs (first, inside,
+ * everywhere), infinities, signed zeros and equal maxima, at lengths around
+ * the max kernel's vector width; llama2.c's scan is the reference */
+static void test_argmax_edges(void) {
+    static const float odd[] = { NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f, 3.5f, FLT_MAX, -FLT_MAX };
+    enum { K = sizeof odd / sizeof *odd };
+    float x[40], y[40];
+    int cand[2 * 40];
+    for (int n = 1; n <= 40; n++)
+        for (int trial = 0; trial < 300; trial++) {
+            for (int i = 0; i < n; i++) x[i] = uniform() < 0.3f ? odd[(int)(uniform() * K) % K] : uniform() - 0.5f;
+            if (trial % 7 == 0) for (int i = 0; i < n; i++) x[i] = i % 3 ? 0.0f : -0.0f;   /* only zeros */
+            if (trial % 11 == 0) x[trial % n] = NAN;
+            int want = 0;
+            for (int i = 1; i < n; i++) if (x[i] > x[want]) want = i;
+            llm_sampler s;
+            memset(&s, 0, sizeof s);
+            s.vocab_size = n; s.rng_state = 7; s.candidates = cand;
+            memcpy(y, x, (size_t)n * sizeof *x);
+            int got = llm_sample(&s, y);
+            char what[80];
+            snprintf(what, sizeof what, "argmax n %d trial %d", n, trial);
+            check(got == want, what, "llama2.c's scan %d, sampler %d", want, got);
+        }
+}
+
 /* --quick (the emulated i386 build): the largest vocabulary with the random
  * and the widest logits only; every kind still runs on the others (32000 is
  * as wide a vocabulary to the sampler's code) */
@@ -249,6 +276,7 @@ int main(int argc, char **argv) {
         free(logits); free(a); free(b); free(cand);
     }
     test_penalty();
+    test_argmax_edges();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
