@@ -307,3 +307,43 @@ def test_prompt_longer_than_context():
 
 def test_prompt_longer_than_steps():
     expect_error(BASE + ["-n", "4", "-i", PROMPT], ["-n"], 2)
+
+
+def test_mmap_flag_same_text_either_way():
+    """--mmap on reads the weights in place from the mapped file, --mmap off
+    from a copy in RAM: llama2.c's two published outputs from both, the same
+    scores in eval mode; --info names which and counts the copy in the total;
+    auto maps a file this small; a copy above --max-memory and a bad value
+    are refused in one line"""
+    for mode in ("on", "off", "auto"):
+        for args, name in ((["-t", "0", "-n", "200"], "stories260K.greedy200.txt"),
+                           (["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"], "stories260K.t1-p0.9-s133742.txt")):
+            rc, out, err = run(BASE + args + ["--mmap", mode])
+            assert rc == 0, err
+            assert out == golden(name), (mode, name, out[:200])
+    text = scratch("mmap_eval.txt")
+    with open(text, "w") as f:
+        f.write("Once upon a time, there was a little girl named Lily. She liked to play outside in the sun.\n")
+    scores = []
+    for mode in ("on", "off"):
+        rc, out, err = run(BASE + ["-m", "eval", "-f", text, "--mmap", mode])
+        assert rc == 0, err
+        scores.append(re.search(rb"tokens \d+ +nll [\d.]+ +ppl [\d.]+", out))
+    assert scores[0] and scores[1] and scores[0].group(0) == scores[1].group(0), scores
+    size = os.path.getsize(CKPT)
+    info = {}
+    for mode in ("on", "off", "auto"):
+        rc, out, err = run(BASE + ["--info", "--mmap", mode])
+        assert rc == 0, err
+        info[mode] = out.decode()
+        weights = re.search(r"weights +(\d+) bytes .*\((.*)\)", info[mode])
+        assert weights and int(weights.group(1)) == size, info[mode]
+        copied = mode == "off"
+        assert weights.group(2).startswith("copied into RAM" if copied else "read in place"), (mode, weights.group(2))
+    total = {m: int(re.search(r"total RAM +(\d+) bytes", info[m]).group(1)) for m in info}
+    assert total["off"] == total["on"] + size and total["auto"] == total["on"], total
+    rc, out, err = run(BASE + ["-n", "8", "--mmap", "off", "--max-memory", "512K"])
+    line = err.strip().splitlines()
+    assert rc == 1 and len(line) == 1 and "--mmap off" in line[0] and str(size) in line[0], err
+    rc, out, err = run(BASE + ["-n", "8", "--mmap", "maybe"])
+    assert rc == 2 and "--mmap expects auto, on or off, got 'maybe'" in err, err

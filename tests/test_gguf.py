@@ -567,3 +567,15 @@ def test_export_py_gguf_runs_to_the_golden_text():
             assert out == open(model("stories260K.greedy200.txt"), "rb").read(), out[:120]
             rc, out, _ = run([path, "-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])
             assert out == open(model("stories260K.t1-p0.9-s133742.txt"), "rb").read(), out[:120]
+
+
+def test_mmap_off_same_text():
+    """A GGUF read into RAM (--mmap off: its tokenizer and the repacked
+    q8_0 matrices then come from the copy) prints what the mapped file prints"""
+    for dtype in ("f32", "f16", "q8_0"):
+        outs = []
+        for mode in ("on", "off"):
+            rc, out, err = run([stories(dtype), "-t", "0.8", "-s", "5", "-n", "120", "-i", "Once upon a time", "--mmap", mode])
+            assert rc == 0, err
+            outs.append(out)
+        assert outs[0] == outs[1] and outs[0].startswith(b"Once upon a time"), (dtype, outs)

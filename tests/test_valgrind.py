@@ -63,9 +63,9 @@ def test_memcheck():
         out, _ = memcheck(PORTABLE, [CKPT, "-z", TOK, "-n", "20", "-s", "1", "-i", PROMPT])
         assert out.startswith(PROMPT.encode()) and len(out) > len(PROMPT) + 10, out
 
-    def generate_q8_weights_int8_cache():
+    def generate_q8_weights_int8_cache():   # the weights read into RAM (--mmap off)
         out, _ = memcheck(PORTABLE, [q8_checkpoint(), "-z", TOK, "-n", "20", "-t", "0", "--kv", "q8",
-                                     "--ctx", "64", "-i", PROMPT])
+                                     "--ctx", "64", "--mmap", "off", "-i", PROMPT])
         assert out.startswith(PROMPT.encode()) and len(out) > len(PROMPT) + 10, out
 
     def chat():
