@@ -994,6 +994,12 @@ static int wants_all_logits(const options *o) {
     return !strcmp(o->mode, "eval");
 }
 
+/* The bytes the repacked matrices will take (--repack; 0 in tokenize mode
+ * and in builds whose kernels read the file's layouts) */
+static size_t planned_repack_size(const engine *e, const options *o) {
+    return o->repack && strcmp(o->mode, "tokenize") ? llm_repack_size(&e->model, wants_all_logits(o)) : 0;
+}
+
 /* 1 when Linux offers transparent huge pages (always, or on madvise) */
 static int have_huge_pages(void) {
     char line[128] = "";
@@ -1018,8 +1024,8 @@ static int have_huge_pages(void) {
 #define COPY_WEIGHTS_MIN ((size_t)64 << 20)
 static int copies_weights(const engine *e, const options *o) {
     if (o->mmap != MMAP_AUTO) return o->mmap == MMAP_OFF;
-    size_t repacked = o->repack ? llm_repack_size(&e->model, wants_all_logits(o)) : 0, size = e->ckpt_file.size;
-    return repacked == 0 && size >= COPY_WEIGHTS_MIN && size <= o->max_memory / 4 && have_huge_pages();
+    size_t size = e->ckpt_file.size;
+    return planned_repack_size(e, o) == 0 && size >= COPY_WEIGHTS_MIN && size <= o->max_memory / 4 && have_huge_pages();
 }
 
 static void print_plan(const engine *e, const options *o) {
@@ -1064,12 +1070,11 @@ static void print_plan(const engine *e, const options *o) {
 /* The 4-bit matrices copied into the panels this build's kernels read
  * fastest (llm_repack; nothing in other builds); --info only sizes them. */
 static void repack_weights(engine *e, const options *o) {
-    int all_logits = wants_all_logits(o);
-    e->repack_size = o->repack && strcmp(o->mode, "tokenize") ? llm_repack_size(&e->model, all_logits) : 0;
+    e->repack_size = planned_repack_size(e, o);
     if (!e->repack_size || o->info) return;
     if (e->repack_size == SIZE_MAX) die(1, "repacking the 4-bit matrices needs more memory than this machine can address: use --repack off");
     e->repack_arena = xmalloc_big(e->repack_size, "the repacked 4-bit matrices");
-    if (llm_repack(&e->model, e->repack_arena, e->repack_size, all_logits) != LLM_OK) die(1, "%s", e->model.error);
+    if (llm_repack(&e->model, e->repack_arena, e->repack_size, wants_all_logits(o)) != LLM_OK) die(1, "%s", e->model.error);
 }
 
 /* Map and validate the checkpoint (read in place from here on, or from its
