@@ -1038,7 +1038,7 @@ static void print_plan(const engine *e, const options *o) {
     size_t copied = copies_weights(e, o) ? e->ckpt_file.size : 0;
     printf("  weights      %12zu bytes  %8.2f MiB  (%s)\n", e->ckpt_file.size, e->ckpt_file.size / MB,
            copied ? "copied into RAM at load, on huge pages where Linux has them; --mmap on: read in place"
-                  : "read in place from the mapped file");
+                  : "read in place from the file");
     if (e->repack_size)
         printf("  repacked     %12zu bytes  %8.2f MiB  (the q4_0/q4_K/q6_K/q8_0 matrices again, in the layouts the %s kernels read fastest; --repack off: none)\n",
                e->repack_size, e->repack_size / MB, llm_simd_name());
