@@ -419,9 +419,9 @@ static options parse_options(int argc, char **argv) {
         } else if (!strcmp(a, "--qk-norm")) {
             if ((o.qk_norm = llm_parse_on_off(v)) < 0) die(2, "--qk-norm expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--mmap")) {
+            /* MMAP_ON and MMAP_OFF are llm_parse_on_off's 1 and 0 */
             if (!strcmp(v, "auto")) o.mmap = MMAP_AUTO;
             else if ((o.mmap = llm_parse_on_off(v)) < 0) die(2, "--mmap expects auto, on or off, got '%s'", v);
-            else o.mmap = o.mmap ? MMAP_ON : MMAP_OFF;
         } else if (!strcmp(a, "--repack")) {
             if ((o.repack = llm_parse_on_off(v)) < 0) die(2, "--repack expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--norm-eps")) o.norm_eps = parse_float(a, v, 1e-12, 0.5);
