@@ -266,27 +266,40 @@ static int cmp_ids(const tok_tokenizer *t, int a, int b)
     return a < b ? -1 : a > b;
 }
 
-static void sift_down_ids(const tok_tokenizer *t, int *a, int root, int n)
+/* a[lo..mid) and a[mid..hi), each in order, merged into out[lo..hi) */
+static void merge_ids(const tok_tokenizer *t, const int *a, int lo, int mid, int hi, int *out)
 {
-    for (;;) {
-        int child = 2 * root + 1, tmp;
-        if (child >= n) return;
-        if (child + 1 < n && cmp_ids(t, a[child], a[child + 1]) < 0) child++;
-        if (cmp_ids(t, a[root], a[child]) >= 0) return;
-        tmp = a[root]; a[root] = a[child]; a[child] = tmp;
-        root = child;
-    }
+    int i = lo, j = mid, k = lo;
+    while (i < mid && j < hi) out[k++] = cmp_ids(t, a[j], a[i]) < 0 ? a[j++] : a[i++];
+    while (i < mid) out[k++] = a[i++];
+    while (j < hi) out[k++] = a[j++];
 }
 
-/* Heapsort (qsort has no context argument, and there are no globals). */
-static void sort_ids(const tok_tokenizer *t, int *a, int n)
+/* Sort ids by cmp_ids: runs of 8 by insertion, then merged pairwise, back
+ * and forth between a and scratch (n ints). cmp_ids is a total order (ties
+ * go by id), so any sort gives this order; a merge sort reads the pieces in
+ * runs, where the heapsort before it jumped across the vocabulary. */
+static void sort_ids(const tok_tokenizer *t, int *a, int *scratch, int n)
 {
-    int i;
-    for (i = n / 2 - 1; i >= 0; i--) sift_down_ids(t, a, i, n);
-    for (i = n - 1; i > 0; i--) {
-        int tmp = a[0]; a[0] = a[i]; a[i] = tmp;
-        sift_down_ids(t, a, 0, i);
+    int *from = a, *to = scratch, lo, width;
+    for (lo = 0; lo < n; lo += 8) {
+        int hi = lo + 8 < n ? lo + 8 : n, i;
+        for (i = lo + 1; i < hi; i++) {
+            int id = a[i], j = i;
+            for (; j > lo && cmp_ids(t, id, a[j - 1]) < 0; j--) a[j] = a[j - 1];
+            a[j] = id;
+        }
     }
+    for (width = 8; width < n; width *= 2) {
+        int *tmp;
+        for (lo = 0; lo < n; lo += 2 * width) {
+            int mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            merge_ids(t, from, lo, mid, hi, to);
+        }
+        tmp = from; from = to; to = tmp;
+    }
+    if (from != a)
+        for (lo = 0; lo < n; lo++) a[lo] = from[lo];
 }
 
 static int ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab_size,
@@ -356,7 +369,6 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     off = 4;
     for (i = 0; i < count; i++) {
         int len = (int)rd_i32(b + off + 4);
-        t->score[i] = rd_f32(b + off);
         t->piece_len[i] = len;
         t->piece_offset[i] = (unsigned int)(off + 8);
         off += 8 + (size_t)len;
@@ -390,7 +402,8 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     }
 
     for (i = 0; i < count; i++) t->sorted[i] = i;
-    sort_ids(t, t->sorted, (int)count);
+    sort_ids(t, t->sorted, (int *)(void *)t->score, (int)count);   /* the scores' room as scratch */
+    for (i = 0; i < count; i++) t->score[i] = rd_f32(b + t->piece_offset[i] - 8);
     /* first_byte[c]: first sorted position of a piece starting with a byte >= c
      * (empty pieces sort before all others) */
     {

@@ -875,6 +875,97 @@ static void test_speed(void)
     }
 }
 
+/* The order tok_init's sorted index must follow, written out here: piece
+ * bytes (a prefix first), then normal pieces before control and <0xNN> byte
+ * tokens, then id. */
+static int is_byte_token(const tok_tokenizer *t, int id)
+{
+    int b;
+    for (b = 0; b < 256; b++)
+        if (t->byte_token[b] == id) return 1;
+    return 0;
+}
+
+static int before(const tok_tokenizer *t, int a, int b)
+{
+    const unsigned char *pa = t->bytes + t->piece_offset[a], *pb = t->bytes + t->piece_offset[b];
+    int la = t->piece_len[a], lb = t->piece_len[b], m = la < lb ? la : lb;
+    int c = m ? memcmp(pa, pb, (size_t)m) : 0, na, nb;
+    if (c) return c < 0;
+    if (la != lb) return la < lb;
+    na = a > TOK_EOS && !is_byte_token(t, a);
+    nb = b > TOK_EOS && !is_byte_token(t, b);
+    if (na != nb) return na;
+    return a < b;
+}
+
+/* sorted is a permutation of the ids, each entry before the next */
+static void expect_sorted(const tok_tokenizer *t, const char *what)
+{
+    int n = t->vocab_size, i, bad = 0;
+    char *seen = (char *)calloc((size_t)n, 1);
+    for (i = 0; i < n; i++) {
+        int id = t->sorted[i];
+        if (id < 0 || id >= n || seen[id]) { bad++; continue; }
+        seen[id] = 1;
+        if (i > 0 && !before(t, t->sorted[i - 1], id)) bad++;
+    }
+    EXPECT(bad == 0, "%s: %d entries out of order or repeated", what, bad);
+    free(seen);
+}
+
+/* A tokenizer.bin of n pieces drawn from a small alphabet (so many share
+ * prefixes, and some repeat), with byte tokens among them. */
+static unsigned char *synthetic_vocab(int n, unsigned long long seed, size_t *size)
+{
+    unsigned char *b = (unsigned char *)malloc(4 + (size_t)n * (8 + 8)), *p = b + 4;
+    int i, max_len = 0;
+    for (i = 0; i < n; i++) {
+        int len, j;
+        float score = (float)-i;
+        char piece[9];
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        if (i >= 3 && (seed >> 60) == 0) {
+            len = snprintf(piece, sizeof piece, "<0x%02X>", (unsigned)(seed >> 40) & 0xff);
+        } else {
+            len = (int)((seed >> 33) % 9);
+            for (j = 0; j < len; j++) piece[j] = "ab\xe2z "[(seed >> (3 * j + 5)) % 5];
+        }
+        if (len > max_len) max_len = len;
+        memcpy(p, &score, 4);
+        memcpy(p + 4, &len, 4);
+        memcpy(p + 8, piece, (size_t)len);
+        p += 8 + len;
+    }
+    if (max_len == 0) max_len = 1;
+    memcpy(b, &max_len, 4);
+    *size = (size_t)(p - b);
+    return b;
+}
+
+static void test_sorted_index(void)
+{
+    static const int sizes[] = {3, 7, 8, 9, 63, 64, 65, 1000, 4097};
+    size_t k;
+    expect_sorted(&big.t, "tokenizer.bin");
+    expect_sorted(&small.t, "tok512.bin");
+    for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n;
+        char what[32];
+        unsigned char *b = synthetic_vocab(sizes[k], 1000 + k, &n);
+        loaded L;
+        load_mem(&L, b, n, 0);
+        snprintf(what, sizeof what, "%d pieces", sizes[k]);
+        EXPECT(L.rc == 0, "%s: %s", what, tok_error(&L.t));
+        if (L.rc == 0) {
+            EXPECT(L.t.vocab_size == sizes[k], "%s: vocab %d", what, L.t.vocab_size);
+            expect_sorted(&L.t, what);
+        }
+        unload(&L);
+        free(b);
+    }
+}
+
 static void test_uninitialized(void)
 {
     loaded L;
@@ -912,6 +1003,7 @@ int main(int argc, char **argv)
     run("roundtrip_unicode", test_roundtrip_unicode);
     run("roundtrip_corpus", test_roundtrip_corpus);
     run("speed", test_speed);
+    run("sorted_index", test_sorted_index);
     run("uninitialized", test_uninitialized);
 
     unload(&big);
