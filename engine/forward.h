@@ -319,9 +319,11 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
      * the query heads of one kv head together */
     LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
     for (int tk = 0; tk < T * c->n_kv_heads; tk++) {
-        /* tokens in the order 0, T-1, 1, T-2, ...: each thread's share of
-         * items holds short and long rows of the causal triangle alike */
-        int k = tk / c->n_kv_heads, t = k % 2 ? T - 1 - k / 2 : k / 2, kvh = tk % c->n_kv_heads;
+        /* one kv head's tokens after another, so the head's keys and values
+         * stay in cache for all of them; the tokens in the order 0, T-1, 1,
+         * T-2, ...: each thread's share of items holds short and long rows
+         * of the causal triangle alike */
+        int k = tk % T, t = k % 2 ? T - 1 - k / 2 : k / 2, kvh = tk / T;
         size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
         llm__attend_group(s->xb + at, s->q + at, &kv, kvh, group, pos + t);
     });
