@@ -202,55 +202,68 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
 }
 
 #ifdef LLM__ATTEND_AVX2
-/* llm__attend_head for nq <= LLM__GROUP_MAX query heads (rows of q and out,
- * hs apart) sharing kv head kvh, bit for bit: each key and value row is
- * read once for all of them. */
-LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_view *kv, int type, int kvh, int nq,
-                                    int last) {
+/* llm__attend_head for nq <= LLM__GROUP_MAX query rows (of q and out, ld
+ * apart) over kv head kvh, row g over positions 0..last + g dlast, bit for
+ * bit: each key and value row is read once for all of them. The rows are a
+ * group's query heads (ld = hs, dlast = 0) or one head of consecutive tokens
+ * (ld = the query width, dlast = 1). */
+LLM__INLINE void llm__attend_rows8(float *out, const float *q, size_t ld, const llm__kv_view *kv, int type, int kvh,
+                                   int nq, int last, int dlast) {
     float p[LLM__GROUP_MAX][LLM__KEY_BLOCK], run_max[LLM__GROUP_MAX], run_sum[LLM__GROUP_MAX];
-    int hs = kv->hs;
+    int hs = kv->hs, len[LLM__GROUP_MAX];
     float sqrt_hs = sqrtf((float)hs);
     for (int g = 0; g < nq; g++) {
         run_max[g] = -INFINITY;
         run_sum[g] = 0.0f;
-        for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] = 0.0f;
+        for (int i = 0; i < hs; i++) out[g * ld + i] = 0.0f;
     }
-    for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
-        int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
+    for (int j0 = 0; j0 <= last + (nq - 1) * dlast; j0 += LLM__KEY_BLOCK) {
         for (int g = 0; g < nq; g++) {
-            float block_max = llm__scores8(p[g], q + (size_t)g * hs, kv, type, kvh, j0, len, sqrt_hs);
-            llm__softmax_block(p[g], len, block_max, &run_max[g], &run_sum[g], out + (size_t)g * hs, hs);
+            int n = last + g * dlast + 1 - j0;
+            len[g] = n < LLM__KEY_BLOCK ? n : LLM__KEY_BLOCK;
+            if (len[g] <= 0) continue;   /* this row's keys ended with the block before */
+            float block_max = llm__scores8(p[g], q + g * ld, kv, type, kvh, j0, len[g], sqrt_hs);
+            llm__softmax_block(p[g], len[g], block_max, &run_max[g], &run_sum[g], out + g * ld, hs);
         }
-        for (int g = 0; g < nq; g += 2) { /* the values (and the sums) for two heads at a time */
-            if (nq - g >= 2) llm__accumulate_head(out + (size_t)g * hs, hs, p + g, run_sum + g, 2, kv, type, kvh, j0, len);
-            else llm__accumulate_head(out + (size_t)g * hs, hs, p + g, run_sum + g, 1, kv, type, kvh, j0, len);
+        /* the values (and the sums) for two rows at a time over the keys both
+         * have, then the rest of the second's (len grows with g) */
+        for (int g = 0; g < nq; g += 2) {
+            if (nq - g < 2) {
+                if (len[g] > 0) llm__accumulate_head(out + g * ld, ld, p + g, run_sum + g, 1, kv, type, kvh, j0, 0, len[g]);
+                continue;
+            }
+            int both = len[g] > 0 ? len[g] : 0;
+            if (both > 0) llm__accumulate_head(out + g * ld, ld, p + g, run_sum + g, 2, kv, type, kvh, j0, 0, both);
+            if (len[g + 1] > both)
+                llm__accumulate_head(out + (g + 1) * ld, ld, p + g + 1, run_sum + g + 1, 1, kv, type, kvh, j0, both, len[g + 1]);
         }
     }
     for (int g = 0; g < nq; g++) {
         float inv = 1.0f / run_sum[g];
-        for (int i = 0; i < hs; i++) out[(size_t)g * hs + i] *= inv;
+        for (int i = 0; i < hs; i++) out[g * ld + i] *= inv;
     }
 }
 #endif
 
-/* Query heads h..h+nq-1 (rows of q and out, hs apart), which share kv head
- * kvh, over cache positions 0..last: llm__attend_head for each. */
-static void llm__attend_group(float *out, const float *q, const llm__kv_view *kv, int kvh, int nq, int last) {
-    int hs = kv->hs, g = 0;
+/* Query rows 0..nq-1 (of q and out, ld apart) over kv head kvh, row g over
+ * cache positions 0..last + g dlast: llm__attend_head for each. The rows are
+ * a group's query heads (ld = hs, dlast = 0) or one head of consecutive
+ * tokens (ld = the query width, dlast = 1). */
+static void llm__attend_rows(float *out, const float *q, size_t ld, const llm__kv_view *kv, int kvh, int nq, int last,
+                             int dlast) {
+    int g = 0;
 #ifdef LLM__ATTEND_AVX2
-    if (hs % 8 == 0) {
+    if (kv->hs % 8 == 0) {
         for (; g < nq; g += LLM__GROUP_MAX) {
-            int n = nq - g < LLM__GROUP_MAX ? nq - g : LLM__GROUP_MAX;
-            float *o = out + (size_t)g * hs;
-            const float *qg = q + (size_t)g * hs;
+            int n = nq - g < LLM__GROUP_MAX ? nq - g : LLM__GROUP_MAX, lg = last + g * dlast;
             /* one instance per cache type, so the loads inside are branch-free */
-            if (kv->type == LLM_KV_F32) llm__attend_heads8(o, qg, kv, LLM_KV_F32, kvh, n, last);
-            else if (kv->type == LLM_KV_F16) llm__attend_heads8(o, qg, kv, LLM_KV_F16, kvh, n, last);
-            else llm__attend_heads8(o, qg, kv, LLM_KV_Q8, kvh, n, last);
+            if (kv->type == LLM_KV_F32) llm__attend_rows8(out + g * ld, q + g * ld, ld, kv, LLM_KV_F32, kvh, n, lg, dlast);
+            else if (kv->type == LLM_KV_F16) llm__attend_rows8(out + g * ld, q + g * ld, ld, kv, LLM_KV_F16, kvh, n, lg, dlast);
+            else llm__attend_rows8(out + g * ld, q + g * ld, ld, kv, LLM_KV_Q8, kvh, n, lg, dlast);
         }
     }
 #endif
-    for (; g < nq; g++) llm__attend_head(out + (size_t)g * hs, q + (size_t)g * hs, kv, kvh, last);
+    for (; g < nq; g++) llm__attend_head(out + g * ld, q + g * ld, kv, kvh, last + g * dlast);
 }
 
 /* ===================================================================== */
@@ -317,15 +330,19 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
 
     /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t,
      * the query heads of one kv head together */
+    /* A group of query heads shares each pass over its kv head's keys; where
+     * each kv head has one query head, two consecutive tokens share it. */
+    int per = group > 1 ? 1 : 2, items = (T + per - 1) / per;
     LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
-    for (int tk = 0; tk < T * c->n_kv_heads; tk++) {
+    for (int it = 0; it < items * c->n_kv_heads; it++) {
         /* one kv head's tokens after another, so the head's keys and values
-         * stay in cache for all of them; the tokens in the order 0, T-1, 1,
-         * T-2, ...: each thread's share of items holds short and long rows
-         * of the causal triangle alike */
-        int k = tk % T, t = k % 2 ? T - 1 - k / 2 : k / 2, kvh = tk / T;
+         * stay in cache for all of them; the items in the order 0, last, 1,
+         * last-1, ...: each thread's share holds short and long rows of the
+         * causal triangle alike */
+        int k = it % items, i = k % 2 ? items - 1 - k / 2 : k / 2, kvh = it / items, t = i * per;
         size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
-        llm__attend_group(s->xb + at, s->q + at, &kv, kvh, group, pos + t);
+        if (per == 1) llm__attend_rows(s->xb + at, s->q + at, (size_t)hs, &kv, kvh, group, pos + t, 0);
+        else llm__attend_rows(s->xb + at, s->q + at, (size_t)qd, &kv, kvh, T - t < 2 ? 1 : 2, pos + t, 1);
     });
 
     /* out = Wo concat(heads) */

@@ -430,7 +430,7 @@ static void test_matmul_fast(void) {
 #define TOL_ATTN 1e-5       /* absolute, outputs are averages of values in [-1, 1] */
 static void test_attention_fast(void) {
     int hss[] = { 8, 16, 48, 64, 12 }, groups[] = { 1, 2, 3, 5 }, lasts[] = { 0, 7, 31, 32, 33, 79 };
-    const int n_kv = 2, ctx = 80;
+    const int n_kv = 2, ctx = 84;   /* the last key 79, and 4 more for five consecutive tokens */
     for (int kt = LLM_KV_F32; kt <= LLM_KV_Q8; kt++) {
         for (int hi = 0; hi < 5; hi++) {
             int hs = hss[hi], kvd = n_kv * hs;
@@ -457,7 +457,7 @@ static void test_attention_fast(void) {
                     float *one = malloc((size_t)group * hs * 4);
                     double *p = malloc((size_t)ctx * sizeof(double));
                     fill(q, group * hs, 1.0f);
-                    llm__attend_group(fast, q, &kv, kvh, group, last);
+                    llm__attend_rows(fast, q, (size_t)hs, &kv, kvh, group, last, 0);
                     double vs_one = 0, vs_formula = 0;
                     for (int g = 0; g < group; g++) {
                         const float *qg = q + (size_t)g * hs;
@@ -484,6 +484,19 @@ static void test_attention_fast(void) {
                     check(vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", vs_one, 0.0);
                     snprintf(name, sizeof name, "attention_%s_hs%d_group%d_keys%d_vs_formula", llm_kv_type_name(kt), hs, group, last + 1);
                     check(vs_formula <= TOL_ATTN, name, "max abs diff %g (tol %g)", vs_formula, TOL_ATTN);
+                    /* one head of `group` consecutive tokens, rows 3 hs apart, token
+                     * g over positions 0..last + g (prefill's pairs of tokens) */
+                    float *qt = malloc((size_t)group * 3 * hs * 4), *tok = malloc((size_t)group * 3 * hs * 4);
+                    fill(qt, group * 3 * hs, 1.0f);
+                    llm__attend_rows(tok, qt, (size_t)3 * hs, &kv, kvh, group, last, 1);
+                    double tok_vs_one = 0;
+                    for (int g = 0; g < group; g++) {
+                        llm__attend_head(one, qt + (size_t)g * 3 * hs, &kv, kvh, last + g);
+                        for (int i = 0; i < hs; i++) tok_vs_one = worse(tok_vs_one, fabs((double)tok[(size_t)g * 3 * hs + i] - one[i]));
+                    }
+                    snprintf(name, sizeof name, "attention_%s_hs%d_tokens%d_keys%d_rows_eq_one_head", llm_kv_type_name(kt), hs, group, last + 1);
+                    check(tok_vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", tok_vs_one, 0.0);
+                    free(qt); free(tok);
                     free(q); free(fast); free(one); free(p);
                 }
             }
