@@ -13,6 +13,10 @@ Environment:
     BENCH_MODELS   rows to run, from 260K,15M,42M,110M (default: all)
     BENCH_DTYPES   from f32,f16,q8_0,q4_0,q4_k (default: all)
     BENCH_THREADS  thread counts (default: 1,2)
+    BENCH_PROMPT   prompt tokens (default 128; 8 to 896), then 128 decoded tokens:
+                   32 for short prompts (time to first token), 512 for long ones.
+                   The models' contexts bound it: 128 for 15M and the sampler rows
+                   (BENCH_SAMPLER=0 skips those), 384 for stories260K
     BENCH_RUNS     timed runs per row, the median is reported (default 5; stories260K
                    runs take ~30 ms, so its rows get 4 x BENCH_RUNS)
     BENCH_QUIET    background load, in cores, above which the machine counts as busy
@@ -43,10 +47,10 @@ What it does:
      TinyStories shapes 15M (dim 288, 6 layers, 6 heads, hidden 768, seq 256),
      42M (512, 8, 8, 1376, seq 1024), 110M (768, 12, 12, 2048, seq 1024), vocab
      32000, in f32, f16 and q8_0 (group 32); tokenizer tokenizer.bin.
-3. Builds, per tokenizer, a prompt text that tokenizes to exactly 128 tokens with
-   BOS (checked with `./run -m tokenize`, and again from the stats line), saved as
-   build/bench/prompt-<tokenizer>.txt.
-4. Per checkpoint runs
+3. Builds, per tokenizer, a prompt text that tokenizes to exactly 128 tokens
+   (BENCH_PROMPT) with BOS (checked with `./run -m tokenize`, and again from the
+   stats line), saved as build/bench/prompt-<tokenizer>.txt (-<N>.txt for others).
+4. Per checkpoint runs (256 steps: the prompt's and 128 more)
        ./run CKPT -z TOK -n 256 -t 1 -s SEED -i PROMPT --threads N
    once untimed (page cache), then BENCH_RUNS times per thread count (thread counts
    alternating, run r with seed r for all of them: the engine's tokens do not depend
@@ -106,9 +110,9 @@ RUN = os.path.join(ROOT, "run")
 EXPORT = os.path.join(ROOT, "export.py")
 MODELS = os.environ.get("LLM_MODELS") or os.path.join(ROOT, "..", "shared", "models")
 
-PROMPT_TOKENS = 128
-STEPS = 256                      # prompt 128 + 128 decoded tokens
-DECODED = STEPS - PROMPT_TOKENS  # forwards after the prefill
+PROMPT_TOKENS = int(os.environ.get("BENCH_PROMPT", "128") or "128")
+DECODED = 128                    # forwards after the prefill
+STEPS = PROMPT_TOKENS + DECODED  # 256 for the default prompt of 128
 Q8_GROUP = 32
 QUIET = float(os.environ.get("BENCH_QUIET", "0.25"))        # background cores counted as busy
 QUIET_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "3"))  # seconds to wait for quiet before a run
@@ -288,13 +292,14 @@ def tokenize(tok, text):
 def make_prompt(tok):
     """A text that tokenizes to exactly PROMPT_TOKENS ids with BOS; cached per tokenizer."""
     name = os.path.splitext(os.path.basename(tok))[0]
-    path = os.path.join(CACHE, "prompt-%s.txt" % name)
+    path = os.path.join(CACHE, "prompt-%s.txt" % name if PROMPT_TOKENS == 128 else
+                        "prompt-%s-%d.txt" % (name, PROMPT_TOKENS))
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         if len(tokenize(tok, text)) == PROMPT_TOKENS:
             return text, path
-    words = (STORY + " ") * 4
+    words = (STORY + " ") * (4 + PROMPT_TOKENS // 32)
     words = words.split()
     count = lambda k: len(tokenize(tok, " ".join(words[:k])))
     lo, hi = 1, len(words)  # largest k with count(k) <= PROMPT_TOKENS
@@ -556,6 +561,15 @@ def main():
     if runs < 1:
         die("BENCH_RUNS must be >= 1")
     models = env_list("BENCH_MODELS", SHAPES, list(SHAPES))
+    if not 8 <= PROMPT_TOKENS <= 896:
+        die("BENCH_PROMPT must be 8 to 896 tokens, not %d" % PROMPT_TOKENS)
+    sampler = os.environ.get("BENCH_SAMPLER", "1") != "0"
+    for model in models + (["15M"] if sampler else []):   # the sampler rows run a 15M
+        ctx = 512 if SHAPES[model] is None else SHAPES[model][6]
+        if STEPS > ctx:
+            die("BENCH_PROMPT=%d and %d decoded tokens exceed %s's context of %d: at most %d for it%s"
+                % (PROMPT_TOKENS, DECODED, model, ctx, ctx - DECODED,
+                   " (BENCH_SAMPLER=0 skips the sampler rows, which run a 15M)" if model == "15M" else ""))
     dtypes = env_list("BENCH_DTYPES", DTYPES, list(DTYPES))
     threads = sorted(int(t) for t in env_list("BENCH_THREADS", ("1", "2"), [str(i) for i in range(1, 257)]))
     if not os.access(RUN, os.X_OK):
@@ -611,7 +625,7 @@ def main():
                     % (t, fmt_rate(rows[-1]["prefill"]), fmt_rate(rows[-1]["decode"]), rows[-1]["bg"]))
 
     samp = None
-    if os.environ.get("BENCH_SAMPLER", "1") != "0":
+    if sampler:
         tok = os.path.join(MODELS, "tokenizer.bin")
         if tok not in prompts:
             prompts[tok] = make_prompt(tok)
