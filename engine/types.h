@@ -138,6 +138,7 @@ typedef struct llm__kv_view {
     const void *k, *v;
     const uint16_t *k_scale, *v_scale;
     int type, n_heads, hs;
+    int prefetch;   /* 1: each block of keys asks for the next block's rows (decode) */
 } llm__kv_view;
 
 #define LLM__KEY_BLOCK 32

@@ -444,7 +444,7 @@ static void test_attention_fast(void) {
                 fill(row, kvd, 1.0f);
                 llm__kv_store(vc, vs, kt, (size_t)j, row, n_kv, hs);
             }
-            llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs };
+            llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs, hi % 2 };   /* prefetching or not: the same values */
             for (int j = 0; j < ctx; j++) /* the cache's values, as the engine reads them */
                 for (int h = 0; h < n_kv; h++) {
                     memcpy(kd + ((size_t)j * n_kv + h) * hs, llm__kv_row(kc, ks, kt, (size_t)j, h, n_kv, hs, row), (size_t)hs * 4);
