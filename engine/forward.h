@@ -207,7 +207,7 @@ static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv,
  * from DRAM (the weights' stream has evicted them): one head's slice of each
  * position's row, rows apart, a stride the hardware prefetcher does not
  * follow (42M q8_0, decode at positions 512-576, one thread: 320-340 tok/s
- * without, 395-410 with). */
+ * without, 395-455 with). */
 LLM__INLINE void llm__kv_prefetch(const llm__kv_view *kv, int kvh, int j, int last) {
     size_t bytes = (size_t)kv->hs * llm__kv_elem_bytes(kv->type);
     const unsigned char *k = (const unsigned char *)kv->k, *v = (const unsigned char *)kv->v;

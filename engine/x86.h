@@ -471,10 +471,9 @@ typedef int llm__am;   /* a ymm chunk is always whole (hs % 8 == 0) */
 
 /* For nq (1 or 2) rows: out[g][c0 .. c0 + LLM__AW nch) += sum_j p[g][j]
  * v(j0 + j) for jb <= j < len, the last chunk's lanes those of `last`; keys
- * in order, fused,
- * every accumulator in a register and one load of each value chunk for both
- * heads; with sum, also sum[g] += p[g][j] in order (a chain beside the
- * others, not after them). */
+ * in order, fused, every accumulator in a register and one load of each
+ * value chunk for both rows; with sum, also sum[g] += p[g][j] in order (a
+ * chain beside the others, not after them). */
 LLM__INLINE void llm__accumulate(float *out, size_t ldo, float (*p)[LLM__KEY_BLOCK], float *sum, int nq, int nch,
                                  llm__am last, const llm__kv_view *kv, int type, int kvh, int j0, int jb, int len, int c0) {
     llm__av a[2][8];
