@@ -110,7 +110,8 @@ RUN = os.path.join(ROOT, "run")
 EXPORT = os.path.join(ROOT, "export.py")
 MODELS = os.environ.get("LLM_MODELS") or os.path.join(ROOT, "..", "shared", "models")
 
-PROMPT_TOKENS = int(os.environ.get("BENCH_PROMPT", "128") or "128")
+PROMPT_TOKENS = os.environ.get("BENCH_PROMPT", "") or "128"   # checked in main()
+PROMPT_TOKENS = int(PROMPT_TOKENS) if PROMPT_TOKENS.isdigit() else -1
 DECODED = 128                    # forwards after the prefill
 STEPS = PROMPT_TOKENS + DECODED  # 256 for the default prompt of 128
 Q8_GROUP = 32
@@ -562,7 +563,7 @@ def main():
         die("BENCH_RUNS must be >= 1")
     models = env_list("BENCH_MODELS", SHAPES, list(SHAPES))
     if not 8 <= PROMPT_TOKENS <= 896:
-        die("BENCH_PROMPT must be 8 to 896 tokens, not %d" % PROMPT_TOKENS)
+        die("BENCH_PROMPT must be a number of tokens from 8 to 896, not %r" % os.environ.get("BENCH_PROMPT"))
     sampler = os.environ.get("BENCH_SAMPLER", "1") != "0"
     for model in models + (["15M"] if sampler else []):   # the sampler rows run a 15M
         ctx = 512 if SHAPES[model] is None else SHAPES[model][6]
