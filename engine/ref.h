@@ -129,7 +129,7 @@ static inline float llm__lanes_total(const float *lane) {
 }
 
 /* x[i] = e^(x[i] - shift) */
-static void llm__exp_shifted_ref(float *x, int n, float shift) {
+static inline void llm__exp_shifted_ref(float *x, int n, float shift) {
     for (int i = 0; i < n; i++) x[i] = llm__expf(x[i] - shift);
 }
 

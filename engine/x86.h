@@ -143,6 +143,33 @@ static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(MODEL_NO_SIMD)
 #define LLM__HAVE_EXP_SHIFTED 1
+#if defined(__AVX512F__)
+/* llm__exp_shifted_ref sixteen at a time (the last ones masked): the same
+ * operations as llm__expf, so the same bits */
+static void llm__exp_shifted(float *x, int n, float shift) {
+    const __m512 lo = _mm512_set1_ps(LLM__EXP_MIN), hi = _mm512_set1_ps(LLM__EXP_MAX), sh = _mm512_set1_ps(shift);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = (__mmask16)(n - i >= 16 ? 0xFFFFu : (1u << (n - i)) - 1);
+        __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh);
+        __m512 t = _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(LLM__EXP_LOG2E)), _mm512_set1_ps(0.5f));
+        __mmask16 under = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), over = _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ);
+        __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        /* floor(t) where in range, 0 outside (the exponent stays sane) */
+        __m512 nn = _mm512_maskz_roundscale_ps((__mmask16)~(under | over | nan), t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        __m512 r = _mm512_fmadd_ps(nn, _mm512_set1_ps(-LLM__EXP_LN2_HI), v);
+        r = _mm512_fmadd_ps(nn, _mm512_set1_ps(-LLM__EXP_LN2_LO), r);
+        __m512 p = _mm512_set1_ps(llm__exp_c[5]);
+        for (int k = 4; k >= 0; k--) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(llm__exp_c[k]));
+        p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+        __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nn), _mm512_set1_epi32(127)), 23);
+        __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+        y = _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
+        y = _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
+        y = _mm512_mask_mov_ps(y, nan, v);
+        _mm512_mask_storeu_ps(x + i, m, y);
+    }
+}
+#else
 /* llm__exp_shifted_ref eight at a time: the same operations as llm__expf,
  * so the same bits */
 static void llm__exp_shifted(float *x, int n, float shift) {
@@ -168,6 +195,7 @@ static void llm__exp_shifted(float *x, int n, float shift) {
     }
     llm__exp_shifted_ref(x + i, n - i, shift);
 }
+#endif
 
 #define LLM__HAVE_DOT8 1
 /* llm__dot8_ref with the eight lanes in one register */

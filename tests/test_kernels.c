@@ -167,6 +167,19 @@ static void test_expf(void) {
     llm__exp_shifted(edge, 6, 0.0f);
     check(edge[0] == 0.0f && isinf(edge[1]) && edge[2] == 1.0f && edge[3] == 1.0f && isnan(edge[4]) && edge[5] == 0.0f,
           "expf_edges_zero_inf_one_nan", "%g %g", edge[0], edge[1]);
+    /* every length 1..40 (whole vectors and every tail), a nonzero shift,
+     * and the out-of-range values and NaN in every lane position */
+    float special[5] = { -200.0f, 200.0f, NAN, INFINITY, -INFINITY };
+    int lanes_bad = 0, lanes_at = -1;
+    for (int len = 1; len <= 40; len++)
+        for (int k = 0; k < 5; k++) {
+            float v[40], want[40];
+            for (int i = 0; i < len; i++) v[i] = (i * 7 + k * 3 + len) % 11 == 0 ? special[(i + k) % 5] : 3.0f * sinf((float)(i * 13 + len * 5 + k));
+            for (int i = 0; i < len; i++) want[i] = llm__expf(v[i] - 1.25f);
+            llm__exp_shifted(v, len, 1.25f);
+            if (memcmp(v, want, (size_t)len * 4) != 0 && lanes_bad++ == 0) lanes_at = len;
+        }
+    check(lanes_bad == 0, "expf_vector_eq_scalar_every_length_and_lane", "%g cases differ, first length %g", lanes_bad, lanes_at);
 }
 
 /* ---- f16 ---- */
