@@ -221,48 +221,94 @@ LLM__INLINE void llm__kv_prefetch(const llm__kv_view *kv, int kvh, int j, int la
     }
 }
 
-/* llm__attend_head for nq <= LLM__GROUP_MAX query rows (of q and out, ld
- * apart) over kv head kvh, row g over positions 0..last + g dlast, bit for
- * bit: each key and value row is read once for all of them. The rows are a
- * group's query heads (ld = hs, dlast = 0) or one head of consecutive tokens
- * (ld = the query width, dlast = 1). */
-LLM__INLINE void llm__attend_rows8(float *out, const float *q, size_t ld, const llm__kv_view *kv, int type, int kvh,
-                                   int nq, int last, int dlast) {
+/* A pass of nq <= LLM__GROUP_MAX query rows (of q and out, ld apart) over
+ * kv head kvh's keys, row g over positions 0..last + g dlast, a block of
+ * keys at a time: each block's key and value rows are read once for all of
+ * them, and each row gets llm__attend_head's operations in its order, so its
+ * bits. The rows are a group's query heads (ld = hs, dlast = 0) or one head
+ * of consecutive tokens (ld = the query width, dlast = 1). */
+typedef struct {
+    float *out;
+    const float *q;
+    size_t ld;
+    int kvh, nq, last, dlast;
     float p[LLM__GROUP_MAX][LLM__KEY_BLOCK], run_max[LLM__GROUP_MAX], run_sum[LLM__GROUP_MAX];
-    int hs = kv->hs, len[LLM__GROUP_MAX];
-    float sqrt_hs = sqrtf((float)hs);
+} llm__pass;
+LLM__INLINE void llm__pass_start(llm__pass *ps, float *out, const float *q, size_t ld, int hs, int kvh, int nq, int last,
+                                 int dlast) {
+    ps->out = out; ps->q = q; ps->ld = ld; ps->kvh = kvh; ps->nq = nq; ps->last = last; ps->dlast = dlast;
     for (int g = 0; g < nq; g++) {
-        run_max[g] = -INFINITY;
-        run_sum[g] = 0.0f;
+        ps->run_max[g] = -INFINITY;
+        ps->run_sum[g] = 0.0f;
         for (int i = 0; i < hs; i++) out[g * ld + i] = 0.0f;
     }
-    int top = last + (nq - 1) * dlast;
-    for (int j0 = 0; j0 <= top; j0 += LLM__KEY_BLOCK) {
-        if (kv->prefetch) llm__kv_prefetch(kv, kvh, j0 + LLM__KEY_BLOCK, top);
-        for (int g = 0; g < nq; g++) {
-            int n = last + g * dlast + 1 - j0;
-            len[g] = n < LLM__KEY_BLOCK ? n : LLM__KEY_BLOCK;
-            if (len[g] <= 0) continue;   /* this row's keys ended with the block before */
-            float block_max = llm__scores8(p[g], q + g * ld, kv, type, kvh, j0, len[g], sqrt_hs);
-            llm__softmax_block(p[g], len[g], block_max, &run_max[g], &run_sum[g], out + g * ld, hs);
-        }
-        /* the values (and the sums) for two rows at a time over the keys both
-         * have, then the rest of the second's (len grows with g) */
-        for (int g = 0; g < nq; g += 2) {
-            if (nq - g < 2) {
-                if (len[g] > 0) llm__accumulate_head(out + g * ld, ld, p + g, run_sum + g, 1, kv, type, kvh, j0, 0, len[g]);
-                continue;
-            }
-            int both = len[g] > 0 ? len[g] : 0;
-            if (both > 0) llm__accumulate_head(out + g * ld, ld, p + g, run_sum + g, 2, kv, type, kvh, j0, 0, both);
-            if (len[g + 1] > both)
-                llm__accumulate_head(out + (g + 1) * ld, ld, p + g + 1, run_sum + g + 1, 1, kv, type, kvh, j0, both, len[g + 1]);
-        }
-    }
+}
+/* the pass's last position */
+LLM__INLINE int llm__pass_top(const llm__pass *ps) { return ps->last + (ps->nq - 1) * ps->dlast; }
+/* keys j0 .. j0 + LLM__KEY_BLOCK - 1 (those each row has) */
+LLM__INLINE void llm__pass_block(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
+    int hs = kv->hs, nq = ps->nq, kvh = ps->kvh, len[LLM__GROUP_MAX];
+    size_t ld = ps->ld;
+    float sqrt_hs = sqrtf((float)hs), *out = ps->out;
+    if (kv->prefetch) llm__kv_prefetch(kv, kvh, j0 + LLM__KEY_BLOCK, llm__pass_top(ps));
     for (int g = 0; g < nq; g++) {
-        float inv = 1.0f / run_sum[g];
-        for (int i = 0; i < hs; i++) out[g * ld + i] *= inv;
+        int n = ps->last + g * ps->dlast + 1 - j0;
+        len[g] = n < LLM__KEY_BLOCK ? n : LLM__KEY_BLOCK;
+        if (len[g] <= 0) continue;   /* this row's keys ended with the block before */
+        float block_max = llm__scores8(ps->p[g], ps->q + g * ld, kv, type, kvh, j0, len[g], sqrt_hs);
+        llm__softmax_block(ps->p[g], len[g], block_max, &ps->run_max[g], &ps->run_sum[g], out + g * ld, hs);
     }
+    /* the values (and the sums) for two rows at a time over the keys both
+     * have, then the rest of the second's (len grows with g) */
+    for (int g = 0; g < nq; g += 2) {
+        if (nq - g < 2) {
+            if (len[g] > 0) llm__accumulate_head(out + g * ld, ld, ps->p + g, ps->run_sum + g, 1, kv, type, kvh, j0, 0, len[g]);
+            continue;
+        }
+        int both = len[g] > 0 ? len[g] : 0;
+        if (both > 0) llm__accumulate_head(out + g * ld, ld, ps->p + g, ps->run_sum + g, 2, kv, type, kvh, j0, 0, both);
+        if (len[g + 1] > both)
+            llm__accumulate_head(out + (g + 1) * ld, ld, ps->p + g + 1, ps->run_sum + g + 1, 1, kv, type, kvh, j0, both, len[g + 1]);
+    }
+}
+LLM__INLINE void llm__pass_finish(llm__pass *ps, int hs) {
+    for (int g = 0; g < ps->nq; g++) {
+        float inv = 1.0f / ps->run_sum[g];
+        for (int i = 0; i < hs; i++) ps->out[g * ps->ld + i] *= inv;
+    }
+}
+/* llm__attend_head for the rows of one pass */
+LLM__INLINE void llm__attend_rows8(float *out, const float *q, size_t ld, const llm__kv_view *kv, int type, int kvh,
+                                   int nq, int last, int dlast) {
+    llm__pass ps;
+    llm__pass_start(&ps, out, q, ld, kv->hs, kvh, nq, last, dlast);
+    for (int j0 = 0; j0 <= llm__pass_top(&ps); j0 += LLM__KEY_BLOCK) llm__pass_block(&ps, kv, type, j0);
+    llm__pass_finish(&ps, kv->hs);
+}
+
+/* Decode: one token's query heads of kv heads h0..h1-1 over positions
+ * 0..last, in passes of at most LLM__GROUP_MAX heads of one group, and up
+ * to LLM__DECODE_PASSES passes block by block together: a block of keys
+ * then reads the kv heads' slices of each position's row side by side (one
+ * stream, where a head at a time read its slice, a row apart). Every pass
+ * gets llm__attend_rows8's operations in its order, so the same bits. */
+#define LLM__DECODE_PASSES 8
+LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_view *kv, int type, int h0, int h1,
+                                    int group, int last) {
+    llm__pass ps[LLM__DECODE_PASSES];
+    int hs = kv->hs, np = 0;
+    for (int h = h0; h < h1; h++)
+        for (int g = 0; g < group; g += LLM__GROUP_MAX) {
+            size_t at = ((size_t)h * group + (size_t)g) * (size_t)hs;
+            int n = group - g < LLM__GROUP_MAX ? group - g : LLM__GROUP_MAX;
+            llm__pass_start(&ps[np++], out + at, q + at, (size_t)hs, hs, h, n, last, 0);
+            if (np == LLM__DECODE_PASSES || (h == h1 - 1 && g + LLM__GROUP_MAX >= group)) {
+                for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK)
+                    for (int i = 0; i < np; i++) llm__pass_block(&ps[i], kv, type, j0);
+                for (int i = 0; i < np; i++) llm__pass_finish(&ps[i], hs);
+                np = 0;
+            }
+        }
 }
 #endif
 
@@ -285,6 +331,21 @@ static void llm__attend_rows(float *out, const float *q, size_t ld, const llm__k
     }
 #endif
     for (; g < nq; g++) llm__attend_head(out + g * ld, q + g * ld, kv, kvh, last + g * dlast);
+}
+
+/* Decode: the query heads (group per kv head) of kv heads h0..h1-1 over
+ * positions 0..last; llm__attend_rows for each kv head's group */
+static void llm__attend_heads(float *out, const float *q, const llm__kv_view *kv, int h0, int h1, int group, int last) {
+    size_t hs = (size_t)kv->hs;
+#ifdef LLM__ATTEND_AVX2
+    if (kv->hs % 8 == 0) {
+        if (kv->type == LLM_KV_F32) llm__attend_heads8(out, q, kv, LLM_KV_F32, h0, h1, group, last);
+        else if (kv->type == LLM_KV_F16) llm__attend_heads8(out, q, kv, LLM_KV_F16, h0, h1, group, last);
+        else llm__attend_heads8(out, q, kv, LLM_KV_Q8, h0, h1, group, last);
+        return;
+    }
+#endif
+    for (int h = h0; h < h1; h++) llm__attend_rows(out + h * group * hs, q + h * group * hs, hs, kv, h, group, last, 0);
 }
 
 /* ===================================================================== */
@@ -355,6 +416,13 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
     /* A group of query heads shares each pass over its kv head's keys; where
      * each kv head has one query head, two consecutive tokens share it. */
     int per = group > 1 ? 1 : 2, items = (T + per - 1) / per;
+    if (T == 1) { /* decode: the kv heads in nt shares, each share's heads side by side */
+        int parts = (int64_t)qd * (pos + 1) * 2 >= s->parallel_min_work && nt > 1 ? nt : 1;
+        if (parts > c->n_kv_heads) parts = c->n_kv_heads;
+        LLM__PARALLEL_FOR(nt, parts > 1,
+        for (int i = 0; i < parts; i++)
+            llm__attend_heads(s->xb, s->q, &kv, c->n_kv_heads * i / parts, c->n_kv_heads * (i + 1) / parts, group, pos););
+    } else
     LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
     for (int it = 0; it < items * c->n_kv_heads; it++) {
         /* one kv head's tokens after another, so the head's keys and values

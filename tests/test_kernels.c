@@ -518,6 +518,57 @@ static void test_attention_fast(void) {
     }
 }
 
+/* Decode's attention over several kv heads side by side (passes of a
+ * group's heads, several passes block by block together) against the
+ * one-head scalar twin, bit for bit: enough kv heads and group sizes that
+ * the passes run in several rounds, and shares h0..h1 as threads take them. */
+static void test_attention_decode_heads(void) {
+    int hss[] = { 8, 12, 64 }, n_kvs[] = { 1, 3, 11 }, groups[] = { 1, 2, 5 }, lasts[] = { 0, 31, 32, 70 };
+    const int ctx = 71;
+    for (int kt = LLM_KV_F32; kt <= LLM_KV_Q8; kt++)
+        for (int hi = 0; hi < 3; hi++)
+            for (int ni = 0; ni < 3; ni++) {
+                int hs = hss[hi], n_kv = n_kvs[ni], kvd = n_kv * hs;
+                size_t eb = kt == LLM_KV_F32 ? 4 : kt == LLM_KV_F16 ? 2 : 1;
+                unsigned char *kc = malloc((size_t)ctx * kvd * eb), *vc = malloc((size_t)ctx * kvd * eb);
+                uint16_t *ks = malloc((size_t)ctx * n_kv * 2), *vs = malloc((size_t)ctx * n_kv * 2);
+                float *row = malloc((size_t)kvd * 4);
+                for (int j = 0; j < ctx; j++) {
+                    fill(row, kvd, 2.0f);
+                    llm__kv_store(kc, ks, kt, (size_t)j, row, n_kv, hs);
+                    fill(row, kvd, 1.0f);
+                    llm__kv_store(vc, vs, kt, (size_t)j, row, n_kv, hs);
+                }
+                llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs, 1 };
+                for (int gi = 0; gi < 3; gi++)
+                    for (int li = 0; li < 4; li++) {
+                        int group = groups[gi], last = lasts[li], qd = n_kv * group * hs;
+                        int h0 = n_kv > 2 ? 1 : 0, h1 = n_kv;   /* a thread's share, and all */
+                        float *q = malloc((size_t)qd * 4), *fast = malloc((size_t)qd * 4), *one = malloc((size_t)qd * 4);
+                        fill(q, qd, 1.0f);
+                        double worst = 0;
+                        for (int part = 0; part < 2; part++) {
+                            int a = part ? h0 : 0, b = part ? h1 : n_kv;
+                            for (int i = 0; i < qd; i++) fast[i] = -7.0f;   /* heads outside a..b stay untouched */
+                            llm__attend_heads(fast, q, &kv, a, b, group, last);
+                            for (int h = 0; h < n_kv; h++)
+                                for (int g = 0; g < group; g++) {
+                                    size_t at = ((size_t)h * group + g) * hs;
+                                    if (h >= a && h < b) llm__attend_head(one + at, q + at, &kv, h, last);
+                                    else for (int i = 0; i < hs; i++) one[at + i] = -7.0f;
+                                }
+                            for (int i = 0; i < qd; i++) worst = worse(worst, fabs((double)fast[i] - one[i]));
+                        }
+                        char name[112];
+                        snprintf(name, sizeof name, "attention_decode_%s_hs%d_kvheads%d_group%d_keys%d_eq_one_head",
+                                 llm_kv_type_name(kt), hs, n_kv, group, last + 1);
+                        check(worst == 0.0, name, "max abs diff %g (want %g: bit for bit)", worst, 0.0);
+                        free(q); free(fast); free(one);
+                    }
+                free(kc); free(vc); free(ks); free(vs); free(row);
+            }
+}
+
 /* max |a - b| / max |b|; NaN when either run is missing (NULL) or any value
  * is NaN, so that !(d <= tol) fails. */
 static double max_rel_diff(const float *a, const float *b, size_t n) {
@@ -1037,6 +1088,7 @@ int main(int argc, char **argv) {
     test_padded_blocks();
     test_gguf_q6k_extremes();
     test_attention_fast();
+    test_attention_decode_heads();
 
     char path[1024];
     snprintf(path, sizeof path, "%s/stories260K.bin", models);
