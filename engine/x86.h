@@ -143,6 +143,20 @@ static void llm__round_q16(int16_t *xq, const float *x, int n, float inv) {
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(MODEL_NO_SIMD)
 #define LLM__HAVE_EXP_SHIFTED 1
+/* llm__expf's steps from n = floor(x log2(e) + 1/2) on, a vector at a
+ * time: r = x - n ln2 in two parts, e^r by the polynomial, times 2^n. P is
+ * the intrinsics' prefix (_mm256, _mm512), VF and VI its float and integer
+ * vectors, CAST its integer-to-float bit cast. */
+#define LLM__EXP_STEPS(P, VF, VI, CAST, v, nn, y)                                                  \
+    do {                                                                                            \
+        VF r_ = P##_fmadd_ps(nn, P##_set1_ps(-LLM__EXP_LN2_HI), v);                                 \
+        r_ = P##_fmadd_ps(nn, P##_set1_ps(-LLM__EXP_LN2_LO), r_);                                   \
+        VF p_ = P##_set1_ps(llm__exp_c[5]);                                                         \
+        for (int k_ = 4; k_ >= 0; k_--) p_ = P##_fmadd_ps(p_, r_, P##_set1_ps(llm__exp_c[k_]));     \
+        p_ = P##_add_ps(P##_fmadd_ps(p_, P##_mul_ps(r_, r_), r_), P##_set1_ps(1.0f));               \
+        VI e_ = P##_slli_epi32(P##_add_epi32(P##_cvtps_epi32(nn), P##_set1_epi32(127)), 23);         \
+        (y) = P##_mul_ps(p_, CAST(e_));                                                             \
+    } while (0)
 #if defined(__AVX512F__)
 /* llm__exp_shifted_ref sixteen at a time (the last ones masked): the same
  * operations as llm__expf, so the same bits */
@@ -156,13 +170,8 @@ static void llm__exp_shifted(float *x, int n, float shift) {
         __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
         /* floor(t) where in range, 0 outside (the exponent stays sane) */
         __m512 nn = _mm512_maskz_roundscale_ps((__mmask16)~(under | over | nan), t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fmadd_ps(nn, _mm512_set1_ps(-LLM__EXP_LN2_HI), v);
-        r = _mm512_fmadd_ps(nn, _mm512_set1_ps(-LLM__EXP_LN2_LO), r);
-        __m512 p = _mm512_set1_ps(llm__exp_c[5]);
-        for (int k = 4; k >= 0; k--) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(llm__exp_c[k]));
-        p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-        __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nn), _mm512_set1_epi32(127)), 23);
-        __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+        __m512 y;
+        LLM__EXP_STEPS(_mm512, __m512, __m512i, _mm512_castsi512_ps, v, nn, y);
         y = _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
         y = _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
         y = _mm512_mask_mov_ps(y, nan, v);
@@ -181,13 +190,8 @@ static void llm__exp_shifted(float *x, int n, float shift) {
         __m256 under = _mm256_cmp_ps(v, lo, _CMP_LT_OQ), over = _mm256_cmp_ps(v, hi, _CMP_GT_OQ);
         __m256 inrange = _mm256_andnot_ps(_mm256_or_ps(under, over), _mm256_cmp_ps(v, v, _CMP_ORD_Q));
         nn = _mm256_and_ps(nn, inrange);                      /* keep the exponent sane outside */
-        __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LLM__EXP_LN2_HI), v);
-        r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LLM__EXP_LN2_LO), r);
-        __m256 p = _mm256_set1_ps(llm__exp_c[5]);
-        for (int k = 4; k >= 0; k--) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(llm__exp_c[k]));
-        p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
-        __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+        __m256 y;
+        LLM__EXP_STEPS(_mm256, __m256, __m256i, _mm256_castsi256_ps, v, nn, y);
         y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
         y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
         y = _mm256_blendv_ps(y, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
