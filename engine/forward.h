@@ -232,11 +232,13 @@ typedef struct {
     const float *q;
     size_t ld;
     int kvh, nq, last, dlast;
+    float sqrt_hs;
     float p[LLM__GROUP_MAX][LLM__KEY_BLOCK], run_max[LLM__GROUP_MAX], run_sum[LLM__GROUP_MAX];
 } llm__pass;
 LLM__INLINE void llm__pass_start(llm__pass *ps, float *out, const float *q, size_t ld, int hs, int kvh, int nq, int last,
                                  int dlast) {
     ps->out = out; ps->q = q; ps->ld = ld; ps->kvh = kvh; ps->nq = nq; ps->last = last; ps->dlast = dlast;
+    ps->sqrt_hs = sqrtf((float)hs);
     for (int g = 0; g < nq; g++) {
         ps->run_max[g] = -INFINITY;
         ps->run_sum[g] = 0.0f;
@@ -249,13 +251,13 @@ LLM__INLINE int llm__pass_top(const llm__pass *ps) { return ps->last + (ps->nq -
 LLM__INLINE void llm__pass_block(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
     int hs = kv->hs, nq = ps->nq, kvh = ps->kvh, len[LLM__GROUP_MAX];
     size_t ld = ps->ld;
-    float sqrt_hs = sqrtf((float)hs), *out = ps->out;
+    float *out = ps->out;
     if (kv->prefetch) llm__kv_prefetch(kv, kvh, j0 + LLM__KEY_BLOCK, llm__pass_top(ps));
     for (int g = 0; g < nq; g++) {
         int n = ps->last + g * ps->dlast + 1 - j0;
         len[g] = n < LLM__KEY_BLOCK ? n : LLM__KEY_BLOCK;
         if (len[g] <= 0) continue;   /* this row's keys ended with the block before */
-        float block_max = llm__scores8(ps->p[g], ps->q + g * ld, kv, type, kvh, j0, len[g], sqrt_hs);
+        float block_max = llm__scores8(ps->p[g], ps->q + g * ld, kv, type, kvh, j0, len[g], ps->sqrt_hs);
         llm__softmax_block(ps->p[g], len[g], block_max, &ps->run_max[g], &ps->run_sum[g], out + g * ld, hs);
     }
     /* the values (and the sums) for two rows at a time over the keys both
@@ -293,6 +295,12 @@ LLM__INLINE void llm__attend_rows8(float *out, const float *q, size_t ld, const 
  * stream, where a head at a time read its slice, a row apart). Every pass
  * gets llm__attend_rows8's operations in its order, so the same bits. */
 #define LLM__DECODE_PASSES 8
+/* passes ps[0..np-1] over positions 0..last, block by block together */
+LLM__INLINE void llm__passes_run(llm__pass *ps, int np, const llm__kv_view *kv, int type, int last) {
+    for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK)
+        for (int i = 0; i < np; i++) llm__pass_block(&ps[i], kv, type, j0);
+    for (int i = 0; i < np; i++) llm__pass_finish(&ps[i], kv->hs);
+}
 LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_view *kv, int type, int h0, int h1,
                                     int group, int last) {
     llm__pass ps[LLM__DECODE_PASSES];
@@ -302,13 +310,12 @@ LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_vi
             size_t at = ((size_t)h * group + (size_t)g) * (size_t)hs;
             int n = group - g < LLM__GROUP_MAX ? group - g : LLM__GROUP_MAX;
             llm__pass_start(&ps[np++], out + at, q + at, (size_t)hs, hs, h, n, last, 0);
-            if (np == LLM__DECODE_PASSES || (h == h1 - 1 && g + LLM__GROUP_MAX >= group)) {
-                for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK)
-                    for (int i = 0; i < np; i++) llm__pass_block(&ps[i], kv, type, j0);
-                for (int i = 0; i < np; i++) llm__pass_finish(&ps[i], hs);
+            if (np == LLM__DECODE_PASSES) {
+                llm__passes_run(ps, np, kv, type, last);
                 np = 0;
             }
         }
+    if (np) llm__passes_run(ps, np, kv, type, last);
 }
 #endif
 
@@ -411,9 +418,8 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
                       s->kv_type, (size_t)(pos + t), s->v_new + (size_t)t * kvd, c->n_kv_heads, hs);
     });
 
-    /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t,
-     * the query heads of one kv head together */
-    /* A group of query heads shares each pass over its kv head's keys; where
+    /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t.
+     * A group of query heads shares each pass over its kv head's keys; where
      * each kv head has one query head, two consecutive tokens share it. */
     int per = group > 1 ? 1 : 2, items = (T + per - 1) / per;
     if (T == 1) { /* decode: the kv heads in nt shares, each share's heads side by side */
@@ -422,18 +428,19 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
         LLM__PARALLEL_FOR(nt, parts > 1,
         for (int i = 0; i < parts; i++)
             llm__attend_heads(s->xb, s->q, &kv, c->n_kv_heads * i / parts, c->n_kv_heads * (i + 1) / parts, group, pos););
-    } else
-    LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
-    for (int it = 0; it < items * c->n_kv_heads; it++) {
-        /* one kv head's tokens after another, so the head's keys and values
-         * stay in cache for all of them; the items in the order 0, last, 1,
-         * last-1, ...: each thread's share holds short and long rows of the
-         * causal triangle alike */
-        int k = it % items, i = k % 2 ? items - 1 - k / 2 : k / 2, kvh = it / items, t = i * per;
-        size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
-        if (per == 1) llm__attend_rows(s->xb + at, s->q + at, (size_t)hs, &kv, kvh, group, pos + t, 0);
-        else llm__attend_rows(s->xb + at, s->q + at, (size_t)qd, &kv, kvh, T - t < 2 ? 1 : 2, pos + t, 1);
-    });
+    } else {
+        LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
+        for (int it = 0; it < items * c->n_kv_heads; it++) {
+            /* one kv head's tokens after another, so the head's keys and values
+             * stay in cache for all of them; the items in the order 0, last, 1,
+             * last-1, ...: each thread's share holds short and long rows of the
+             * causal triangle alike */
+            int k = it % items, i = k % 2 ? items - 1 - k / 2 : k / 2, kvh = it / items, t = i * per;
+            size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
+            if (per == 1) llm__attend_rows(s->xb + at, s->q + at, (size_t)hs, &kv, kvh, group, pos + t, 0);
+            else llm__attend_rows(s->xb + at, s->q + at, (size_t)qd, &kv, kvh, T - t < 2 ? 1 : 2, pos + t, 1);
+        });
+    }
 
     /* out = Wo concat(heads) */
     llm__matmul(s->xb2, &L->wo, s->xb, T, s);
