@@ -6,6 +6,8 @@ Environment:
   RUN          the ./run binary under test (default ./run; `make test-asan` sets ./run-asan)
                Emulated builds (i386) are run through wrapper scripts in build/qemu/.
 """
+import contextlib
+import fcntl
 import math
 import os
 import re
@@ -17,6 +19,8 @@ MODELS = os.path.abspath(os.environ.get("LLM_MODELS", os.path.join(ROOT, "..", "
 RUN = os.environ.get("RUN", os.path.join(ROOT, "run"))
 TESTS = os.path.join(ROOT, "tests")
 BUILD = os.path.join(ROOT, "build")   # test binaries and scratch files (git-ignored)
+# run_tests.py --jobs gives each worker process a scratch folder of its own
+SCRATCH = os.environ.get("LLM_SCRATCH", BUILD)
 
 
 def model(name):
@@ -26,8 +30,21 @@ def model(name):
 
 
 def scratch(name):
-    os.makedirs(BUILD, exist_ok=True)
-    return os.path.join(BUILD, name)
+    os.makedirs(SCRATCH, exist_ok=True)
+    return os.path.join(SCRATCH, name)
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Hold an exclusive lock on path + '.lock' (for files that the suite's
+    worker processes share, such as test_bpe's vocabularies in build/bpe)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def run(args, input=None, timeout=120, binary=None, env=None, memory_limit=None):

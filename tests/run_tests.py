@@ -5,7 +5,7 @@ function named test_*; a test that is a generator yields (name, callable) pairs,
 each a test of its own (a generator that yields none is a failure). Prints one line per test and ends with
 'N passed, N failed'. Exit status 1 if anything failed.
 
-  python3 tests/run_tests.py [-k SUBSTRING] [--durations] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
+  python3 tests/run_tests.py [-k SUBSTRING] [--durations] [--jobs N] [--variant NAME:K=V,K=V ...] [tests/test_x.py ...]
 
 --variant runs the whole suite once per build (e.g. opt, asan, portable) with
 the given environment variables set, prefixing each test name with NAME;
@@ -16,10 +16,18 @@ first variant only: slow repeats whose code paths the other builds reach
 through smaller tests. A variant's SUBSET=a+b
 runs only the tests named a or b (a module, or module::function) in that build.
 --durations adds, before the closing line, each build's seconds per test module.
+--jobs N runs the test modules in N worker processes (each module's builds in
+one worker, one after another; the slowest modules of the last run first),
+each worker with a scratch folder of its own; a module's lines are printed
+together when it ends.
 """
 import importlib.util
 import inspect
+import io
+import json
+import multiprocessing
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -123,6 +131,82 @@ def print_durations(results):
             print(f"  {secs:8.1f}s  {module}")
 
 
+def run_file(path, variants, pattern, base_env):
+    """Every build's tests of one module, in order: (results, the SUBSET names
+    each build matched)."""
+    results, matched = [], {}
+    for variant, env in variants:
+        os.environ.clear()
+        os.environ.update(base_env)
+        os.environ.update(env)
+        matched[variant] = set()
+        keep = subset_filter(env.get("SUBSET"), matched[variant])
+        for name, m in list(sys.modules.items()):   # modules re-read the environment for this build
+            if os.path.dirname(os.path.abspath(getattr(m, "__file__", None) or "/")) == HERE and name != "__main__":
+                sys.modules.pop(name)
+        mod = load(path)
+        if getattr(mod, "BUILD_INDEPENDENT", False) and variant != variants[0][0]:
+            continue  # pure-Python tests: one build is enough
+        run_module(mod, variant, pattern, results, keep, variant == variants[0][0])
+    return results, matched
+
+
+DURATIONS = os.path.join(os.path.dirname(HERE), "build", "test-durations.json")
+
+
+def worker_init():
+    """A worker's own scratch folder (common.scratch), so two modules that
+    happen to use the same scratch name never meet."""
+    os.environ["LLM_SCRATCH"] = os.path.join(os.path.dirname(HERE), "build", "scratch", f"w{os.getpid()}")
+
+
+def worker_run(args):
+    path, variants, pattern, base_env = args
+    out, saved = io.StringIO(), sys.stdout
+    sys.stdout = out
+    try:
+        results, matched = run_file(path, variants, pattern, dict(base_env, LLM_SCRATCH=os.environ["LLM_SCRATCH"]))
+    except BaseException:   # a module that fails to load fails, and the others go on
+        results, matched = [(f"{os.path.basename(path)}[load]", False, 0.0)], {}
+        print(f"FAIL {os.path.basename(path)}[load]\n     " + traceback.format_exc().replace("\n", "\n     "))
+    finally:
+        sys.stdout = saved
+    return out.getvalue(), results, matched
+
+
+def slowest_first(files):
+    """The modules, those that took longest in the last run first (then the largest files)."""
+    try:
+        with open(DURATIONS) as f:
+            last = json.load(f)
+    except (OSError, ValueError):
+        last = {}
+    key = lambda p: (last.get(os.path.basename(p), 0.0), os.path.getsize(p))
+    return sorted(files, key=key, reverse=True)
+
+
+def run_parallel(files, variants, pattern, jobs):
+    """The modules across `jobs` worker processes; (results, matched) as run_file's, merged."""
+    results, matched = [], {}
+    shutil.rmtree(os.path.join(os.path.dirname(HERE), "build", "scratch"), ignore_errors=True)
+    tasks = [(p, variants, pattern, dict(os.environ)) for p in slowest_first(files)]
+    with multiprocessing.get_context("fork").Pool(jobs, initializer=worker_init, maxtasksperchild=1) as pool:
+        for text, res, m in pool.imap_unordered(worker_run, tasks):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            results.extend(res)
+            for v, names in m.items():
+                matched.setdefault(v, set()).update(names)
+    per_module = {}
+    for name, _, secs in results:
+        module = name.split("::")[0].rpartition(":")[2]
+        per_module[module + ".py"] = per_module.get(module + ".py", 0.0) + secs
+    os.makedirs(os.path.dirname(DURATIONS), exist_ok=True)
+    with open(DURATIONS, "w") as f:
+        json.dump(per_module, f, indent=0, sort_keys=True)
+    return results, matched
+
+
 def usage(message):
     print(f"run_tests.py: error: {message} (--help shows the usage)", file=sys.stderr)
     return 2
@@ -131,6 +215,7 @@ def usage(message):
 def main(argv):
     pattern = None
     durations = False
+    jobs = 1
     files = []
     variants = []
     it = iter(argv)
@@ -138,13 +223,17 @@ def main(argv):
         if a in ("-h", "--help"):
             print(__doc__.strip())
             return 0
-        value = next(it, None) if a in ("-k", "--variant") else ""
+        value = next(it, None) if a in ("-k", "--variant", "--jobs") else ""
         if value is None:
             return usage(f"{a} needs a value")
         if a == "-k":
             pattern = value
         elif a == "--durations":
             durations = True
+        elif a == "--jobs":
+            if not value.isdigit() or int(value) < 1:
+                return usage(f"--jobs wants a whole number of at least 1, not {value!r}")
+            jobs = int(value)
         elif a == "--variant":
             name, _, assigns = value.partition(":")
             if not name or any("=" not in kv for kv in assigns.split(",") if kv):
@@ -163,25 +252,21 @@ def main(argv):
         files = sorted(os.path.join(HERE, f) for f in os.listdir(HERE)
                        if f.startswith("test_") and f.endswith(".py"))
     sys.path.insert(0, HERE)
-    results = []   # (name, passed)
-    base_env = dict(os.environ)
     for variant, env in variants:
-        os.environ.clear()
-        os.environ.update(base_env)
-        os.environ.update(env)
-        matched = set()
-        keep = subset_filter(env.get("SUBSET"), matched)
-        if keep:
+        if env.get("SUBSET"):
             print(f"note: {variant} runs only {env['SUBSET'].replace('+', ', ')}")
-        for f in ("common",) + tuple(os.path.splitext(os.path.basename(p))[0] for p in files):
-            sys.modules.pop(f, None)  # modules re-read the environment for this build
+    if jobs > 1:
+        results, matched = run_parallel(files, variants, pattern, jobs)
+    else:
+        results, matched, base_env = [], {}, dict(os.environ)
         for path in files:
-            mod = load(path)
-            if getattr(mod, "BUILD_INDEPENDENT", False) and variant != variants[0][0]:
-                continue  # pure-Python tests: one build is enough
-            run_module(mod, variant, pattern, results, keep, variant == variants[0][0])
-        for n in (env["SUBSET"].split("+") if keep else ()):
-            if n not in matched and not_left_out(n.split("::")[0], files):
+            res, m = run_file(path, variants, pattern, base_env)
+            results.extend(res)
+            for v, names in m.items():
+                matched.setdefault(v, set()).update(names)
+    for variant, env in variants:   # a SUBSET name that matched nothing is misspelt (or the test gone)
+        for n in (env["SUBSET"].split("+") if env.get("SUBSET") else ()):
+            if n not in matched.get(variant, set()) and not_left_out(n.split("::")[0], files):
                 results.append((f"{variant}:SUBSET[{n}]", False, 0.0))
                 print(f"FAIL {variant}:SUBSET[{n}]: names no test")
     if durations:

@@ -231,11 +231,13 @@ def prepared(name):
     """(folder, LTOK path): the tokenizer.json built and converted once per run."""
     folder = os.path.join(WORK, name)
     out = os.path.join(folder, "tokenizer.ltok")
-    if not os.path.exists(out):
-        BUILDERS[name](folder)
-        p = subprocess.run([sys.executable, EXPORT, "tokenizer", os.path.join(folder, "tokenizer.json"), out],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
-        assert p.returncode == 0, f"export.py tokenizer {name}: {p.stderr.decode()[-800:]}"
+    with common.locked(folder):   # the suite's workers share build/bpe
+        if not os.path.exists(out):
+            BUILDERS[name](folder)
+            p = subprocess.run([sys.executable, EXPORT, "tokenizer", os.path.join(folder, "tokenizer.json"),
+                                out + ".part"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+            assert p.returncode == 0, f"export.py tokenizer {name}: {p.stderr.decode()[-800:]}"
+            os.replace(out + ".part", out)
     return folder, out
 
 
@@ -250,8 +252,9 @@ def reference(name, folder, batch, special):
         return {"ids": r["ids"], "decoded": [x.encode("utf-8") for x in r["decoded"]]}
     r = node(["encode", folder], input=payload)
     r = {"ids": r["ids"], "decoded": [base64.b64decode(x) for x in r["decoded"]]}
-    with open(cache, "w") as f:
+    with open(cache + f".{os.getpid()}", "w") as f:
         json.dump({"ids": r["ids"], "decoded": [x.decode("utf-8") for x in r["decoded"]]}, f)
+    os.replace(cache + f".{os.getpid()}", cache)
     return r
 
 
@@ -453,7 +456,7 @@ def test_hostile_ltok_files():
         "merge of a special token": put(b, mrg + 16 * (M - 1) + 4, "<I", 1),
     })
     for what, data in cases.items():
-        path = os.path.join(WORK, "hostile.ltok")
+        path = common.scratch("bpe_hostile.ltok")
         with open(path, "wb") as f:
             f.write(data)
         yield what, (lambda p=path, w=what, d=data: (open(p, "wb").write(d), refused(p, w)))
@@ -468,7 +471,7 @@ def test_export_refuses_what_it_cannot_convert():
 
     def variant(what, change, config_change=None, expect=""):
         def run():
-            d = os.path.join(WORK, "refuse")
+            d = common.scratch("bpe_refuse")
             tok, cfg = json.loads(json.dumps(good)), dict(conf)
             change(tok)
             if config_change:

@@ -99,10 +99,11 @@ def gguf(name):
     folder, _ = bpe.prepared(name)
     path = os.path.join(folder, "model.gguf")
     sources = (os.path.join(folder, "tokenizer.json"), os.path.abspath(__file__), gw.__file__)
-    if not os.path.exists(path) or os.path.getmtime(path) < max(os.path.getmtime(f) for f in sources):
-        kvs, vocab = tokenizer_kvs(name)
-        model_gguf(path + ".part", vocab, kvs)
-        os.replace(path + ".part", path)
+    with common.locked(path):   # the suite's workers share build/bpe
+        if not os.path.exists(path) or os.path.getmtime(path) < max(os.path.getmtime(f) for f in sources):
+            kvs, vocab = tokenizer_kvs(name)
+            model_gguf(path + ".part", vocab, kvs)
+            os.replace(path + ".part", path)
     return path
 
 
