@@ -5,6 +5,7 @@
 #   make -f embedded/embedded.mk embedded-run EMB_BOARD=an547 EMB_TEMPERATURE=0 EMB_STEPS=200
 #   make -f embedded/embedded.mk embedded-kernels EMB_BOARD=an386   tests/test_kernels.c on a board
 #   make -f embedded/embedded.mk embedded-deps      install the Debian packages (root)
+#   make -f embedded/embedded.mk arm-insns          aarch64 instructions per decode token, per weight type
 # One image: EMB_BOARD (an386 | an547), the checkpoint and tokenizer it links
 # (EMB_CKPT, EMB_TOK), and the parameters fixed at build time: EMB_CTX (0 = the
 # model's seq_len), EMB_KV (f32 | f16 | q8), EMB_TEMPERATURE, EMB_TOPP, EMB_TOPK,
@@ -53,7 +54,7 @@ EMB_PARAMS = -DEMB_TEMPERATURE='($(EMB_TEMPERATURE))' -DEMB_TOPP='($(EMB_TOPP))'
 EMB_CONFIG = $(EMB_BOARD) | $(EMB_CKPT) | $(EMB_TOK) | ctx $(EMB_CTX) | kv $(EMB_KV) | $(EMB_PARAMS) | \
   prompt $(EMB_PROMPT) | stack $(EMB_STACK) | budget $(EMB_RAM_BUDGET) | $(EMB_OPT)
 
-.PHONY: embedded-elf embedded-run embedded-kernels embedded-test embedded-figures embedded-deps embedded-aarch64 embedded-clean FORCE
+.PHONY: arm-insns embedded-elf embedded-run embedded-kernels embedded-test embedded-figures embedded-deps embedded-aarch64 embedded-clean FORCE
 
 embedded-elf: $(EMB_DIR)/demo.elf
 
@@ -131,6 +132,11 @@ build/embedded/test_kernels-aarch64: tests/test_kernels.c model.h $(wildcard eng
 build/embedded/libinsncount.so: ../shared/tools/qemu-insncount.c
 	@mkdir -p $(@D)
 	$(EMB_HOSTCC) -O2 -shared -fPIC -o $@ $<
+
+# ./run on aarch64, instructions per decode token of a random 15M in each
+# weight type (embedded/arm_insns.py: ARM_STEPS, ARM_TYPES), a markdown table
+arm-insns: build/embedded/run-aarch64 build/embedded/libinsncount.so
+	LLM_MODELS=$(EMB_MODELS) $(EMB_PYTHON) embedded/arm_insns.py build/embedded/run-aarch64 build/embedded/libinsncount.so
 
 embedded-test:
 	$(MAKE) -f Makefile all portable
