@@ -111,3 +111,221 @@ LLM__INLINE int32_t llm__gg_sum_q6_k(const unsigned char *row, int g, const int1
 #define llm__gg_sums_q4_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #define llm__gg_sums_q6_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q6_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
 #endif
+
+#if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+/* GGUF's block types, tiles of four rows side by side (LLMW q8_0's way):
+ * per group, the four rows' integer sums in the four lanes of one vector
+ * (sdot, exact), then one vector step for the four rows,
+ *   acc = fma((float)isum, d * xs, acc)
+ * lane by lane: ref.h's twin's step, group after group, so the twin's bits.
+ * The int16 activations of q4_0 and the K-quants (|x| <= LLM__Q16_MAX) go
+ * to sdot as two int8 halves, x = 128 hi + lo (hi = x >> 7 in -128..127,
+ * lo = x & 127), split once per token for all the rows:
+ * w . x = 128 (w . hi) + (w . lo), exact. A tile of fewer than four rows
+ * repeats its last row in the spare lanes and stores only its own. */
+#define LLM__HAVE_GG_TILES 1
+#define LLM__GG_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
+
+/* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
+LLM__INLINE float32x4_t llm__half4(const unsigned char *const *p, size_t off) {
+    uint16x4_t h = vld1_dup_u16((const uint16_t *)(const void *)(p[0] + off));
+    h = vld1_lane_u16((const uint16_t *)(const void *)(p[1] + off), h, 1);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(p[2] + off), h, 2);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(p[3] + off), h, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+/* the lane totals of four rows' accumulators, a row a lane */
+LLM__INLINE int32x4_t llm__total4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+    return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
+}
+/* 16 codes . (128 hi + lo) as two lane accumulators, the hi one and the lo one */
+#define LLM__DOT16_SPLIT(acc_hi, acc_lo, codes, hi, lo) \
+    do { acc_hi = llm__dot16_i8(acc_hi, codes, hi); acc_lo = llm__dot16_i8(acc_lo, codes, lo); } while (0)
+/* acc + fma step of four rows: isum (lanes), d * xs */
+LLM__INLINE float32x4_t llm__gg_step4(float32x4_t acc, int32x4_t isum, float32x4_t d, float xs) {
+    return vfmaq_f32(acc, vcvtq_f32_s32(isum), vmulq_n_f32(d, xs));
+}
+
+/* One token's int16 codes x (32 cg) split into hi and lo (above), and each
+ * group's code sum xsum[g] */
+static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, const int16_t *x, int cg) {
+    const int16x8_t low7 = vdupq_n_s16(127);
+    for (int g = 0; g < cg; g++) {
+        int32x4_t s = vdupq_n_s32(0);
+        for (int j = 32 * g; j < 32 * g + 32; j += 16) {
+            int16x8_t a = vld1q_s16(x + j), b = vld1q_s16(x + j + 8);
+            vst1q_s8(hi + j, vcombine_s8(vmovn_s16(vshrq_n_s16(a, 7)), vmovn_s16(vshrq_n_s16(b, 7))));
+            vst1q_s8(lo + j, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
+            s = vpadalq_s16(vpadalq_s16(s, a), b);
+        }
+        xsum[g] = vaddvq_s32(s);
+    }
+}
+
+/* the four rows' accumulators from out (a later chunk) or zero, and back */
+LLM__INLINE float32x4_t llm__acc4_load(const float *o, int na, int first) {
+    float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    return vld1q_f32(t);
+}
+LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
+    float t[4];
+    vst1q_f32(t, acc);
+    memcpy(o, t, (size_t)na * sizeof(float));
+}
+
+/* q8_0 (34-byte blocks: f16 d, int8 q[32]): four rows rc of cg groups . x */
+static void llm__gg4_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *x, const float *xs, int cg,
+                          int first) {
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    for (int g = 0; g < cg; g++) {
+        llm__i8x32 xv = llm__i8x32_load(x + 32 * g);
+        int32x4_t s[4];
+        LLM__UNROLL for (int i = 0; i < 4; i++)
+            s[i] = llm__dot32_i8(vdupq_n_s32(0), llm__i8x32_load((const int8_t *)(const void *)(rc[i] + 34 * g + 2)), xv);
+        acc = llm__gg_step4(acc, llm__total4(s[0], s[1], s[2], s[3]), llm__half4(rc, (size_t)34 * g), xs[g]);
+    }
+    llm__acc4_store(o, na, acc);
+}
+/* q4_0 (18-byte blocks: f16 d, 16 bytes of nibbles, code - 8): isum = codes .
+ * x - 8 xsum, the codes 0..15 as they are */
+static void llm__gg4_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    for (int g = 0; g < cg; g++) {
+        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int32x4_t sh[4], sl[4];
+        LLM__UNROLL for (int i = 0; i < 4; i++) {
+            uint8x16_t b = vld1q_u8(rc[i] + 18 * g + 2);
+            int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+            sh[i] = sl[i] = vdupq_n_s32(0);
+            LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
+            LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
+        }
+        int32x4_t isum = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+        isum = vsubq_s32(isum, vdupq_n_s32(8 * xsum[g]));
+        acc = llm__gg_step4(acc, isum, llm__half4(rc, (size_t)18 * g), xs[g]);
+    }
+    llm__acc4_store(o, na, acc);
+}
+/* q4_K (144-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of 6-bit
+ * scales and mins, 128 bytes of nibbles): per group the twin's two steps,
+ * fma((float)(sc isum), d xs, acc) then fma((float)(m xsum), -(dmin xs), acc) */
+static void llm__gg4_q4_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * 144;
+        int32_t sc[8][4], mn[8][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 8; j++) llm__q4k_scale_min(rc[i] + at + 4, j, &sc[j][i], &mn[j][i]);
+        float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
+        for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles) and k0 + 2p + 1 (high) */
+            int32x4_t sh[2][4], sl[2][4];
+            const int8_t *xh = hi + 32 * (k0 + 2 * p), *xl = lo + 32 * (k0 + 2 * p);
+            int8x16_t h0 = vld1q_s8(xh), h1 = vld1q_s8(xh + 16), h2 = vld1q_s8(xh + 32), h3 = vld1q_s8(xh + 48);
+            int8x16_t l0 = vld1q_s8(xl), l1 = vld1q_s8(xl + 16), l2 = vld1q_s8(xl + 32), l3 = vld1q_s8(xl + 48);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                const unsigned char *q = rc[i] + at + 16 + 32 * p;
+                uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
+                sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(vandq_u8(b0, m15)), h0, l0);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(vandq_u8(b1, m15)), h1, l1);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(vshrq_n_u8(b0, 4)), h2, l2);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(vshrq_n_u8(b1, 4)), h3, l3);
+            }
+            for (int e = 0; e < 2; e++) {
+                int g = k0 + 2 * p + e, j = 2 * p + e;
+                int32x4_t isum = vmlaq_n_s32(llm__total4(sl[e][0], sl[e][1], sl[e][2], sl[e][3]),
+                                             llm__total4(sh[e][0], sh[e][1], sh[e][2], sh[e][3]), 128);
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_s32(vld1q_s32(sc[j]), isum)), vmulq_n_f32(d, xs[g]));
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_n_s32(vld1q_s32(mn[j]), xsum[g])), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
+            }
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+/* q6_K (210-byte blocks of 8 groups: ql[128], qh[64], int8 sc[16], f16 d):
+ * group k = 4h + c takes, for l < 32, ql[64h + 32(c & 1) + l]'s low (c < 2)
+ * or high nibble and bits 2c, 2c + 1 of qh[32h + l], less 32; its isum is
+ * sc[2k] (first 16 . x) + sc[2k + 1] (last 16 . x) */
+LLM__INLINE int8x16_t llm__q6k_codes16(const unsigned char *b, int h, int c, int l0) {
+    uint8x16_t ql = vld1q_u8(b + 64 * h + 32 * (c & 1) + l0), qh = vld1q_u8(b + 128 + 32 * h + l0);
+    uint8x16_t q;
+    switch (c) {
+    case 0: q = vandq_u8(vsliq_n_u8(ql, qh, 4), vdupq_n_u8(63)); break;
+    case 1: q = vandq_u8(vsliq_n_u8(ql, vshrq_n_u8(qh, 2), 4), vdupq_n_u8(63)); break;
+    case 2: q = vandq_u8(vsliq_n_u8(vshrq_n_u8(ql, 4), vshrq_n_u8(qh, 4), 4), vdupq_n_u8(63)); break;
+    default: q = vsliq_n_u8(vshrq_n_u8(ql, 4), vshrq_n_u8(qh, 6), 4); break;
+    }
+    return vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32));
+}
+static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const float *xs, int cg, int first) {
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * 210;
+        int32_t sc[16][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 16; j++) sc[j][i] = (int8_t)rc[i][at + 192 + j];
+        float32x4_t d = llm__half4(rc, at + 208);
+        for (int k = 0; k < 8; k++) {
+            int h = k >> 2, c = k & 3, g = k0 + k;
+            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int32x4_t sh[2][4], sl[2][4];
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], llm__q6k_codes16(rc[i] + at, h, c, 0), h0, l0);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], llm__q6k_codes16(rc[i] + at, h, c, 16), h1, l1);
+            }
+            int32x4_t s0 = vmlaq_n_s32(llm__total4(sl[0][0], sl[0][1], sl[0][2], sl[0][3]),
+                                       llm__total4(sh[0][0], sh[0][1], sh[0][2], sh[0][3]), 128);
+            int32x4_t s1 = vmlaq_n_s32(llm__total4(sl[1][0], sl[1][1], sl[1][2], sl[1][3]),
+                                       llm__total4(sh[1][0], sh[1][1], sh[1][2], sh[1][3]), 128);
+            int32x4_t isum = vmlaq_s32(vmulq_s32(vld1q_s32(sc[2 * k]), s0), vld1q_s32(sc[2 * k + 1]), s1);
+            acc = llm__gg_step4(acc, isum, d, xs[g]);
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+
+/* The traits' tiles: token by token, a chunk of up to 64 groups of the
+ * token's activations (split once for int16) against every four rows;
+ * out holds each row's accumulator between chunks. */
+#define LLM__NEON_GG_TILE(name, act_t, q16, call)                                                                \
+    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
+                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                    \
+        int n = w->cols, G = n / LLM__GQ;                                                                        \
+        size_t chunk_bytes = (size_t)(LLM__GG_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
+                             (size_t)llm__traits[w->type].qblock_bytes;                                          \
+        int8_t hi[q16 ? LLM__GG_CHUNK * LLM__GQ : 1], lo[q16 ? LLM__GG_CHUNK * LLM__GQ : 1];                     \
+        int32_t xsum[LLM__GG_CHUNK];                                                                             \
+        (void)x; (void)hi; (void)lo; (void)xsum;                                                                 \
+        for (int b = 0; b < nc; b++) {                                                                           \
+            const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                             \
+            const float *sb = xs + (size_t)(t + b) * G;                                                          \
+            float *o = out + (size_t)b * ldo;                                                                    \
+            for (int c0 = 0; c0 < G; c0 += LLM__GG_CHUNK) {                                                      \
+                int cg = G - c0 < LLM__GG_CHUNK ? G - c0 : LLM__GG_CHUNK;                                        \
+                const act_t *xc = xb + (size_t)c0 * LLM__GQ;                                                     \
+                if (q16) llm__split_q16(hi, lo, xsum, (const int16_t *)(const void *)xc, cg);                    \
+                for (int a0 = 0; a0 < nr; a0 += 4) {                                                             \
+                    int na = nr - a0 < 4 ? nr - a0 : 4;                                                          \
+                    const unsigned char *rc[4];                                                                  \
+                    for (int i = 0; i < 4; i++)                                                                  \
+                        rc[i] = llm__block_row(w, r + a0 + (i < na ? i : na - 1)) + (size_t)(c0 / LLM__GG_CHUNK) * chunk_bytes; \
+                    call;                                                                                        \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+    }
+LLM__NEON_GG_TILE(q8_0, int8_t, 0, llm__gg4_q8_0(o + a0, na, rc, (const int8_t *)xc, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q4_0, int16_t, 1, llm__gg4_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q4_k, int16_t, 1, llm__gg4_q4_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q6_k, int16_t, 1, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+#undef LLM__NEON_GG_TILE
+#endif
