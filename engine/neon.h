@@ -147,8 +147,8 @@ LLM__INLINE float32x4_t llm__gg_step4(float32x4_t acc, int32x4_t isum, float32x4
 }
 
 /* One token's int16 codes x (32 cg) split into hi and lo (above), and each
- * group's code sum xsum[g] */
-static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, const int16_t *x, int cg) {
+ * group's code sum times mul, xsum[g] */
+static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, int mul, const int16_t *x, int cg) {
     const int16x8_t low7 = vdupq_n_s16(127);
     for (int g = 0; g < cg; g++) {
         int32x4_t s = vdupq_n_s32(0);
@@ -158,7 +158,7 @@ static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, const int16_t 
             vst1q_s8(lo + j, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
             s = vpadalq_s16(vpadalq_s16(s, a), b);
         }
-        xsum[g] = vaddvq_s32(s);
+        xsum[g] = mul * vaddvq_s32(s);
     }
 }
 
@@ -174,41 +174,69 @@ LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
     memcpy(o, t, (size_t)na * sizeof(float));
 }
 
-/* q8_0 (34-byte blocks: f16 d, int8 q[32]): four rows rc of cg groups . x */
-static void llm__gg4_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *x, const float *xs, int cg,
+/* q8_0 and q4_0 take eight rows at a time (two vectors of four), sharing
+ * each load of the activations. Their lane accumulators are never reset:
+ * a group's sums are the running totals' difference from the last group's
+ * (int32 wraps, so the difference is exact), which saves zeroing eight
+ * accumulators per group. */
+#define LLM__GG_ROWS8 8
+/* the eight rows' accumulators from out (a later chunk) or zero, and back */
+LLM__INLINE void llm__acc8_load(float32x4_t *acc, const float *o, int na, int first) {
+    float t[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    acc[0] = vld1q_f32(t); acc[1] = vld1q_f32(t + 4);
+}
+LLM__INLINE void llm__acc8_store(float *o, int na, const float32x4_t *acc) {
+    float t[8];
+    vst1q_f32(t, acc[0]); vst1q_f32(t + 4, acc[1]);
+    memcpy(o, t, (size_t)na * sizeof(float));
+}
+/* q8_0 (34-byte blocks: f16 d, int8 q[32]): eight rows rc of cg groups . x */
+static void llm__gg8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *x, const float *xs, int cg,
                           int first) {
-    float32x4_t acc = llm__acc4_load(o, na, first);
+    float32x4_t acc[2];
+    int32x4_t s[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    llm__acc8_load(acc, o, na, first);
+    LLM__UNROLL for (int i = 0; i < 8; i++) s[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
         llm__i8x32 xv = llm__i8x32_load(x + 32 * g);
-        int32x4_t s[4];
-        LLM__UNROLL for (int i = 0; i < 4; i++)
-            s[i] = llm__dot32_i8(vdupq_n_s32(0), llm__i8x32_load((const int8_t *)(const void *)(rc[i] + 34 * g + 2)), xv);
-        acc = llm__gg_step4(acc, llm__total4(s[0], s[1], s[2], s[3]), llm__half4(rc, (size_t)34 * g), xs[g]);
+        LLM__UNROLL for (int i = 0; i < 8; i++)
+            s[i] = llm__dot32_i8(s[i], llm__i8x32_load((const int8_t *)(const void *)(rc[i] + 34 * g + 2)), xv);
+        LLM__UNROLL for (int v = 0; v < 2; v++) {
+            int32x4_t total = llm__total4(s[4 * v], s[4 * v + 1], s[4 * v + 2], s[4 * v + 3]);
+            acc[v] = llm__gg_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, (size_t)34 * g), xs[g]);
+            prev[v] = total;
+        }
     }
-    llm__acc4_store(o, na, acc);
+    llm__acc8_store(o, na, acc);
 }
 /* q4_0 (18-byte blocks: f16 d, 16 bytes of nibbles, code - 8): isum = codes .
- * x - 8 xsum, the codes 0..15 as they are */
-static void llm__gg4_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
-                          const int32_t *xsum, const float *xs, int cg, int first) {
-    float32x4_t acc = llm__acc4_load(o, na, first);
+ * x - 8 xsum, the codes 0..15 as they are; corr[g] = -8 xsum[g] */
+static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *corr, const float *xs, int cg, int first) {
+    float32x4_t acc[2];
+    int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
     const uint8x16_t m15 = vdupq_n_u8(15);
+    llm__acc8_load(acc, o, na, first);
+    LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
         int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
         int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
-        int32x4_t sh[4], sl[4];
-        LLM__UNROLL for (int i = 0; i < 4; i++) {
+        LLM__UNROLL for (int i = 0; i < 8; i++) {
             uint8x16_t b = vld1q_u8(rc[i] + 18 * g + 2);
             int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
-            sh[i] = sl[i] = vdupq_n_s32(0);
             LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
             LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
         }
-        int32x4_t isum = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
-        isum = vsubq_s32(isum, vdupq_n_s32(8 * xsum[g]));
-        acc = llm__gg_step4(acc, isum, llm__half4(rc, (size_t)18 * g), xs[g]);
+        int32x4_t c = vld1q_dup_s32(corr + g);
+        LLM__UNROLL for (int v = 0; v < 2; v++) {
+            int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
+                                          llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
+            acc[v] = llm__gg_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)18 * g), xs[g]);
+            prev[v] = total;
+        }
     }
-    llm__acc4_store(o, na, acc);
+    llm__acc8_store(o, na, acc);
 }
 /* q4_K (144-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of 6-bit
  * scales and mins, 128 bytes of nibbles): per group the twin's two steps,
@@ -294,9 +322,10 @@ static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, cons
 }
 
 /* The traits' tiles: token by token, a chunk of up to 64 groups of the
- * token's activations (split once for int16) against every four rows;
+ * token's activations (split once for int16) against every eight (q8_0,
+ * q4_0) or four rows (the K-quants, whose sums need more registers);
  * out holds each row's accumulator between chunks. */
-#define LLM__NEON_GG_TILE(name, act_t, q16, call)                                                                \
+#define LLM__NEON_GG_TILE(name, act_t, q16, xsum_mul, rows, call)                                                                \
     static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
                                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                    \
         int n = w->cols, G = n / LLM__GQ;                                                                        \
@@ -312,20 +341,20 @@ static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, cons
             for (int c0 = 0; c0 < G; c0 += LLM__GG_CHUNK) {                                                      \
                 int cg = G - c0 < LLM__GG_CHUNK ? G - c0 : LLM__GG_CHUNK;                                        \
                 const act_t *xc = xb + (size_t)c0 * LLM__GQ;                                                     \
-                if (q16) llm__split_q16(hi, lo, xsum, (const int16_t *)(const void *)xc, cg);                    \
-                for (int a0 = 0; a0 < nr; a0 += 4) {                                                             \
-                    int na = nr - a0 < 4 ? nr - a0 : 4;                                                          \
-                    const unsigned char *rc[4];                                                                  \
-                    for (int i = 0; i < 4; i++)                                                                  \
+                if (q16) llm__split_q16(hi, lo, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
+                for (int a0 = 0; a0 < nr; a0 += rows) {                                                          \
+                    int na = nr - a0 < rows ? nr - a0 : rows;                                                    \
+                    const unsigned char *rc[rows];                                                               \
+                    for (int i = 0; i < rows; i++)                                                               \
                         rc[i] = llm__block_row(w, r + a0 + (i < na ? i : na - 1)) + (size_t)(c0 / LLM__GG_CHUNK) * chunk_bytes; \
                     call;                                                                                        \
                 }                                                                                                \
             }                                                                                                    \
         }                                                                                                        \
     }
-LLM__NEON_GG_TILE(q8_0, int8_t, 0, llm__gg4_q8_0(o + a0, na, rc, (const int8_t *)xc, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q4_0, int16_t, 1, llm__gg4_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q4_k, int16_t, 1, llm__gg4_q4_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q6_k, int16_t, 1, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q8_0, int8_t, 0, 0, 8, llm__gg8_q8_0(o + a0, na, rc, (const int8_t *)xc, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q4_0, int16_t, 1, -8, 8, llm__gg8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q4_k, int16_t, 1, 1, 4, llm__gg4_q4_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_GG_TILE
 #endif
