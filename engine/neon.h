@@ -358,3 +358,98 @@ LLM__NEON_GG_TILE(q4_k, int16_t, 1, 1, 4, llm__gg4_q4_k(o + a0, na, rc, hi, lo, 
 LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_GG_TILE
 #endif
+
+#if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+/* f32 and f16 rows of one token (decode; simd.h's llm__tiles_fp hands them
+ * here, LLM__HAVE_FP_DECODE), eight rows side by side sharing each load of
+ * x, sixteen columns a step (then eight, four and a part). The order is simd.h's llm__tile_fp's, so prefill
+ * (its tiles) and decode give the same bits: per row four lanes (lane l
+ * takes the columns j = l mod 4, one fma each, in order), a zero-padded last
+ * vector, then vaddvq. f16 widens in registers (exact), no FP16 arithmetic:
+ * that would round x to f16, not only reorder. No software prefetch: a few
+ * sequential row streams are what the cores' prefetchers follow. */
+#define LLM__HAVE_FP_DECODE 1
+/* the first len (< 4) values of a row from p (f32 or f16), zero-padded */
+LLM__INLINE float32x4_t llm__fp_part(const void *p, int f16, int len) {
+    float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    uint16_t h[4] = { 0, 0, 0, 0 };
+    if (!f16) { memcpy(t, p, (size_t)len * 4); return vld1q_f32(t); }
+    memcpy(h, p, (size_t)len * 2);
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+}
+/* out[a] = W row a . x for rows a < R (R = 8, 4 or 1 at compile time) */
+LLM__INLINE void llm__fp_rows(float *out, const unsigned char *W, int f16, const float *x, int n, int R) {
+    const float *w32 = (const float *)(const void *)W;
+    const uint16_t *w16 = (const uint16_t *)(const void *)W;
+    float32x4_t acc[8];
+    LLM__UNROLL for (int a = 0; a < R; a++) acc[a] = vdupq_n_f32(0.0f);
+    int j = 0;
+    if (f16) {   /* sixteen columns a step: one multi-register load a row */
+        const uint16_t *p[8];
+        LLM__UNROLL for (int a = 0; a < R; a++) p[a] = w16 + (size_t)a * n;
+        for (; j + 16 <= n; j += 16) {
+            float32x4x4_t xv = vld1q_f32_x4(x + j);
+            LLM__UNROLL for (int a = 0; a < R; a++) {
+                uint16x8x2_t h = vld1q_u16_x2(p[a]);
+                float16x8_t h0 = vreinterpretq_f16_u16(h.val[0]), h1 = vreinterpretq_f16_u16(h.val[1]);
+                p[a] += 16;
+                acc[a] = vfmaq_f32(acc[a], vcvt_f32_f16(vget_low_f16(h0)), xv.val[0]);
+                acc[a] = vfmaq_f32(acc[a], vcvt_high_f32_f16(h0), xv.val[1]);
+                acc[a] = vfmaq_f32(acc[a], vcvt_f32_f16(vget_low_f16(h1)), xv.val[2]);
+                acc[a] = vfmaq_f32(acc[a], vcvt_high_f32_f16(h1), xv.val[3]);
+            }
+        }
+    } else {
+        const float *p[8];
+        LLM__UNROLL for (int a = 0; a < R; a++) p[a] = w32 + (size_t)a * n;
+        for (; j + 16 <= n; j += 16) {
+            float32x4x4_t xv = vld1q_f32_x4(x + j);
+            LLM__UNROLL for (int a = 0; a < R; a++) {
+                float32x4x4_t wv = vld1q_f32_x4(p[a]);
+                p[a] += 16;
+                acc[a] = vfmaq_f32(acc[a], wv.val[0], xv.val[0]);
+                acc[a] = vfmaq_f32(acc[a], wv.val[1], xv.val[1]);
+                acc[a] = vfmaq_f32(acc[a], wv.val[2], xv.val[2]);
+                acc[a] = vfmaq_f32(acc[a], wv.val[3], xv.val[3]);
+            }
+        }
+    }
+    for (; j + 8 <= n; j += 8) {
+        float32x4_t x0 = vld1q_f32(x + j), x1 = vld1q_f32(x + j + 4);
+        LLM__UNROLL for (int a = 0; a < R; a++) {
+            float32x4_t w0, w1;
+            if (f16) {
+                float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(w16 + (size_t)a * n + j));
+                w0 = vcvt_f32_f16(vget_low_f16(h));
+                w1 = vcvt_high_f32_f16(h);
+            } else {
+                w0 = vld1q_f32(w32 + (size_t)a * n + j);
+                w1 = vld1q_f32(w32 + (size_t)a * n + j + 4);
+            }
+            acc[a] = vfmaq_f32(vfmaq_f32(acc[a], w0, x0), w1, x1);
+        }
+    }
+    if (j + 4 <= n) {
+        float32x4_t x0 = vld1q_f32(x + j);
+        LLM__UNROLL for (int a = 0; a < R; a++)
+            acc[a] = vfmaq_f32(acc[a], f16 ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(w16 + (size_t)a * n + j)))
+                                           : vld1q_f32(w32 + (size_t)a * n + j), x0);
+        j += 4;
+    }
+    if (j < n) {
+        float32x4_t x0 = llm__fp_part(x + j, 0, n - j);
+        LLM__UNROLL for (int a = 0; a < R; a++)
+            acc[a] = vfmaq_f32(acc[a], llm__fp_part(f16 ? (const void *)(w16 + (size_t)a * n + j)
+                                                        : (const void *)(w32 + (size_t)a * n + j), f16, n - j), x0);
+    }
+    LLM__UNROLL for (int a = 0; a < R; a++) out[a] = vaddvq_f32(acc[a]);
+}
+/* nr rows of W (n values each, f32 or f16) . x (n,) -> out (nr,) */
+static void llm__fp_decode(float *out, const unsigned char *W, int f16, const float *x, int n, int nr) {
+    size_t row = (size_t)n * (f16 ? 2 : 4);
+    int a = 0;
+    for (; a + 8 <= nr; a += 8) llm__fp_rows(out + a, W + a * row, f16, x, n, 8);
+    for (; a + 4 <= nr; a += 4) llm__fp_rows(out + a, W + a * row, f16, x, n, 4);
+    for (; a < nr; a++) llm__fp_rows(out + a, W + a * row, f16, x, n, 1);
+}
+#endif
