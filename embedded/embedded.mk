@@ -115,7 +115,8 @@ $(EMB_KT_DIR)/test_kernels.elf: $(addprefix $(EMB_KT_DIR)/,startup.o board.o tes
 EMB_A64_CC = aarch64-linux-gnu-gcc
 # (static without OpenMP; the OpenMP build is dynamic: qemu-aarch64 -L /usr/aarch64-linux-gnu)
 EMB_A64_FLAGS = -std=c99 -O2 -march=armv8.2-a+dotprod+fp16 -ffp-contract=off -Wall -Wextra
-embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp build/embedded/test_kernels-aarch64
+embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp build/embedded/test_kernels-aarch64 \
+  build/embedded/test_kernels-aarch64-i8mm
 build/embedded/run-aarch64: run.c tokenizer.c model.h $(wildcard engine/*.h) tokenizer.h sampler.h
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -static -o $@ run.c tokenizer.c -lm
@@ -127,6 +128,10 @@ build/embedded/run-aarch64-omp: run.c tokenizer.c model.h $(wildcard engine/*.h)
 build/embedded/test_kernels-aarch64: tests/test_kernels.c model.h $(wildcard engine/*.h)
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
+# the same with i8mm (smmla: q8_0's 4 x 4 prefill tile); qemu-aarch64's default CPU has it
+build/embedded/test_kernels-aarch64-i8mm: tests/test_kernels.c model.h $(wildcard engine/*.h)
+	@mkdir -p $(@D)
+	$(EMB_A64_CC) $(EMB_A64_FLAGS) -march=armv8.2-a+dotprod+fp16+i8mm -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
 
 # the QEMU plugin that counts guest instructions (Debian's QEMU ships none)
 build/embedded/libinsncount.so: ../shared/tools/qemu-insncount.c

@@ -453,3 +453,62 @@ static void llm__fp_decode(float *out, const unsigned char *W, int f16, const fl
     for (; a < nr; a++) llm__fp_rows(out + a, W + a * row, f16, x, n, 1);
 }
 #endif
+
+#if defined(LLM__Q8_SIMD) && defined(__ARM_NEON) && defined(__aarch64__) && defined(__ARM_FEATURE_MATMUL_INT8)
+/* q8_0's 4 x 4 prefill tile (simd.h's llm__tiles_q8) by smmla, where the CPU
+ * has i8mm: each smmla multiplies two rows' 8 codes by two tokens' 8 codes,
+ * a 2 x 2 block of pairs in its four lanes (row 2p or 2p + 1, token 2q or
+ * 2q + 1), so no lane totals are needed; two rows' (or tokens') 16 bytes
+ * become two such operands by 64-bit zips. The lane sums run on across
+ * groups, a group's being the difference from the last (exact, int32
+ * wraps); then the twin's step per pair, acc = fma(isum, ws * xs, acc), four
+ * pairs a vector: the same bits as every q8_0 product. */
+#define LLM__HAVE_Q8_TILE_4X4 1
+/* rows (or tokens) p0 and p1 at column j: the 8-byte runs k = 0..3 of both,
+ * interleaved as smmla's operands op[k] = (p0 run k, p1 run k) */
+LLM__INLINE void llm__mm_operands(int8x16_t *op, const int8_t *p0, const int8_t *p1) {
+    int64x2_t a0 = vreinterpretq_s64_s8(vld1q_s8(p0)), a1 = vreinterpretq_s64_s8(vld1q_s8(p0 + 16));
+    int64x2_t b0 = vreinterpretq_s64_s8(vld1q_s8(p1)), b1 = vreinterpretq_s64_s8(vld1q_s8(p1 + 16));
+    op[0] = vreinterpretq_s8_s64(vzip1q_s64(a0, b0)); op[1] = vreinterpretq_s8_s64(vzip2q_s64(a0, b0));
+    op[2] = vreinterpretq_s8_s64(vzip1q_s64(a1, b1)); op[3] = vreinterpretq_s8_s64(vzip2q_s64(a1, b1));
+}
+static void llm__tile_q8_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq, const float *xs,
+                             int n, int G) {
+    int groups = (n + G - 1) / G;   /* the last one short where G does not divide n (n a multiple of 32) */
+    float32x4_t acc[4];             /* acc[2p + q]: rows 2p, 2p + 1 by tokens 2q, 2q + 1 */
+    int32x4_t z[4], prev[4];
+    for (int k = 0; k < 4; k++) { acc[k] = vdupq_n_f32(0.0f); z[k] = prev[k] = vdupq_n_s32(0); }
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
+        for (int c0 = 0; c0 < glen; c0 += 32) {
+            int8x16_t A[2][4], B[2][4];
+            for (int p = 0; p < 2; p++) {
+                llm__mm_operands(A[p], w + (size_t)(2 * p) * n + g0 + c0, w + (size_t)(2 * p + 1) * n + g0 + c0);
+                llm__mm_operands(B[p], xq + (size_t)(2 * p) * n + g0 + c0, xq + (size_t)(2 * p + 1) * n + g0 + c0);
+            }
+            LLM__UNROLL for (int p = 0; p < 2; p++)
+                LLM__UNROLL for (int q = 0; q < 2; q++)
+                    LLM__UNROLL for (int k = 0; k < 4; k++) z[2 * p + q] = vmmlaq_s32(z[2 * p + q], A[p][k], B[q][k]);
+        }
+        float wsv[4], xsv[4];
+        for (int a = 0; a < 4; a++) { wsv[a] = ws[(size_t)a * groups + g]; xsv[a] = xs[(size_t)a * groups + g]; }
+        for (int p = 0; p < 2; p++)
+            for (int q = 0; q < 2; q++) {
+                float32x4_t wv = { wsv[2 * p], wsv[2 * p], wsv[2 * p + 1], wsv[2 * p + 1] };
+                float32x4_t xv = { xsv[2 * q], xsv[2 * q + 1], xsv[2 * q], xsv[2 * q + 1] };
+                int32x4_t isum = vsubq_s32(z[2 * p + q], prev[2 * p + q]);
+                prev[2 * p + q] = z[2 * p + q];
+                acc[2 * p + q] = vfmaq_f32(acc[2 * p + q], vcvtq_f32_s32(isum), vmulq_f32(wv, xv));
+            }
+    }
+    for (int p = 0; p < 2; p++)
+        for (int q = 0; q < 2; q++) {
+            float t[4];
+            vst1q_f32(t, acc[2 * p + q]);
+            out[(size_t)(2 * q) * ldo + 2 * p] = t[0];
+            out[(size_t)(2 * q + 1) * ldo + 2 * p] = t[1];
+            out[(size_t)(2 * q) * ldo + 2 * p + 1] = t[2];
+            out[(size_t)(2 * q + 1) * ldo + 2 * p + 1] = t[3];
+        }
+}
+#endif
