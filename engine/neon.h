@@ -241,6 +241,43 @@ static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, cons
 /* q4_K (144-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of 6-bit
  * scales and mins, 128 bytes of nibbles): per group the twin's two steps,
  * fma((float)(sc isum), d xs, acc) then fma((float)(m xsum), -(dmin xs), acc) */
+/* q4_K's eight 6-bit scales and mins of four rows' blocks (12 bytes at
+ * rc[i] + off), sc[j][i] and mn[j][i] as ref.h's llm__q4k_scale_min gives
+ * them: j < 4: s[j] & 63, s[j + 4] & 63; else (s[j + 4] & 15) | (s[j - 4] >> 6) << 4,
+ * (s[j + 4] >> 4) | (s[j] >> 6) << 4; byte lookups per row, then the rows
+ * interleaved so that each j is one vector of four */
+LLM__INLINE uint8x8_t llm__q4k_six(uint8x16_t s, const uint8_t *lo_at, const int8_t *lo_shift, const uint8_t *lo_mask,
+                                   const uint8_t *hi_at) {
+    uint8x8_t lo = vand_u8(vshl_u8(vqtbl1_u8(s, vld1_u8(lo_at)), vld1_s8(lo_shift)), vld1_u8(lo_mask));
+    return vorr_u8(lo, vshl_n_u8(vshr_n_u8(vqtbl1_u8(s, vld1_u8(hi_at)), 6), 4));   /* index 255: zero */
+}
+LLM__INLINE void llm__q4k_store_rows(int32_t (*out)[4], const uint8x8_t *v) {
+    uint8x8_t a = vzip1_u8(v[0], v[1]), b = vzip2_u8(v[0], v[1]), c = vzip1_u8(v[2], v[3]), d = vzip2_u8(v[2], v[3]);
+    uint8x8_t t[4];
+    t[0] = vreinterpret_u8_u16(vzip1_u16(vreinterpret_u16_u8(a), vreinterpret_u16_u8(c)));   /* j 0, 1 */
+    t[1] = vreinterpret_u8_u16(vzip2_u16(vreinterpret_u16_u8(a), vreinterpret_u16_u8(c)));   /* j 2, 3 */
+    t[2] = vreinterpret_u8_u16(vzip1_u16(vreinterpret_u16_u8(b), vreinterpret_u16_u8(d)));
+    t[3] = vreinterpret_u8_u16(vzip2_u16(vreinterpret_u16_u8(b), vreinterpret_u16_u8(d)));
+    for (int k = 0; k < 4; k++) {
+        uint16x8_t w = vmovl_u8(t[k]);
+        vst1q_s32(out[2 * k], vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(w))));
+        vst1q_s32(out[2 * k + 1], vreinterpretq_s32_u32(vmovl_high_u16(w)));
+    }
+}
+static void llm__q4k_scales4(int32_t (*sc)[4], int32_t (*mn)[4], const unsigned char *const *rc, size_t off) {
+    static const uint8_t sc_at[8] = { 0, 1, 2, 3, 8, 9, 10, 11 }, sc_hi[8] = { 255, 255, 255, 255, 0, 1, 2, 3 };
+    static const uint8_t mn_at[8] = { 4, 5, 6, 7, 8, 9, 10, 11 }, mn_hi[8] = { 255, 255, 255, 255, 4, 5, 6, 7 };
+    static const uint8_t sc_mask[8] = { 63, 63, 63, 63, 15, 15, 15, 15 }, mn_mask[8] = { 63, 63, 63, 63, 15, 15, 15, 15 };
+    static const int8_t no_shift[8] = { 0 }, mn_shift[8] = { 0, 0, 0, 0, -4, -4, -4, -4 };
+    uint8x8_t s6[4], m6[4];
+    for (int i = 0; i < 4; i++) {
+        uint8x16_t s = vld1q_u8(rc[i] + off);   /* 16 bytes, 12 used: inside the block */
+        s6[i] = llm__q4k_six(s, sc_at, no_shift, sc_mask, sc_hi);
+        m6[i] = llm__q4k_six(s, mn_at, mn_shift, mn_mask, mn_hi);
+    }
+    llm__q4k_store_rows(sc, s6);
+    llm__q4k_store_rows(mn, m6);
+}
 static void llm__gg4_q4_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
@@ -248,8 +285,7 @@ static void llm__gg4_q4_k(float *o, int na, const unsigned char *const *rc, cons
     for (int k0 = 0; k0 < cg; k0 += 8) {
         size_t at = (size_t)(k0 / 8) * 144;
         int32_t sc[8][4], mn[8][4];
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 8; j++) llm__q4k_scale_min(rc[i] + at + 4, j, &sc[j][i], &mn[j][i]);
+        llm__q4k_scales4(sc, mn, rc, at + 4);
         float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
         for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles) and k0 + 2p + 1 (high) */
             int32x4_t sh[2][4], sl[2][4];
