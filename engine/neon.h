@@ -480,13 +480,18 @@ LLM__INLINE void llm__fp_rows(float *out, const unsigned char *W, int f16, const
     }
     LLM__UNROLL for (int a = 0; a < R; a++) out[a] = vaddvq_f32(acc[a]);
 }
-/* nr rows of W (n values each, f32 or f16) . x (n,) -> out (nr,) */
-static void llm__fp_decode(float *out, const unsigned char *W, int f16, const float *x, int n, int nr) {
+/* nr rows of W (n values each, f32 or f16) . x (n,) -> out (nr,); one
+ * instance per type (f16 a constant inside) */
+LLM__INLINE void llm__fp_decode_type(float *out, const unsigned char *W, int f16, const float *x, int n, int nr) {
     size_t row = (size_t)n * (f16 ? 2 : 4);
     int a = 0;
     for (; a + 8 <= nr; a += 8) llm__fp_rows(out + a, W + a * row, f16, x, n, 8);
     for (; a + 4 <= nr; a += 4) llm__fp_rows(out + a, W + a * row, f16, x, n, 4);
     for (; a < nr; a++) llm__fp_rows(out + a, W + a * row, f16, x, n, 1);
+}
+static void llm__fp_decode(float *out, const unsigned char *W, int f16, const float *x, int n, int nr) {
+    if (f16) llm__fp_decode_type(out, W, 1, x, n, nr);
+    else llm__fp_decode_type(out, W, 0, x, n, nr);
 }
 #endif
 
