@@ -405,6 +405,15 @@ LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, 
  * that would round x to f16, not only reorder. No software prefetch: a few
  * sequential row streams are what the cores' prefetchers follow. */
 #define LLM__HAVE_FP_DECODE 1
+/* two vectors (32 bytes) from p, p advanced past them: one ldp with post-
+ * index, where the compiler's intrinsics would keep an index register and
+ * spend an add per row on each address */
+#if defined(__GNUC__)
+#define LLM__LDP_POST(v0, v1, p) \
+    __asm__("ldp %q0, %q1, [%2], #32" : "=w"(v0), "=w"(v1), "+r"(p) : "m"(*(const unsigned char (*)[32])(const void *)(p)))
+#else
+#define LLM__LDP_POST(v0, v1, p) do { v0 = vld1q_u16(p); v1 = vld1q_u16((p) + 8); (p) += 16; } while (0)
+#endif
 /* the first len (< 4) values of a row from p (f32 or f16), zero-padded */
 LLM__INLINE float32x4_t llm__fp_part(const void *p, int f16, int len) {
     float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
@@ -426,9 +435,9 @@ LLM__INLINE void llm__fp_rows(float *out, const unsigned char *W, int f16, const
         for (; j + 16 <= n; j += 16) {
             float32x4x4_t xv = vld1q_f32_x4(x + j);
             LLM__UNROLL for (int a = 0; a < R; a++) {
-                uint16x8x2_t h = vld1q_u16_x2(p[a]);
-                float16x8_t h0 = vreinterpretq_f16_u16(h.val[0]), h1 = vreinterpretq_f16_u16(h.val[1]);
-                p[a] += 16;
+                uint16x8_t u0, u1;
+                LLM__LDP_POST(u0, u1, p[a]);
+                float16x8_t h0 = vreinterpretq_f16_u16(u0), h1 = vreinterpretq_f16_u16(u1);
                 acc[a] = vfmaq_f32(acc[a], vcvt_f32_f16(vget_low_f16(h0)), xv.val[0]);
                 acc[a] = vfmaq_f32(acc[a], vcvt_high_f32_f16(h0), xv.val[1]);
                 acc[a] = vfmaq_f32(acc[a], vcvt_f32_f16(vget_low_f16(h1)), xv.val[2]);
