@@ -407,10 +407,12 @@ LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, 
 #define LLM__HAVE_FP_DECODE 1
 /* two vectors (32 bytes) from p, p advanced past them: one ldp with post-
  * index, where the compiler's intrinsics would keep an index register and
- * spend an add per row on each address */
+ * spend an add per row on each address; volatile keeps the rows' loads in
+ * order, so GCC does not hoist all eight ahead of the conversions and spill
+ * an accumulator */
 #if defined(__GNUC__)
 #define LLM__LDP_POST(v0, v1, p) \
-    __asm__("ldp %q0, %q1, [%2], #32" : "=w"(v0), "=w"(v1), "+r"(p) : "m"(*(const unsigned char (*)[32])(const void *)(p)))
+    __asm__ volatile("ldp %q0, %q1, [%2], #32" : "=w"(v0), "=w"(v1), "+r"(p) : "m"(*(const unsigned char (*)[32])(const void *)(p)))
 #else
 #define LLM__LDP_POST(v0, v1, p) do { v0 = vld1q_u16(p); v1 = vld1q_u16((p) + 8); (p) += 16; } while (0)
 #endif
