@@ -1,7 +1,9 @@
 /* engine/neon.h -- the AArch64 NEON kernels behind simd.h's mapping macros:
- * f32/f16 vectors of four, q8_0's integer sums by sdot (or widening
- * multiplies), and the int16-coded types' group sums (q4_0, q4_K, q6_K) by
- * widening int16 multiply-adds. */
+ * f32/f16 vectors of four, and decode's f32/f16 rows eight side by side;
+ * q8_0's integer sums by sdot (or widening multiplies), its 4 x 4 prefill
+ * tile by smmla where the CPU has i8mm; GGUF's block types (q8_0, q4_0,
+ * q4_K, q6_K) in tiles of rows side by side, a group's sums for four rows in
+ * one vector and one vector step per group, the twins' bits. */
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #define LLM__SIMD "neon"
@@ -48,73 +50,12 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
     acc.val[1] = vfmaq_f32(acc.val[1], vcvtq_f32_s32(t1), vld1q_f32(scale + 4));
     return acc;
 }
-/* GGUF's q8_0 blocks (ref.h): one group's integer sum by sdot, exact, so
- * the twin's */
-#define LLM__HAVE_GG_ISUM 1
-LLM__INLINE int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
-    const int8_t *q = (const int8_t *)(const void *)(b + 2);
-    return vaddvq_s32(llm__dot32_i8(vdupq_n_s32(0), llm__i8x32_load(q), llm__i8x32_load(x)));
-}
 #endif
 
-#if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
-/* GGUF's K-quants: each group's integer sum (ref.h's llm__gsum_*) with
- * widening int16 multiply-adds, four int32 lanes added at the end; integer
- * sums are exact, so these give the twin's values, and simd.h's tile keeps
- * the twin's float steps along the row. */
-#define LLM__HAVE_GG_SUMS 1
-/* acc + codes (16, int8 or uint8 widened by the caller) . 16 int16 activations */
-LLM__INLINE int32x4_t llm__dot16_i16(int32x4_t acc, int16x8_t lo, int16x8_t hi, const int16_t *x) {
-    int16x8_t x0 = vld1q_s16(x), x1 = vld1q_s16(x + 8);
-    acc = vmlal_s16(acc, vget_low_s16(lo), vget_low_s16(x0));
-    acc = vmlal_high_s16(acc, lo, x0);
-    acc = vmlal_s16(acc, vget_low_s16(hi), vget_low_s16(x1));
-    return vmlal_high_s16(acc, hi, x1);
-}
-/* q4_0 group g: its 32 codes less 8 (-8..7) . xq (32) */
-LLM__INLINE int32_t llm__gg_sum_q4_0(const unsigned char *row, int g, const int16_t *xq) {
-    uint8x16_t b = vld1q_u8(row + (size_t)g * 18 + 2);
-    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(15))), vdupq_n_s8(8));   /* q[0..15]  */
-    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), vdupq_n_s8(8));              /* q[16..31] */
-    int32x4_t acc = llm__dot16_i16(vdupq_n_s32(0), vmovl_s8(vget_low_s8(lo)), vmovl_high_s8(lo), xq);
-    return vaddvq_s32(llm__dot16_i16(acc, vmovl_s8(vget_low_s8(hi)), vmovl_high_s8(hi), xq + 16));
-}
-/* q4_K group g: its 32 codes (0..15) . xq (32) */
-LLM__INLINE int32_t llm__gg_sum_q4_k(const unsigned char *row, int g, const int16_t *xq) {
-    const unsigned char *qs = row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2);
-    int32x4_t acc = vdupq_n_s32(0);
-    for (int h = 0; h < 2; h++) {
-        uint8x16_t b = vld1q_u8(qs + 16 * h);
-        uint8x16_t q = g & 1 ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(15));
-        acc = llm__dot16_i16(acc, vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q))),
-                             vreinterpretq_s16_u16(vmovl_high_u8(q)), xq + 16 * h);
-    }
-    return vaddvq_s32(acc);
-}
-/* q6_K group g: sc[2k] (first 16 codes . xq) + sc[2k + 1] (last 16), codes -32..31 */
-LLM__INLINE int32_t llm__gg_sum_q6_k(const unsigned char *row, int g, const int16_t *xq) {
-    const unsigned char *b = row + (size_t)(g / 8) * 210;
-    int k = g % 8, h = k >> 2, c = k & 3;
-    int32_t s[2];
-    for (int half = 0; half < 2; half++) {
-        uint8x16_t lo = vld1q_u8(b + h * 64 + (c & 1) * 32 + 16 * half);
-        uint8x16_t hi = vld1q_u8(b + 128 + h * 32 + 16 * half);
-        lo = c < 2 ? vandq_u8(lo, vdupq_n_u8(15)) : vshrq_n_u8(lo, 4);
-        hi = vandq_u8(vshlq_u8(hi, vdupq_n_s8((int8_t)(-2 * c))), vdupq_n_u8(3));   /* >> 2c */
-        int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
-        int32x4_t acc = llm__dot16_i16(vdupq_n_s32(0), vmovl_s8(vget_low_s8(q)), vmovl_high_s8(q), xq + 16 * half);
-        s[half] = vaddvq_s32(acc);
-    }
-    return (int32_t)(int8_t)b[192 + 2 * k] * s[0] + (int32_t)(int8_t)b[192 + 2 * k + 1] * s[1];
-}
-#define llm__gg_sums_q4_0(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_0(row, g_, (xq) + (size_t)g_ * LLM__GQ)
-#define llm__gg_sums_q4_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
-#define llm__gg_sums_q6_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q6_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
-#endif
 
 #if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
-/* GGUF's block types, tiles of four rows side by side (LLMW q8_0's way):
- * per group, the four rows' integer sums in the four lanes of one vector
+/* GGUF's block types, tiles of rows side by side (LLMW q8_0's way), four
+ * rows a vector: per group, four rows' integer sums in the lanes of one vector
  * (sdot, exact), then one vector step for the four rows,
  *   acc = fma((float)isum, d * xs, acc)
  * lane by lane: ref.h's twin's step, group after group, so the twin's bits.
