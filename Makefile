@@ -14,6 +14,7 @@
 #   make bench      speed against the machine's limits (README's table)
 #   make ppl-table  perplexity and file size per weight type (README's table)
 #   make bench-bpe  byte-level BPE encoding of 1 MB texts (CPU seconds)
+#   make arm-insns  aarch64 instructions per decode token per weight type (qemu-aarch64)
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),$(if $(wildcard ../shared/models/stories260K.bin),../shared/models,models))

@@ -32,13 +32,17 @@ Environment:
 
 What it does:
 1. Compiles bench/membw.c and bench/fmapeak.c with `cc -O3 -march=native -fopenmp`
-   into build/bench/ and measures, for each thread count, at the start and again
+   (without -march=native where the compiler refuses it) into build/bench/; each
+   takes the widest vectors the build targets (bench/isa.h: AVX-512, else AVX2
+   with FMA, else NEON, else plain C) and the table names the ISA. It measures, for each thread count, at the start and again
    at the end (each program 3 times, the best kept; the shares use the better of
    start and end):
-   - memory read bandwidth: an AVX-512 sum over a 1 GiB float buffer (DRAM) and a
+   - memory read bandwidth: a vector sum over a 1 GiB float buffer (DRAM) and a
      32 MiB one (cache-resident on this machine); best of the passes;
-   - fp32 FMA peak: 16 independent _mm512_fmadd_ps chains per thread, counted as
+   - fp32 FMA peak: 16 independent vector FMA chains per thread, counted as
      2 flops per lane per FMA; best of the repetitions.
+   A limit program that fails (a CPU or compiler it does not know) leaves its
+   column "not measured" and the shares that need it blank; the rows still run.
 2. Prepares the checkpoints, cached in build/bench/ and reused when present (a
    cached file that `./run --info` refuses is regenerated):
    - stories260K: $LLM_MODELS/stories260K.bin as is (f32, legacy llama2.c file),
@@ -195,17 +199,24 @@ def rel(path):
 # --------------------------------------------------------------------------- #
 
 def compile_tools():
+    """{"membw"|"fmapeak": path}; a program no flags compile is left out (not measured)."""
     os.makedirs(CACHE, exist_ok=True)
     cc = os.environ.get("CC", "cc")
     out = {}
     for name in ("membw", "fmapeak"):
         src, exe = os.path.join(BENCH_SRC, name + ".c"), os.path.join(CACHE, name)
-        header = os.path.join(BENCH_SRC, "timing.h")
-        if not os.path.exists(exe) or os.path.getmtime(exe) < max(os.path.getmtime(src), os.path.getmtime(header)):
-            cmd = [cc, "-O3", "-march=native", "-fopenmp", "-Wall", "-Wextra", "-o", exe, src]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                die("cannot compile %s:\n%s" % (rel(src), r.stderr))
+        deps = [src] + [os.path.join(BENCH_SRC, h) for h in ("timing.h", "isa.h")]
+        if not os.path.exists(exe) or os.path.getmtime(exe) < max(os.path.getmtime(d) for d in deps):
+            errors = []
+            for march in (["-march=native"], []):   # a compiler may not know this CPU
+                cmd = [cc, "-O3"] + march + ["-fopenmp", "-Wall", "-Wextra", "-o", exe, src, "-lm"]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode == 0:
+                    break
+                errors.append(" ".join(cmd) + ":\n" + r.stderr.strip())
+            else:
+                log("cannot compile %s, its limits are not measured:\n%s" % (rel(src), "\n".join(errors)))
+                continue
         out[name] = exe
     return out
 
@@ -218,28 +229,40 @@ LIMIT_TRIES = 3  # invocations of each limit program per measurement; the best i
 
 
 def measure_limits(tools, threads):
-    """One set of measurements, {"bw"|"bw32"|"fma": {threads: (best, median)}}: each program
-    runs LIMIT_TRIES times (after waiting for a quiet machine) and the invocation with
-    the best figure is kept, with the median of its repetitions."""
-    progs = (("bw", [tools["membw"], "1024", None, "15"], "best_gbs", "median_gbs"),
-             ("bw32", [tools["membw"], "32", None, "200"], "best_gbs", "median_gbs"),
-             ("fma", [tools["fmapeak"], None, "10000000", "15"], "best_gflops", "median_gflops"))
-    lim = {k: {} for k, _, _, _ in progs}
+    """One set of measurements, {"bw"|"bw32"|"fma": {threads: (best, median)}} and the ISA
+    each program ran ({"bw"|"bw32"|"fma": "avx2 (8 lanes)"}): each program runs LIMIT_TRIES
+    times (after waiting for a quiet machine) and the invocation with the best figure is
+    kept, with the median of its repetitions. A program that is missing or fails leaves
+    its entries out (not measured)."""
+    progs = (("bw", "membw", ["1024", None, "15"], "best_gbs", "median_gbs"),
+             ("bw32", "membw", ["32", None, "200"], "best_gbs", "median_gbs"),
+             ("fma", "fmapeak", [None, "10000000", "15"], "best_gflops", "median_gflops"))
+    lim = {k: {} for k, _, _, _, _ in progs}
+    isa = {}
     for t in threads:
-        for key, argv, best_k, med_k in progs:
-            argv = [str(t) if a is None else a for a in argv]
+        for key, prog, args, best_k, med_k in progs:
+            if prog not in tools:
+                continue
+            argv = [tools[prog]] + [str(t) if a is None else a for a in args]
             for _ in range(LIMIT_TRIES):
                 wait_quiet(QUIET_WAIT)
                 r = subprocess.run(argv, capture_output=True, text=True)
-                if r.returncode != 0:
-                    die("%s failed: %s" % (" ".join(argv), r.stderr.strip()))
-                d = kv_line(r.stdout)
-                got = (float(d[best_k]), float(d[med_k]))
+                try:
+                    d = kv_line(r.stdout)
+                    got = (float(d[best_k]), float(d[med_k]))
+                except (ValueError, KeyError):
+                    got = None
+                if r.returncode != 0 or got is None:
+                    log("%s failed (exit %d), not measured: %s" % (" ".join(argv), r.returncode, r.stderr.strip()))
+                    break
+                names = {"avx512": "AVX-512", "avx2": "AVX2", "neon": "NEON", "c": "plain C"}
+                isa[key] = "%s, %s floats a vector" % (names.get(d.get("isa"), d.get("isa", "?")), d.get("lanes", "?"))
                 if t not in lim[key] or got[0] > lim[key][t][0]:
                     lim[key][t] = got
-        log("limits, %d thread(s): read %.1f GB/s (1 GiB), %.1f GB/s (32 MiB), FMA %.0f GFLOP/s"
-            % (t, lim["bw"][t][0], lim["bw32"][t][0], lim["fma"][t][0]))
-    return lim
+        fmt = lambda k, f: f % lim[k][t][0] if t in lim[k] else "not measured"
+        log("limits, %d thread(s): read %s (1 GiB), %s (32 MiB), FMA %s"
+            % (t, fmt("bw", "%.1f GB/s"), fmt("bw32", "%.1f GB/s"), fmt("fma", "%.0f GFLOP/s")))
+    return lim, isa
 
 
 # --------------------------------------------------------------------------- #
@@ -591,7 +614,7 @@ def main():
     commit0, run0 = git_describe(), run_identity()
 
     tools = compile_tools()
-    limits_start = measure_limits(tools, threads)
+    limits_start, isa = measure_limits(tools, threads)
 
     prompts = {}
     rows = []
@@ -634,14 +657,17 @@ def main():
         log("sampler: greedy %s tok/s, sampled %s tok/s" % (fmt_rate(statistics.median(samp["greedy"])),
                                                            fmt_rate(statistics.median(samp["sampled"]))))
 
-    limits_end = measure_limits(tools, threads)
-    # the machine's limit: the best figure of either measurement
-    limits = {k: {t: max(limits_start[k][t][0], limits_end[k][t][0]) for t in threads} for k in limits_start}
+    limits_end, isa_end = measure_limits(tools, threads)
+    isa = dict(isa_end, **isa)
+    # the machine's limit: the best figure of either measurement (None: not measured)
+    limits = {k: {t: max([L[k][t][0] for L in (limits_start, limits_end) if t in L[k]], default=None)
+                  for t in threads} for k in limits_start}
     for r in rows:
         t, size = r["threads"], r["size"]
         flops_tok = prefill_flops_per_token(r["model"], size, r["dtype"])
-        r["pf_share"] = flops_tok * r["prefill"] / (limits["fma"][t] * 1e9) * 100
-        r["dc_share"] = size * r["decode"] / (limits["bw"][t] * 1e9) * 100
+        fma, bw = limits["fma"][t], limits["bw"][t]
+        r["pf_share"] = flops_tok * r["prefill"] / (fma * 1e9) * 100 if fma else None
+        r["dc_share"] = size * r["decode"] / (bw * 1e9) * 100 if bw else None
     elapsed = time.time() - t_start
     load1 = os.getloadavg()
 
@@ -678,14 +704,17 @@ def main():
               "above %.2f cores); those figures, above all the 2-thread ones, measure the contention more than "
               "the engine. Run again on a quiet machine.**" % (len(busy_rows), len(rows), QUIET))
         print()
-    print("Machine limits, measured by bench/membw.c (AVX-512 sum of a float buffer) and bench/fmapeak.c "
-          "(16 independent zmm FMA chains, 2 flops per lane per FMA) at the start and at the end of this run: "
-          "best of the repetitions (median in brackets), start / end. The shares below use the better of the two.")
+    print("Machine limits, measured by bench/membw.c (a vector sum of a float buffer; %s) and bench/fmapeak.c "
+          "(16 independent vector FMA chains, 2 flops per lane per FMA; %s) at the start and at the end of this run: "
+          "best of the repetitions (median in brackets), start / end. The shares below use the better of the two%s."
+          % (isa.get("bw", "not built"), isa.get("fma", "not built"),
+             "; a limit not measured leaves its shares blank" if any(None in v.values() for v in limits.values()) else ""))
     print()
     print("| threads | read BW, 1 GiB buffer | read BW, 32 MiB buffer | fp32 FMA peak |")
     print("| --- | --- | --- | --- |")
     for t in threads:
-        cell = lambda k, unit, f: " / ".join(("%s (%s)" % (f % L[k][t][0], f % L[k][t][1])) for L in (limits_start, limits_end)) + " " + unit
+        cell = lambda k, unit, f: " / ".join(("%s (%s)" % (f % L[k][t][0], f % L[k][t][1])) if t in L[k] else "not measured"
+                                             for L in (limits_start, limits_end)) + " " + unit
         print("| %d | %s | %s | %s |" % (t, cell("bw", "GB/s", "%.1f"), cell("bw32", "GB/s", "%.1f"), cell("fma", "GFLOP/s", "%.0f")))
     print()
     print("Command per run (prompts of exactly %d tokens with BOS, in build/bench/prompt-*.txt; "
@@ -728,9 +757,10 @@ def main():
             note += " (%d of %d runs decoded < %d)" % (r["short"], r["n"], DECODED)
         if r["slept"]:
             note += " (idle threads slept in %d of %d runs)" % (r["slept"], r["n"])
-        print("| %s | %s | %.1f | %d | %s | %.1f%% | %s | %.1f%% | %.0f | %.0f%% / %.0f%% | %.2f%s |"
-              % (name, wt, r["size"] / 2**20, r["threads"], fmt_rate(r["prefill"]), r["pf_share"],
-                 fmt_rate(r["decode"]), r["dc_share"], r["rss"] / 2**20, r["pf_spread"], r["dc_spread"],
+        share = lambda v: "-" if v is None else "%.1f%%" % v
+        print("| %s | %s | %.1f | %d | %s | %s | %s | %s | %.0f | %.0f%% / %.0f%% | %.2f%s |"
+              % (name, wt, r["size"] / 2**20, r["threads"], fmt_rate(r["prefill"]), share(r["pf_share"]),
+                 fmt_rate(r["decode"]), share(r["dc_share"]), r["rss"] / 2**20, r["pf_spread"], r["dc_spread"],
                  r["bg"], note) + anchor_cells(names, r))
     print()
     if names:

@@ -1,34 +1,35 @@
-/* fmapeak.c -- fp32 FMA peak: independent _mm512_fmadd_ps chains per thread.
+/* fmapeak.c -- fp32 FMA peak: independent vector FMA chains per thread, on
+ * the widest vectors the build targets (isa.h: AVX-512, AVX2, NEON or plain C).
  *
  *   fmapeak THREADS ITERS REPS
  *
- * Each thread runs ITERS iterations of 16 independent FMA chains on zmm
+ * Each thread runs ITERS iterations of 16 independent FMA chains on vector
  * registers (16 accumulators hide the FMA latency on two FMA ports); the
  * accumulators depend on argv and are summed and printed, so nothing can be
  * folded away (no -ffast-math, so the compiler must keep every FMA).
- * GFLOP/s = threads * ITERS * 16 chains * 16 lanes * 2 flops / seconds / 1e9.
- * Prints: threads=.. best_gflops=.. median_gflops=.. checksum=..
+ * GFLOP/s = threads * ITERS * 16 chains * lanes * 2 flops / seconds / 1e9.
+ * Prints: isa=.. lanes=.. threads=.. best_gflops=.. median_gflops=.. checksum=..
  */
-#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "isa.h"
 #include "timing.h"
 
 
 #define CHAINS 16
 
 static float fma_chains(long iters, float seed) {
-    __m512 m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(seed * 1e-7f);
-    __m512 acc[CHAINS];
-    for (int j = 0; j < CHAINS; j++) acc[j] = _mm512_set1_ps(seed + (float)j);
+    vf m = vf_set1(0.9999999f), c = vf_set1(seed * 1e-7f);
+    vf acc[CHAINS];
+    for (int j = 0; j < CHAINS; j++) acc[j] = vf_set1(seed + (float)j);
     for (long i = 0; i < iters; i++) {
 #pragma GCC unroll 16
-        for (int j = 0; j < CHAINS; j++) acc[j] = _mm512_fmadd_ps(acc[j], m, c);
+        for (int j = 0; j < CHAINS; j++) acc[j] = vf_fma(acc[j], m, c);
     }
-    __m512 s = acc[0];
-    for (int j = 1; j < CHAINS; j++) s = _mm512_add_ps(s, acc[j]);
-    return _mm512_reduce_add_ps(s);
+    vf s = acc[0];
+    for (int j = 1; j < CHAINS; j++) s = vf_add(s, acc[j]);
+    return vf_total(s);
 }
 
 struct chains_job { long iters; float seed; };
@@ -48,9 +49,9 @@ int main(int argc, char **argv) {
     double *g = malloc(sizeof(double) * reps), checksum = 0.0, best, median;
     struct chains_job job = { iters, seed };
     for (int r = 0; r < reps; r++)
-        g[r] = (double)threads * iters * CHAINS * 16 * 2 / timed_parallel(chains_work, &job, threads, &checksum) / 1e9;
+        g[r] = (double)threads * iters * CHAINS * BENCH_LANES * 2 / timed_parallel(chains_work, &job, threads, &checksum) / 1e9;
     best_and_median(g, reps, &best, &median);
-    printf("threads=%d best_gflops=%.2f median_gflops=%.2f checksum=%.6g\n", threads, best, median, checksum);
+    printf("isa=%s lanes=%d threads=%d best_gflops=%.2f median_gflops=%.2f checksum=%.6g\n", BENCH_ISA, BENCH_LANES, threads, best, median, checksum);
     free(g);
     return 0;
 }

@@ -1,37 +1,38 @@
-/* membw.c -- memory read bandwidth: sum a large float array with AVX-512.
+/* membw.c -- memory read bandwidth: sum a large float array with the widest
+ * vectors the build targets (isa.h: AVX-512, AVX2, NEON or plain C).
  *
  *   membw MIB THREADS REPS
  *
  * Allocates MIB MiB (64-byte aligned), first-touches it from the threads that
  * will read it, then times REPS full passes; each pass every thread sums its
- * contiguous share with 8 independent zmm accumulators. The sums are combined
+ * contiguous share with 8 independent vector accumulators. The sums are combined
  * and printed, so the reads cannot be elided. Prints one line:
- *   mib=.. threads=.. reps=.. best_gbs=.. median_gbs=.. checksum=..
+ *   isa=.. lanes=.. mib=.. threads=.. reps=.. best_gbs=.. median_gbs=.. checksum=..
  * GB/s = bytes read / seconds / 1e9.
  */
-#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "isa.h"
 #include "timing.h"
 
 
 static float sum_range(const float *p, size_t n) { /* n is a multiple of 128 */
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (size_t i = 0; i < n; i += 128) {
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
-        a4 = _mm512_add_ps(a4, _mm512_load_ps(p + i + 64));
-        a5 = _mm512_add_ps(a5, _mm512_load_ps(p + i + 80));
-        a6 = _mm512_add_ps(a6, _mm512_load_ps(p + i + 96));
-        a7 = _mm512_add_ps(a7, _mm512_load_ps(p + i + 112));
+    vf a0 = vf_set1(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (size_t i = 0; i < n; i += 8 * BENCH_LANES) {
+        a0 = vf_add(a0, vf_load(p + i));
+        a1 = vf_add(a1, vf_load(p + i + BENCH_LANES));
+        a2 = vf_add(a2, vf_load(p + i + 2 * BENCH_LANES));
+        a3 = vf_add(a3, vf_load(p + i + 3 * BENCH_LANES));
+        a4 = vf_add(a4, vf_load(p + i + 4 * BENCH_LANES));
+        a5 = vf_add(a5, vf_load(p + i + 5 * BENCH_LANES));
+        a6 = vf_add(a6, vf_load(p + i + 6 * BENCH_LANES));
+        a7 = vf_add(a7, vf_load(p + i + 7 * BENCH_LANES));
     }
-    a0 = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    a4 = _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7));
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a4));
+    a0 = vf_add(vf_add(a0, a1), vf_add(a2, a3));
+    a4 = vf_add(vf_add(a4, a5), vf_add(a6, a7));
+    return vf_total(vf_add(a0, a4));
 }
 
 struct sum_job { const float *buf; size_t chunk; };
@@ -62,8 +63,8 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++)
         gbs[r] = (double)chunk * threads * sizeof(float) / timed_parallel(sum_work, &job, threads, &checksum) / 1e9;
     best_and_median(gbs, reps, &best, &median);
-    printf("mib=%zu threads=%d reps=%d best_gbs=%.3f median_gbs=%.3f checksum=%.6g\n",
-           mib, threads, reps, best, median, checksum);
+    printf("isa=%s lanes=%d mib=%zu threads=%d reps=%d best_gbs=%.3f median_gbs=%.3f checksum=%.6g\n",
+           BENCH_ISA, BENCH_LANES, mib, threads, reps, best, median, checksum);
     free(gbs);
     free(buf);
     return 0;

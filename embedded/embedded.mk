@@ -5,6 +5,7 @@
 #   make -f embedded/embedded.mk embedded-run EMB_BOARD=an547 EMB_TEMPERATURE=0 EMB_STEPS=200
 #   make -f embedded/embedded.mk embedded-kernels EMB_BOARD=an386   tests/test_kernels.c on a board
 #   make -f embedded/embedded.mk embedded-deps      install the Debian packages (root)
+#   make -f embedded/embedded.mk arm-insns          aarch64 instructions per decode token, per weight type
 # One image: EMB_BOARD (an386 | an547), the checkpoint and tokenizer it links
 # (EMB_CKPT, EMB_TOK), and the parameters fixed at build time: EMB_CTX (0 = the
 # model's seq_len), EMB_KV (f32 | f16 | q8), EMB_TEMPERATURE, EMB_TOPP, EMB_TOPK,
@@ -53,7 +54,7 @@ EMB_PARAMS = -DEMB_TEMPERATURE='($(EMB_TEMPERATURE))' -DEMB_TOPP='($(EMB_TOPP))'
 EMB_CONFIG = $(EMB_BOARD) | $(EMB_CKPT) | $(EMB_TOK) | ctx $(EMB_CTX) | kv $(EMB_KV) | $(EMB_PARAMS) | \
   prompt $(EMB_PROMPT) | stack $(EMB_STACK) | budget $(EMB_RAM_BUDGET) | $(EMB_OPT)
 
-.PHONY: embedded-elf embedded-run embedded-kernels embedded-test embedded-figures embedded-deps embedded-aarch64 embedded-clean FORCE
+.PHONY: arm-insns embedded-elf embedded-run embedded-kernels embedded-test embedded-figures embedded-deps embedded-aarch64 embedded-clean FORCE
 
 embedded-elf: $(EMB_DIR)/demo.elf
 
@@ -114,7 +115,8 @@ $(EMB_KT_DIR)/test_kernels.elf: $(addprefix $(EMB_KT_DIR)/,startup.o board.o tes
 EMB_A64_CC = aarch64-linux-gnu-gcc
 # (static without OpenMP; the OpenMP build is dynamic: qemu-aarch64 -L /usr/aarch64-linux-gnu)
 EMB_A64_FLAGS = -std=c99 -O2 -march=armv8.2-a+dotprod+fp16 -ffp-contract=off -Wall -Wextra
-embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp build/embedded/test_kernels-aarch64
+embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp build/embedded/test_kernels-aarch64 \
+  build/embedded/test_kernels-aarch64-i8mm
 build/embedded/run-aarch64: run.c tokenizer.c model.h $(wildcard engine/*.h) tokenizer.h sampler.h
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -static -o $@ run.c tokenizer.c -lm
@@ -126,11 +128,20 @@ build/embedded/run-aarch64-omp: run.c tokenizer.c model.h $(wildcard engine/*.h)
 build/embedded/test_kernels-aarch64: tests/test_kernels.c model.h $(wildcard engine/*.h)
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
+# the same with i8mm (smmla: q8_0's 4 x 4 prefill tile); qemu-aarch64's default CPU has it
+build/embedded/test_kernels-aarch64-i8mm: tests/test_kernels.c model.h $(wildcard engine/*.h)
+	@mkdir -p $(@D)
+	$(EMB_A64_CC) $(EMB_A64_FLAGS) -march=armv8.2-a+dotprod+fp16+i8mm -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
 
 # the QEMU plugin that counts guest instructions (Debian's QEMU ships none)
 build/embedded/libinsncount.so: ../shared/tools/qemu-insncount.c
 	@mkdir -p $(@D)
 	$(EMB_HOSTCC) -O2 -shared -fPIC -o $@ $<
+
+# ./run on aarch64, instructions per decode token of a random 15M in each
+# weight type (embedded/arm_insns.py: ARM_STEPS, ARM_TYPES), a markdown table
+arm-insns: build/embedded/run-aarch64 build/embedded/libinsncount.so
+	LLM_MODELS=$(EMB_MODELS) $(EMB_PYTHON) embedded/arm_insns.py build/embedded/run-aarch64 build/embedded/libinsncount.so
 
 embedded-test:
 	$(MAKE) -f Makefile all portable

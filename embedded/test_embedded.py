@@ -303,13 +303,14 @@ def check_aarch64(r):
     p = run(MK + ["embedded-aarch64"])
     if not r.check("aarch64 build", p.returncode == 0, tail(p.stderr)):
         return
-    # every kernel against its scalar twin, on NEON
-    q = run(["qemu-aarch64", os.path.join("build", "embedded", "test_kernels-aarch64"), MODELS])
-    out = q.stdout.decode()
-    summary = [l for l in out.splitlines() if l.endswith(" failed") and " passed, " in l]
-    r.check("aarch64 kernel tests (NEON path)", q.returncode == 0 and "simd path: neon" in out and summary
-            and summary[-1].split()[2] == "0", (summary[-1] if summary else tail(q.stderr)),
-            summary[-1] if summary else "")
+    # every kernel against its scalar twin, on NEON, and again with i8mm (smmla)
+    for binary, label in [("test_kernels-aarch64", "NEON path"), ("test_kernels-aarch64-i8mm", "NEON path, i8mm")]:
+        q = run(["qemu-aarch64", os.path.join("build", "embedded", binary), MODELS])
+        out = q.stdout.decode()
+        summary = [l for l in out.splitlines() if l.endswith(" failed") and " passed, " in l]
+        r.check("aarch64 kernel tests (%s)" % label, q.returncode == 0 and "simd path: neon" in out and summary
+                and summary[-1].split()[2] == "0", (summary[-1] if summary else tail(q.stderr)),
+                summary[-1] if summary else "")
     for binary, extra in [("run-aarch64", []), ("run-aarch64-omp", ["--threads", "2"])]:
         exe = os.path.join("build", "embedded", binary)
         for name in ["f32-greedy", "f32-seeded"]:

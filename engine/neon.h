@@ -1,7 +1,9 @@
 /* engine/neon.h -- the AArch64 NEON kernels behind simd.h's mapping macros:
- * f32/f16 vectors of four, q8_0's integer sums by sdot (or widening
- * multiplies), and the int16-coded types' group sums (q4_0, q4_K, q6_K) by
- * widening int16 multiply-adds. */
+ * f32/f16 vectors of four, and decode's f32/f16 rows eight side by side;
+ * q8_0's integer sums by sdot (or widening multiplies), its 4 x 4 prefill
+ * tile by smmla where the CPU has i8mm; GGUF's block types (q8_0, q4_0,
+ * q4_K, q6_K) in tiles of rows side by side, a group's sums for four rows in
+ * one vector and one vector step per group, the twins' bits. */
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #define LLM__SIMD "neon"
@@ -48,66 +50,458 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
     acc.val[1] = vfmaq_f32(acc.val[1], vcvtq_f32_s32(t1), vld1q_f32(scale + 4));
     return acc;
 }
-/* GGUF's q8_0 blocks (ref.h): one group's integer sum by sdot, exact, so
- * the twin's */
-#define LLM__HAVE_GG_ISUM 1
-LLM__INLINE int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
-    const int8_t *q = (const int8_t *)(const void *)(b + 2);
-    return vaddvq_s32(llm__dot32_i8(vdupq_n_s32(0), llm__i8x32_load(q), llm__i8x32_load(x)));
+#endif
+
+
+#if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
+/* GGUF's block types, tiles of rows side by side (LLMW q8_0's way), four
+ * rows a vector: per group, four rows' integer sums in the lanes of one vector
+ * (sdot, exact), then one vector step for the four rows,
+ *   acc = fma((float)isum, d * xs, acc)
+ * lane by lane: ref.h's twin's step, group after group, so the twin's bits.
+ * The int16 activations of q4_0 and the K-quants (|x| <= LLM__Q16_MAX) go
+ * to sdot as two int8 halves, x = 128 hi + lo (hi = x >> 7 in -128..127,
+ * lo = x & 127), split once per token for all the rows:
+ * w . x = 128 (w . hi) + (w . lo), exact. A tile of fewer than four rows
+ * repeats its last row in the spare lanes and stores only its own. */
+#define LLM__HAVE_GG_TILES 1
+#define LLM__GG_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
+
+/* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
+LLM__INLINE float32x4_t llm__half4(const unsigned char *const *p, size_t off) {
+    uint16x4_t h = vld1_dup_u16((const uint16_t *)(const void *)(p[0] + off));
+    h = vld1_lane_u16((const uint16_t *)(const void *)(p[1] + off), h, 1);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(p[2] + off), h, 2);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(p[3] + off), h, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
 }
+/* the lane totals of four rows' accumulators, a row a lane */
+LLM__INLINE int32x4_t llm__total4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+    return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
+}
+/* 16 codes . (128 hi + lo) as two lane accumulators, the hi one and the lo one */
+#define LLM__DOT16_SPLIT(acc_hi, acc_lo, codes, hi, lo) \
+    do { acc_hi = llm__dot16_i8(acc_hi, codes, hi); acc_lo = llm__dot16_i8(acc_lo, codes, lo); } while (0)
+/* acc + fma step of four rows: isum (lanes), d * xs */
+LLM__INLINE float32x4_t llm__gg_step4(float32x4_t acc, int32x4_t isum, float32x4_t d, float xs) {
+    return vfmaq_f32(acc, vcvtq_f32_s32(isum), vmulq_n_f32(d, xs));
+}
+
+/* One token's int16 codes x (32 cg) split into hi and lo (above), and each
+ * group's code sum times mul, xsum[g] */
+static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, int mul, const int16_t *x, int cg) {
+    const int16x8_t low7 = vdupq_n_s16(127);
+    for (int g = 0; g < cg; g++) {
+        int32x4_t s = vdupq_n_s32(0);
+        for (int j = 32 * g; j < 32 * g + 32; j += 16) {
+            int16x8_t a = vld1q_s16(x + j), b = vld1q_s16(x + j + 8);
+            vst1q_s8(hi + j, vcombine_s8(vmovn_s16(vshrq_n_s16(a, 7)), vmovn_s16(vshrq_n_s16(b, 7))));
+            vst1q_s8(lo + j, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
+            s = vpadalq_s16(vpadalq_s16(s, a), b);
+        }
+        xsum[g] = mul * vaddvq_s32(s);
+    }
+}
+
+/* the four rows' accumulators from out (a later chunk) or zero, and back */
+LLM__INLINE float32x4_t llm__acc4_load(const float *o, int na, int first) {
+    float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    return vld1q_f32(t);
+}
+LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
+    float t[4];
+    vst1q_f32(t, acc);
+    memcpy(o, t, (size_t)na * sizeof(float));
+}
+
+/* q8_0 and q4_0 take eight rows at a time (two vectors of four), sharing
+ * each load of the activations. Their lane accumulators are never reset:
+ * a group's sums are the running totals' difference from the last group's
+ * (int32 wraps, so the difference is exact), which saves zeroing eight
+ * accumulators per group. */
+#define LLM__GG_ROWS8 8
+/* the eight rows' accumulators from out (a later chunk) or zero, and back */
+LLM__INLINE void llm__acc8_load(float32x4_t *acc, const float *o, int na, int first) {
+    float t[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    acc[0] = vld1q_f32(t); acc[1] = vld1q_f32(t + 4);
+}
+LLM__INLINE void llm__acc8_store(float *o, int na, const float32x4_t *acc) {
+    float t[8];
+    vst1q_f32(t, acc[0]); vst1q_f32(t + 4, acc[1]);
+    memcpy(o, t, (size_t)na * sizeof(float));
+}
+/* q8_0 (34-byte blocks: f16 d, int8 q[32]): eight rows rc of cg groups . x */
+static void llm__gg8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *x, const float *xs, int cg,
+                          int first) {
+    float32x4_t acc[2];
+    int32x4_t s[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    llm__acc8_load(acc, o, na, first);
+    LLM__UNROLL for (int i = 0; i < 8; i++) s[i] = vdupq_n_s32(0);
+    for (int g = 0; g < cg; g++) {
+        llm__i8x32 xv = llm__i8x32_load(x + 32 * g);
+        LLM__UNROLL for (int i = 0; i < 8; i++)
+            s[i] = llm__dot32_i8(s[i], llm__i8x32_load((const int8_t *)(const void *)(rc[i] + 34 * g + 2)), xv);
+        LLM__UNROLL for (int v = 0; v < 2; v++) {
+            int32x4_t total = llm__total4(s[4 * v], s[4 * v + 1], s[4 * v + 2], s[4 * v + 3]);
+            acc[v] = llm__gg_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, (size_t)34 * g), xs[g]);
+            prev[v] = total;
+        }
+    }
+    llm__acc8_store(o, na, acc);
+}
+/* q4_0 (18-byte blocks: f16 d, 16 bytes of nibbles, code - 8): isum = codes .
+ * x - 8 xsum, the codes 0..15 as they are; corr[g] = -8 xsum[g] */
+static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *corr, const float *xs, int cg, int first) {
+    float32x4_t acc[2];
+    int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    llm__acc8_load(acc, o, na, first);
+    LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    for (int g = 0; g < cg; g++) {
+        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        LLM__UNROLL for (int i = 0; i < 8; i++) {
+            uint8x16_t b = vld1q_u8(rc[i] + 18 * g + 2);
+            int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+            LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
+            LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
+        }
+        int32x4_t c = vld1q_dup_s32(corr + g);
+        LLM__UNROLL for (int v = 0; v < 2; v++) {
+            int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
+                                          llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
+            acc[v] = llm__gg_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)18 * g), xs[g]);
+            prev[v] = total;
+        }
+    }
+    llm__acc8_store(o, na, acc);
+}
+/* q4_K (144-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of 6-bit
+ * scales and mins, 128 bytes of nibbles): per group the twin's two steps,
+ * fma((float)(sc isum), d xs, acc) then fma((float)(m xsum), -(dmin xs), acc) */
+/* q4_K's eight 6-bit scales and mins of four rows' blocks (12 bytes at
+ * rc[i] + off), sc[j][i] and mn[j][i] as ref.h's llm__q4k_scale_min gives
+ * them: j < 4: s[j] & 63, s[j + 4] & 63; else (s[j + 4] & 15) | (s[j - 4] >> 6) << 4,
+ * (s[j + 4] >> 4) | (s[j] >> 6) << 4; byte lookups per row, then the rows
+ * interleaved so that each j is one vector of four */
+LLM__INLINE uint8x8_t llm__q4k_six(uint8x16_t s, const uint8_t *lo_at, const int8_t *lo_shift, const uint8_t *lo_mask,
+                                   const uint8_t *hi_at) {
+    uint8x8_t lo = vand_u8(vshl_u8(vqtbl1_u8(s, vld1_u8(lo_at)), vld1_s8(lo_shift)), vld1_u8(lo_mask));
+    return vorr_u8(lo, vshl_n_u8(vshr_n_u8(vqtbl1_u8(s, vld1_u8(hi_at)), 6), 4));   /* index 255: zero */
+}
+LLM__INLINE void llm__q4k_store_rows(int32_t (*out)[4], const uint8x8_t *v) {
+    uint8x8_t a = vzip1_u8(v[0], v[1]), b = vzip2_u8(v[0], v[1]), c = vzip1_u8(v[2], v[3]), d = vzip2_u8(v[2], v[3]);
+    uint8x8_t t[4];
+    t[0] = vreinterpret_u8_u16(vzip1_u16(vreinterpret_u16_u8(a), vreinterpret_u16_u8(c)));   /* j 0, 1 */
+    t[1] = vreinterpret_u8_u16(vzip2_u16(vreinterpret_u16_u8(a), vreinterpret_u16_u8(c)));   /* j 2, 3 */
+    t[2] = vreinterpret_u8_u16(vzip1_u16(vreinterpret_u16_u8(b), vreinterpret_u16_u8(d)));
+    t[3] = vreinterpret_u8_u16(vzip2_u16(vreinterpret_u16_u8(b), vreinterpret_u16_u8(d)));
+    for (int k = 0; k < 4; k++) {
+        uint16x8_t w = vmovl_u8(t[k]);
+        vst1q_s32(out[2 * k], vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(w))));
+        vst1q_s32(out[2 * k + 1], vreinterpretq_s32_u32(vmovl_high_u16(w)));
+    }
+}
+static void llm__q4k_scales4(int32_t (*sc)[4], int32_t (*mn)[4], const unsigned char *const *rc, size_t off) {
+    static const uint8_t sc_at[8] = { 0, 1, 2, 3, 8, 9, 10, 11 }, sc_hi[8] = { 255, 255, 255, 255, 0, 1, 2, 3 };
+    static const uint8_t mn_at[8] = { 4, 5, 6, 7, 8, 9, 10, 11 }, mn_hi[8] = { 255, 255, 255, 255, 4, 5, 6, 7 };
+    static const uint8_t sc_mask[8] = { 63, 63, 63, 63, 15, 15, 15, 15 }, mn_mask[8] = { 63, 63, 63, 63, 15, 15, 15, 15 };
+    static const int8_t no_shift[8] = { 0 }, mn_shift[8] = { 0, 0, 0, 0, -4, -4, -4, -4 };
+    uint8x8_t s6[4], m6[4];
+    for (int i = 0; i < 4; i++) {
+        uint8x16_t s = vld1q_u8(rc[i] + off);   /* 16 bytes, 12 used: inside the block */
+        s6[i] = llm__q4k_six(s, sc_at, no_shift, sc_mask, sc_hi);
+        m6[i] = llm__q4k_six(s, mn_at, mn_shift, mn_mask, mn_hi);
+    }
+    llm__q4k_store_rows(sc, s6);
+    llm__q4k_store_rows(mn, m6);
+}
+static void llm__gg4_q4_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * 144;
+        int32_t sc[8][4], mn[8][4];
+        llm__q4k_scales4(sc, mn, rc, at + 4);
+        float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
+        for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles) and k0 + 2p + 1 (high) */
+            int32x4_t sh[2][4], sl[2][4];
+            const int8_t *xh = hi + 32 * (k0 + 2 * p), *xl = lo + 32 * (k0 + 2 * p);
+            int8x16_t h0 = vld1q_s8(xh), h1 = vld1q_s8(xh + 16), h2 = vld1q_s8(xh + 32), h3 = vld1q_s8(xh + 48);
+            int8x16_t l0 = vld1q_s8(xl), l1 = vld1q_s8(xl + 16), l2 = vld1q_s8(xl + 32), l3 = vld1q_s8(xl + 48);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                const unsigned char *q = rc[i] + at + 16 + 32 * p;
+                uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
+                sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(vandq_u8(b0, m15)), h0, l0);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(vandq_u8(b1, m15)), h1, l1);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(vshrq_n_u8(b0, 4)), h2, l2);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(vshrq_n_u8(b1, 4)), h3, l3);
+            }
+            for (int e = 0; e < 2; e++) {
+                int g = k0 + 2 * p + e, j = 2 * p + e;
+                int32x4_t isum = vmlaq_n_s32(llm__total4(sl[e][0], sl[e][1], sl[e][2], sl[e][3]),
+                                             llm__total4(sh[e][0], sh[e][1], sh[e][2], sh[e][3]), 128);
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_s32(vld1q_s32(sc[j]), isum)), vmulq_n_f32(d, xs[g]));
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_n_s32(vld1q_s32(mn[j]), xsum[g])), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
+            }
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+/* q6_K (210-byte blocks of 8 groups: ql[128], qh[64], int8 sc[16], f16 d):
+ * group k = 4h + c takes, for l < 32, ql[64h + 32(c & 1) + l]'s low (c < 2)
+ * or high nibble and bits 2c, 2c + 1 of qh[32h + l], less 32; its isum is
+ * sc[2k] (first 16 . x) + sc[2k + 1] (last 16 . x) */
+LLM__INLINE int8x16_t llm__q6k_codes16(const unsigned char *b, int h, int c, int l0) {
+    uint8x16_t ql = vld1q_u8(b + 64 * h + 32 * (c & 1) + l0), qh = vld1q_u8(b + 128 + 32 * h + l0);
+    uint8x16_t q;
+    switch (c) {
+    case 0: q = vandq_u8(vsliq_n_u8(ql, qh, 4), vdupq_n_u8(63)); break;
+    case 1: q = vandq_u8(vsliq_n_u8(ql, vshrq_n_u8(qh, 2), 4), vdupq_n_u8(63)); break;
+    case 2: q = vandq_u8(vsliq_n_u8(vshrq_n_u8(ql, 4), vshrq_n_u8(qh, 4), 4), vdupq_n_u8(63)); break;
+    default: q = vsliq_n_u8(vshrq_n_u8(ql, 4), vshrq_n_u8(qh, 6), 4); break;
+    }
+    return vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32));
+}
+static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const float *xs, int cg, int first) {
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * 210;
+        int32_t sc[16][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 16; j++) sc[j][i] = (int8_t)rc[i][at + 192 + j];
+        float32x4_t d = llm__half4(rc, at + 208);
+        for (int k = 0; k < 8; k++) {
+            int h = k >> 2, c = k & 3, g = k0 + k;
+            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int32x4_t sh[2][4], sl[2][4];
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], llm__q6k_codes16(rc[i] + at, h, c, 0), h0, l0);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], llm__q6k_codes16(rc[i] + at, h, c, 16), h1, l1);
+            }
+            int32x4_t s0 = vmlaq_n_s32(llm__total4(sl[0][0], sl[0][1], sl[0][2], sl[0][3]),
+                                       llm__total4(sh[0][0], sh[0][1], sh[0][2], sh[0][3]), 128);
+            int32x4_t s1 = vmlaq_n_s32(llm__total4(sl[1][0], sl[1][1], sl[1][2], sl[1][3]),
+                                       llm__total4(sh[1][0], sh[1][1], sh[1][2], sh[1][3]), 128);
+            int32x4_t isum = vmlaq_s32(vmulq_s32(vld1q_s32(sc[2 * k]), s0), vld1q_s32(sc[2 * k + 1]), s1);
+            acc = llm__gg_step4(acc, isum, d, xs[g]);
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+
+/* The traits' tiles: token by token, a chunk of up to 64 groups of the
+ * token's activations (split once for int16) against every eight (q8_0,
+ * q4_0) or four rows (the K-quants, whose sums need more registers);
+ * out holds each row's accumulator between chunks. */
+#define LLM__NEON_GG_TILE(name, act_t, q16, xsum_mul, rows, call)                                                                \
+    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
+                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                    \
+        int n = w->cols, G = n / LLM__GQ;                                                                        \
+        size_t chunk_bytes = (size_t)(LLM__GG_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
+                             (size_t)llm__traits[w->type].qblock_bytes;                                          \
+        int8_t hi[q16 ? LLM__GG_CHUNK * LLM__GQ : 1], lo[q16 ? LLM__GG_CHUNK * LLM__GQ : 1];                     \
+        int32_t xsum[LLM__GG_CHUNK];                                                                             \
+        (void)x; (void)hi; (void)lo; (void)xsum;                                                                 \
+        for (int b = 0; b < nc; b++) {                                                                           \
+            const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                             \
+            const float *sb = xs + (size_t)(t + b) * G;                                                          \
+            float *o = out + (size_t)b * ldo;                                                                    \
+            for (int c0 = 0; c0 < G; c0 += LLM__GG_CHUNK) {                                                      \
+                int cg = G - c0 < LLM__GG_CHUNK ? G - c0 : LLM__GG_CHUNK;                                        \
+                const act_t *xc = xb + (size_t)c0 * LLM__GQ;                                                     \
+                if (q16) llm__split_q16(hi, lo, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
+                for (int a0 = 0; a0 < nr; a0 += rows) {                                                          \
+                    int na = nr - a0 < rows ? nr - a0 : rows;                                                    \
+                    const unsigned char *rc[rows];                                                               \
+                    for (int i = 0; i < rows; i++)                                                               \
+                        rc[i] = llm__block_row(w, r + a0 + (i < na ? i : na - 1)) + (size_t)(c0 / LLM__GG_CHUNK) * chunk_bytes; \
+                    call;                                                                                        \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+    }
+LLM__NEON_GG_TILE(q8_0, int8_t, 0, 0, 8, llm__gg8_q8_0(o + a0, na, rc, (const int8_t *)xc, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q4_0, int16_t, 1, -8, 8, llm__gg8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q4_k, int16_t, 1, 1, 4, llm__gg4_q4_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+#undef LLM__NEON_GG_TILE
 #endif
 
 #if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)
-/* GGUF's K-quants: each group's integer sum (ref.h's llm__gsum_*) with
- * widening int16 multiply-adds, four int32 lanes added at the end; integer
- * sums are exact, so these give the twin's values, and simd.h's tile keeps
- * the twin's float steps along the row. */
-#define LLM__HAVE_GG_SUMS 1
-/* acc + codes (16, int8 or uint8 widened by the caller) . 16 int16 activations */
-LLM__INLINE int32x4_t llm__dot16_i16(int32x4_t acc, int16x8_t lo, int16x8_t hi, const int16_t *x) {
-    int16x8_t x0 = vld1q_s16(x), x1 = vld1q_s16(x + 8);
-    acc = vmlal_s16(acc, vget_low_s16(lo), vget_low_s16(x0));
-    acc = vmlal_high_s16(acc, lo, x0);
-    acc = vmlal_s16(acc, vget_low_s16(hi), vget_low_s16(x1));
-    return vmlal_high_s16(acc, hi, x1);
+/* f32 and f16 rows of one token (decode; simd.h's llm__tiles_fp hands them
+ * here, LLM__HAVE_FP_DECODE), eight rows side by side sharing each load of
+ * x, sixteen columns a step (then eight, four and a part). The order is simd.h's llm__tile_fp's, so prefill
+ * (its tiles) and decode give the same bits: per row four lanes (lane l
+ * takes the columns j = l mod 4, one fma each, in order), a zero-padded last
+ * vector, then vaddvq. f16 widens in registers (exact), no FP16 arithmetic:
+ * that would round x to f16, not only reorder. No software prefetch: a few
+ * sequential row streams are what the cores' prefetchers follow. */
+#define LLM__HAVE_FP_DECODE 1
+/* two vectors (32 bytes) from p, p advanced past them: one ldp with post-
+ * index, where the compiler's intrinsics would keep an index register and
+ * spend an add per row on each address; volatile keeps the rows' loads in
+ * order, so GCC does not hoist all eight ahead of the conversions and spill
+ * an accumulator */
+#if defined(__GNUC__)
+#define LLM__LDP_POST(v0, v1, p) \
+    __asm__ volatile("ldp %q0, %q1, [%2], #32" : "=w"(v0), "=w"(v1), "+r"(p) : "m"(*(const unsigned char (*)[32])(const void *)(p)))
+#else
+#define LLM__LDP_POST(v0, v1, p) do { v0 = vld1q_u16(p); v1 = vld1q_u16((p) + 8); (p) += 16; } while (0)
+#endif
+/* the first len (< 4) values of a row from p (f32 or f16), zero-padded */
+LLM__INLINE float32x4_t llm__fp_part(const void *p, int f16, int len) {
+    float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    uint16_t h[4] = { 0, 0, 0, 0 };
+    if (!f16) { memcpy(t, p, (size_t)len * 4); return vld1q_f32(t); }
+    memcpy(h, p, (size_t)len * 2);
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
 }
-/* q4_0 group g: its 32 codes less 8 (-8..7) . xq (32) */
-LLM__INLINE int32_t llm__gg_sum_q4_0(const unsigned char *row, int g, const int16_t *xq) {
-    uint8x16_t b = vld1q_u8(row + (size_t)g * 18 + 2);
-    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(15))), vdupq_n_s8(8));   /* q[0..15]  */
-    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), vdupq_n_s8(8));              /* q[16..31] */
-    int32x4_t acc = llm__dot16_i16(vdupq_n_s32(0), vmovl_s8(vget_low_s8(lo)), vmovl_high_s8(lo), xq);
-    return vaddvq_s32(llm__dot16_i16(acc, vmovl_s8(vget_low_s8(hi)), vmovl_high_s8(hi), xq + 16));
-}
-/* q4_K group g: its 32 codes (0..15) . xq (32) */
-LLM__INLINE int32_t llm__gg_sum_q4_k(const unsigned char *row, int g, const int16_t *xq) {
-    const unsigned char *qs = row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2);
-    int32x4_t acc = vdupq_n_s32(0);
-    for (int h = 0; h < 2; h++) {
-        uint8x16_t b = vld1q_u8(qs + 16 * h);
-        uint8x16_t q = g & 1 ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(15));
-        acc = llm__dot16_i16(acc, vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q))),
-                             vreinterpretq_s16_u16(vmovl_high_u8(q)), xq + 16 * h);
+/* out[a] = W row a . x for rows a < R (R = 8, 4 or 1 at compile time) */
+LLM__INLINE void llm__fp_rows(float *out, const unsigned char *W, int f16, const float *x, int n, int R) {
+    const float *w32 = (const float *)(const void *)W;
+    const uint16_t *w16 = (const uint16_t *)(const void *)W;
+    float32x4_t acc[8];
+    LLM__UNROLL for (int a = 0; a < R; a++) acc[a] = vdupq_n_f32(0.0f);
+    int j = 0;
+    if (f16) {   /* sixteen columns a step: one multi-register load a row */
+        const uint16_t *p[8];
+        LLM__UNROLL for (int a = 0; a < R; a++) p[a] = w16 + (size_t)a * n;
+        for (; j + 16 <= n; j += 16) {
+            float32x4x4_t xv = vld1q_f32_x4(x + j);
+            LLM__UNROLL for (int a = 0; a < R; a++) {
+                uint16x8_t u0, u1;
+                LLM__LDP_POST(u0, u1, p[a]);
+                float16x8_t h0 = vreinterpretq_f16_u16(u0), h1 = vreinterpretq_f16_u16(u1);
+                acc[a] = vfmaq_f32(acc[a], vcvt_f32_f16(vget_low_f16(h0)), xv.val[0]);
+                acc[a] = vfmaq_f32(acc[a], vcvt_high_f32_f16(h0), xv.val[1]);
+                acc[a] = vfmaq_f32(acc[a], vcvt_f32_f16(vget_low_f16(h1)), xv.val[2]);
+                acc[a] = vfmaq_f32(acc[a], vcvt_high_f32_f16(h1), xv.val[3]);
+            }
+        }
+    } else {
+        const float *p[8];
+        LLM__UNROLL for (int a = 0; a < R; a++) p[a] = w32 + (size_t)a * n;
+        for (; j + 16 <= n; j += 16) {
+            float32x4x4_t xv = vld1q_f32_x4(x + j);
+            LLM__UNROLL for (int a = 0; a < R; a++) {
+                float32x4x4_t wv = vld1q_f32_x4(p[a]);
+                p[a] += 16;
+                acc[a] = vfmaq_f32(acc[a], wv.val[0], xv.val[0]);
+                acc[a] = vfmaq_f32(acc[a], wv.val[1], xv.val[1]);
+                acc[a] = vfmaq_f32(acc[a], wv.val[2], xv.val[2]);
+                acc[a] = vfmaq_f32(acc[a], wv.val[3], xv.val[3]);
+            }
+        }
     }
-    return vaddvq_s32(acc);
-}
-/* q6_K group g: sc[2k] (first 16 codes . xq) + sc[2k + 1] (last 16), codes -32..31 */
-LLM__INLINE int32_t llm__gg_sum_q6_k(const unsigned char *row, int g, const int16_t *xq) {
-    const unsigned char *b = row + (size_t)(g / 8) * 210;
-    int k = g % 8, h = k >> 2, c = k & 3;
-    int32_t s[2];
-    for (int half = 0; half < 2; half++) {
-        uint8x16_t lo = vld1q_u8(b + h * 64 + (c & 1) * 32 + 16 * half);
-        uint8x16_t hi = vld1q_u8(b + 128 + h * 32 + 16 * half);
-        lo = c < 2 ? vandq_u8(lo, vdupq_n_u8(15)) : vshrq_n_u8(lo, 4);
-        hi = vandq_u8(vshlq_u8(hi, vdupq_n_s8((int8_t)(-2 * c))), vdupq_n_u8(3));   /* >> 2c */
-        int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
-        int32x4_t acc = llm__dot16_i16(vdupq_n_s32(0), vmovl_s8(vget_low_s8(q)), vmovl_high_s8(q), xq + 16 * half);
-        s[half] = vaddvq_s32(acc);
+    for (; j + 8 <= n; j += 8) {
+        float32x4_t x0 = vld1q_f32(x + j), x1 = vld1q_f32(x + j + 4);
+        LLM__UNROLL for (int a = 0; a < R; a++) {
+            float32x4_t w0, w1;
+            if (f16) {
+                float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(w16 + (size_t)a * n + j));
+                w0 = vcvt_f32_f16(vget_low_f16(h));
+                w1 = vcvt_high_f32_f16(h);
+            } else {
+                w0 = vld1q_f32(w32 + (size_t)a * n + j);
+                w1 = vld1q_f32(w32 + (size_t)a * n + j + 4);
+            }
+            acc[a] = vfmaq_f32(vfmaq_f32(acc[a], w0, x0), w1, x1);
+        }
     }
-    return (int32_t)(int8_t)b[192 + 2 * k] * s[0] + (int32_t)(int8_t)b[192 + 2 * k + 1] * s[1];
+    if (j + 4 <= n) {
+        float32x4_t x0 = vld1q_f32(x + j);
+        LLM__UNROLL for (int a = 0; a < R; a++)
+            acc[a] = vfmaq_f32(acc[a], f16 ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(w16 + (size_t)a * n + j)))
+                                           : vld1q_f32(w32 + (size_t)a * n + j), x0);
+        j += 4;
+    }
+    if (j < n) {
+        float32x4_t x0 = llm__fp_part(x + j, 0, n - j);
+        LLM__UNROLL for (int a = 0; a < R; a++)
+            acc[a] = vfmaq_f32(acc[a], llm__fp_part(f16 ? (const void *)(w16 + (size_t)a * n + j)
+                                                        : (const void *)(w32 + (size_t)a * n + j), f16, n - j), x0);
+    }
+    LLM__UNROLL for (int a = 0; a < R; a++) out[a] = vaddvq_f32(acc[a]);
 }
-#define llm__gg_sums_q4_0(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_0(row, g_, (xq) + (size_t)g_ * LLM__GQ)
-#define llm__gg_sums_q4_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q4_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
-#define llm__gg_sums_q6_k(isum, row, xq, G) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = llm__gg_sum_q6_k(row, g_, (xq) + (size_t)g_ * LLM__GQ)
+/* nr rows of W (n values each, f32 or f16) . x (n,) -> out (nr,); one
+ * instance per type (f16 a constant inside) */
+LLM__INLINE void llm__fp_decode_type(float *out, const unsigned char *W, int f16, const float *x, int n, int nr) {
+    size_t row = (size_t)n * (f16 ? 2 : 4);
+    int a = 0;
+    for (; a + 8 <= nr; a += 8) llm__fp_rows(out + a, W + a * row, f16, x, n, 8);
+    for (; a + 4 <= nr; a += 4) llm__fp_rows(out + a, W + a * row, f16, x, n, 4);
+    for (; a < nr; a++) llm__fp_rows(out + a, W + a * row, f16, x, n, 1);
+}
+static void llm__fp_decode(float *out, const unsigned char *W, int f16, const float *x, int n, int nr) {
+    if (f16) llm__fp_decode_type(out, W, 1, x, n, nr);
+    else llm__fp_decode_type(out, W, 0, x, n, nr);
+}
+#endif
+
+#if defined(LLM__Q8_SIMD) && defined(__ARM_NEON) && defined(__aarch64__) && defined(__ARM_FEATURE_MATMUL_INT8)
+/* q8_0's 4 x 4 prefill tile (simd.h's llm__tiles_q8) by smmla, where the CPU
+ * has i8mm: each smmla multiplies two rows' 8 codes by two tokens' 8 codes,
+ * a 2 x 2 block of pairs in its four lanes (row 2p or 2p + 1, token 2q or
+ * 2q + 1), so no lane totals are needed; two rows' (or tokens') 16 bytes
+ * become two such operands by 64-bit zips. The lane sums run on across
+ * groups, a group's being the difference from the last (exact, int32
+ * wraps); then the twin's step per pair, acc = fma(isum, ws * xs, acc), four
+ * pairs a vector: the same bits as every q8_0 product. */
+#define LLM__HAVE_Q8_TILE_4X4 1
+/* rows (or tokens) p0 and p1 at column j: the 8-byte runs k = 0..3 of both,
+ * interleaved as smmla's operands op[k] = (p0 run k, p1 run k) */
+LLM__INLINE void llm__mm_operands(int8x16_t *op, const int8_t *p0, const int8_t *p1) {
+    int64x2_t a0 = vreinterpretq_s64_s8(vld1q_s8(p0)), a1 = vreinterpretq_s64_s8(vld1q_s8(p0 + 16));
+    int64x2_t b0 = vreinterpretq_s64_s8(vld1q_s8(p1)), b1 = vreinterpretq_s64_s8(vld1q_s8(p1 + 16));
+    op[0] = vreinterpretq_s8_s64(vzip1q_s64(a0, b0)); op[1] = vreinterpretq_s8_s64(vzip2q_s64(a0, b0));
+    op[2] = vreinterpretq_s8_s64(vzip1q_s64(a1, b1)); op[3] = vreinterpretq_s8_s64(vzip2q_s64(a1, b1));
+}
+static void llm__tile_q8_4x4(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq, const float *xs,
+                             int n, int G) {
+    int groups = (n + G - 1) / G;   /* the last one short where G does not divide n (n a multiple of 32) */
+    float32x4_t acc[4];             /* acc[2p + q]: rows 2p, 2p + 1 by tokens 2q, 2q + 1 */
+    int32x4_t z[4], prev[4];
+    for (int k = 0; k < 4; k++) { acc[k] = vdupq_n_f32(0.0f); z[k] = prev[k] = vdupq_n_s32(0); }
+    for (int g = 0; g < groups; g++) {
+        int g0 = g * G, glen = n - g0 < G ? n - g0 : G;
+        for (int c0 = 0; c0 < glen; c0 += 32) {
+            int8x16_t A[2][4], B[2][4];
+            for (int p = 0; p < 2; p++) {
+                llm__mm_operands(A[p], w + (size_t)(2 * p) * n + g0 + c0, w + (size_t)(2 * p + 1) * n + g0 + c0);
+                llm__mm_operands(B[p], xq + (size_t)(2 * p) * n + g0 + c0, xq + (size_t)(2 * p + 1) * n + g0 + c0);
+            }
+            LLM__UNROLL for (int p = 0; p < 2; p++)
+                LLM__UNROLL for (int q = 0; q < 2; q++)
+                    LLM__UNROLL for (int k = 0; k < 4; k++) z[2 * p + q] = vmmlaq_s32(z[2 * p + q], A[p][k], B[q][k]);
+        }
+        float wsv[4], xsv[4];
+        for (int a = 0; a < 4; a++) { wsv[a] = ws[(size_t)a * groups + g]; xsv[a] = xs[(size_t)a * groups + g]; }
+        for (int p = 0; p < 2; p++)
+            for (int q = 0; q < 2; q++) {
+                float32x4_t wv = { wsv[2 * p], wsv[2 * p], wsv[2 * p + 1], wsv[2 * p + 1] };
+                float32x4_t xv = { xsv[2 * q], xsv[2 * q + 1], xsv[2 * q], xsv[2 * q + 1] };
+                int32x4_t isum = vsubq_s32(z[2 * p + q], prev[2 * p + q]);
+                prev[2 * p + q] = z[2 * p + q];
+                acc[2 * p + q] = vfmaq_f32(acc[2 * p + q], vcvtq_f32_s32(isum), vmulq_f32(wv, xv));
+            }
+    }
+    for (int p = 0; p < 2; p++)
+        for (int q = 0; q < 2; q++) {
+            float t[4];
+            vst1q_f32(t, acc[2 * p + q]);
+            out[(size_t)(2 * q) * ldo + 2 * p] = t[0];
+            out[(size_t)(2 * q + 1) * ldo + 2 * p] = t[1];
+            out[(size_t)(2 * q) * ldo + 2 * p + 1] = t[2];
+            out[(size_t)(2 * q + 1) * ldo + 2 * p + 1] = t[3];
+        }
+}
 #endif

@@ -256,6 +256,9 @@ LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, 
     size_t eb = f16 ? 2 : 4;
     const unsigned char *W = (const unsigned char *)w->data + (size_t)r * n * eb;
     x += (size_t)t * n;
+#ifdef LLM__HAVE_FP_DECODE   /* an ISA file's rows of one token, in llm__tile_fp's order (neon.h) */
+    if (nc == 1 && k0 == 0 && k1 == n) { llm__fp_decode(out, W, f16, x, n, nr); return; }
+#endif
     if (nr == LLM__NR) {
         switch (nc) {
 #define LLM__TILE_FP(k) case k: llm__tile_fp(out, ldo, W, f16, x, n, LLM__NR, k, k0, k1, part); return;

@@ -1069,6 +1069,95 @@ static void test_gguf_q6k_extremes(void) {
     free(s.act_q); free(s.act_scale); free(w);
 }
 
+/* ---- every block type's tile and the f32/f16 decode rows at awkward sizes ----
+ * (NEON runs q8_0 and q4_0 eight rows at a time, the K-quants four, f32 and
+ * f16 decode eight rows side by side, sixteen columns a step: here rows
+ * 1, 3, 7, 9, 17 leave every remainder.) The block types' tiles called
+ * directly, at a row offset and with ldo wider than nr, tokens 1 and 3 at
+ * once: each value the twin's bit for bit (widths of 288, one group, 65 and
+ * 72 groups: past the 64-group chunk), nothing written outside the tile.
+ * f32/f16: a token alone (decode's rows) against the same token inside a
+ * tile of four rows and three tokens (prefill's tile), bit for bit, and
+ * both against the scalar twin within TOL_SIMD. */
+static void test_tiles_awkward(void) {
+    int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
+    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 } };
+    int colss[][3] = { { 288, 32, 2080 }, { 288, 32, 2080 }, { 256, 768, 2304 }, { 256, 768, 2304 } };
+    int nrs[] = { 1, 3, 7, 9, 17 };
+    enum { ROWS = 24, R0 = 2, T = 4, LDO = 21 };
+    for (int ti = 0; ti < 4; ti++) {
+        const llm__type_traits *tr = &llm__traits[types[ti]];
+        int code_bytes = llm__act_bytes(types[ti]);
+        for (int ci = 0; ci < 3; ci++) {
+            int cols = colss[ti][ci], ng = cols / 32;
+            size_t row_bytes = (size_t)(cols / tr->qblock) * (size_t)tr->qblock_bytes;
+            unsigned char *w = random_blocks(tr, ROWS, row_bytes, d_at[ti]);
+            llm_tensor t = llm__tensor(w, NULL, types[ti], ROWS, cols, 0);
+            int8_t *xq = malloc((size_t)T * cols * code_bytes);
+            float *x = malloc((size_t)cols * 4), *xs = malloc((size_t)T * ng * 4), *out = malloc((size_t)T * LDO * 4);
+            for (int b = 0; b < T; b++) {
+                fill(x, cols, 1.5f);
+                llm__quantize_acts(&t, xq + (size_t)b * cols * code_bytes, xs + (size_t)b * ng, x);
+            }
+            for (int ni = 0; ni < 5; ni++) {
+                for (int nc = 1; nc <= 3; nc += 2) {
+                    int nr = nrs[ni], stray = 0;
+                    double worst = 0;
+                    for (int i = 0; i < T * LDO; i++) out[i] = 12345.0f;
+                    tr->tile(out, LDO, &t, R0, NULL, xq, xs, 1, nr, nc);
+                    for (int b = 0; b < T - 1; b++)
+                        for (int a = 0; a < LDO; a++) {
+                            float got = out[(size_t)b * LDO + a];
+                            if (b >= nc || a >= nr) { stray |= got != 12345.0f; continue; }
+                            float want = tr->dot(&t, R0 + a, NULL, xq + (size_t)(1 + b) * cols * code_bytes, xs + (size_t)(1 + b) * ng);
+                            worst = worse(worst, fabs(got - want));
+                        }
+                    char name[112];
+                    snprintf(name, sizeof name, "awkward_%s_tile_%dx%d_nc%d_eq_twin", tr->name, nr, cols, nc);
+                    check(worst == 0.0, name, "max abs diff %g (want %g: bit for bit)", worst, 0.0);
+                    snprintf(name, sizeof name, "awkward_%s_tile_%dx%d_nc%d_writes_only_its_tile", tr->name, nr, cols, nc);
+                    check(!stray, name, "stray writes %g (want %g)", stray, 0.0);
+                }
+            }
+            free(w); free(xq); free(x); free(xs); free(out);
+        }
+    }
+    int fp_types[] = { LLM_TYPE_F32, LLM_TYPE_F16 }, fp_cols[] = { 1, 3, 4, 15, 16, 17, 31, 288 };
+    for (int ti = 0; ti < 2; ti++) {
+        for (int ci = 0; ci < 8; ci++) {
+            int cols = fp_cols[ci];
+            test_matrix m = make_matrix(fp_types[ti], 20, cols, 32);
+            float *x = malloc((size_t)3 * cols * 4), one[17], tile[3 * 4];
+            fill(x, 3 * cols, 1.5f);
+            for (int ni = 0; ni < 5; ni++) {
+                int nr = nrs[ni];
+                double batch_vs_one = 0, vs_scalar = 0;
+                for (int b = 0; b < 3; b++) {
+                    const float *xb = x + (size_t)b * cols;
+                    llm__traits[fp_types[ti]].tile(one, nr, &m.m, 1, x, NULL, NULL, b, nr, 1);   /* decode's rows */
+                    for (int a0 = 0; a0 < nr; a0 += 4) {
+                        int na = nr - a0 < 4 ? nr - a0 : 4;
+                        llm__traits[fp_types[ti]].tile(tile, 4, &m.m, 1 + a0, x, NULL, NULL, 0, na, 3);   /* prefill's tile */
+                        for (int a = 0; a < na; a++) batch_vs_one = worse(batch_vs_one, fabs(tile[b * 4 + a] - one[a0 + a]));
+                    }
+                    for (int a = 0; a < nr; a++) {
+                        double mag = 0;
+                        for (int c = 0; c < cols; c++) mag += fabs(m.ref[(size_t)(1 + a) * cols + c] * xb[c]);
+                        float ys = llm__traits[fp_types[ti]].dot(&m.m, 1 + a, xb, NULL, NULL);
+                        vs_scalar = worse(vs_scalar, fabs(one[a] - ys) / (mag > 0 ? mag : 1));
+                    }
+                }
+                char name[112];
+                snprintf(name, sizeof name, "awkward_%s_decode_rows_%dx%d_eq_prefill_tile", llm_type_name(fp_types[ti]), nr, cols);
+                check(batch_vs_one == 0.0, name, "max abs diff %g (want %g: bit for bit)", batch_vs_one, 0.0);
+                snprintf(name, sizeof name, "awkward_%s_decode_rows_%dx%d_vs_scalar", llm_type_name(fp_types[ti]), nr, cols);
+                check(vs_scalar <= TOL_SIMD, name, "max rel diff %g (tol %g)", vs_scalar, TOL_SIMD);
+            }
+            free(x); free_matrix(&m);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const char *models = argc > 1 ? argv[1] : "../shared/models";
     test_rmsnorm_lesson();
@@ -1087,6 +1176,7 @@ int main(int argc, char **argv) {
     test_gguf_q4_0_odd_scales();
     test_padded_blocks();
     test_gguf_q6k_extremes();
+    test_tiles_awkward();
     test_attention_fast();
     test_attention_decode_heads();
 
