@@ -34,9 +34,9 @@ CFLAGS_ASAN = -std=c99 -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=a
 CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
-SRC = run.c tokenizer.c
-HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h
-LIBS = -lm
+SRC = run.c tokenizer.c server/http.c server/json.c
+HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h $(wildcard server/*.h)
+LIBS = -lm -lpthread
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check
 all: build/run.stamp
