@@ -36,7 +36,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -663,7 +662,8 @@ static int serve__complete(serve__conn *cn, serve_request *r, int include_usage,
         pthread_mutex_lock(&sv->lock);
     }
     while (ok || !r->stream) {
-        while (!r->done && r->ready <= sent && !sv->stopping) {
+        /* a stream wakes for new text, a whole answer for the end */
+        while (!r->done && (!r->stream || r->ready <= sent) && !sv->stopping) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 200 * 1000000L;
@@ -698,6 +698,7 @@ static int serve__complete(serve__conn *cn, serve_request *r, int include_usage,
         pthread_mutex_lock(&sv->lock);
         if (done) break;
     }
+    int left = !r->done;
     if (!r->done) {   /* the client left, a write failed, or the server stops: free the slot */
         r->cancelled = 1;
         pthread_cond_signal(&sv->wake);
@@ -712,10 +713,12 @@ static int serve__complete(serve__conn *cn, serve_request *r, int include_usage,
             if (found) { sv->q_len--; r->done = 1; break; }
             pthread_cond_wait(&r->cond, &sv->lock);
         }
-        pthread_mutex_unlock(&sv->lock);
-        return -1;
     }
     pthread_mutex_unlock(&sv->lock);
+    /* one line a request: what the tests and the load run read */
+    fprintf(stderr, "serve: %s %s: prompt %d + completion %d tokens, %s\n", id, r->stream ? "stream" : "whole",
+            r->n_prompt, r->n_completion, left ? "cancelled (the client left or the server stops)" : r->finish);
+    if (left) return -1;
     if (r->stream) return -1;   /* the stream ended with the connection */
     if (r->failed) return serve__error(fd, 500, "the engine failed on this request", keep_alive) ? -1 : 0;
     json_buf b = { 0 };
@@ -912,27 +915,38 @@ static void serve_free(serve_server *sv) {
     free(sv->conn_fds);
 }
 
-/* Listen on host:port; -1 with a message on stderr. */
+/* Listen on host:port (a numeric IPv4 or IPv6 address, or localhost: no
+ * name lookups); -1 with a message on stderr. */
 static int serve__listen(const serve_config *c) {
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof port, "%d", c->port);
-    int rc = getaddrinfo(c->host, port, &hints, &res);
-    if (rc) { fprintf(stderr, "error: --host %s: %s\n", c->host, gai_strerror(rc)); return -1; }
-    int fd = socket(res->ai_family, res->ai_socktype, res->ai_protocol);
-    int one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 64)) {
-        fprintf(stderr, "error: cannot listen on %s:%d: %s\n", c->host, c->port, strerror(errno));
-        if (fd >= 0) close(fd);
-        freeaddrinfo(res);
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    const char *host = !strcmp(c->host, "localhost") ? "127.0.0.1" : c->host;
+    struct sockaddr *sa;
+    socklen_t len;
+    if (inet_pton(AF_INET, host, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)c->port);
+        sa = (struct sockaddr *)&a4;
+        len = sizeof a4;
+    } else if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)c->port);
+        sa = (struct sockaddr *)&a6;
+        len = sizeof a6;
+    } else {
+        fprintf(stderr, "error: --host '%s' is not a numeric IPv4 or IPv6 address (or localhost)\n", c->host);
         return -1;
     }
-    freeaddrinfo(res);
+    int fd = socket(sa->sa_family, SOCK_STREAM, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, sa, len) || listen(fd, 64)) {
+        fprintf(stderr, "error: cannot listen on %s port %d: %s\n", c->host, c->port, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
     return fd;
 }
 
