@@ -45,8 +45,10 @@ int http_parse_head(const char *buf, size_t len, http_request *r, size_t max_bod
     memset(r, 0, sizeof *r);
     /* the end of the head: CRLF CRLF (bare LFs are refused below) */
     size_t end = 0;
-    for (size_t i = 0; i + 3 < len; i++)
-        if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n') { end = i + 4; break; }
+    for (size_t i = 0; i + 1 < len && !end; i++) {
+        if (buf[i] == '\n' && buf[i + 1] == '\n') return http__fail(r, 400, "lines must end in CRLF");
+        if (i + 3 < len && buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n') end = i + 4;
+    }
     const char *eol = memchr(buf, '\n', len < HTTP_MAX_LINE + 1 ? len : HTTP_MAX_LINE + 1);
     if (!eol && len > HTTP_MAX_LINE) return http__fail(r, 414, "request line too long");
     if (!end) {

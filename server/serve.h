@@ -857,6 +857,14 @@ static void *serve__connection(void *arg) {
         }
     }
     free(buf);
+    /* a lingering close: what the client still sends (a body refused
+     * unread) is read and dropped for a moment, so the close does not reset
+     * the connection before the client has read the answer */
+    shutdown(fd, SHUT_WR);
+    http_set_timeouts(fd, 100);
+    char drop[4096];
+    double until = serve__now() + 0.5;
+    while (serve__now() < until && http_read_some(fd, drop, sizeof drop) > 0) {}
     pthread_mutex_lock(&sv->lock);
     sv->conn_fds[cn->index] = -1;
     sv->n_conn--;
@@ -882,7 +890,7 @@ static const char *serve_init(serve_server *sv, const llm_model *m, tok_tokenize
     sv->work.parallel_min_work = cfg->parallel_min_work;
     sv->slots = (serve_slot *)calloc((size_t)cfg->parallel, sizeof *sv->slots);
     sv->queue = (serve_request **)calloc((size_t)cfg->queue, sizeof *sv->queue);
-    sv->max_conn = cfg->parallel + cfg->queue + 8;
+    sv->max_conn = cfg->parallel + cfg->queue + 32;
     sv->conn_fds = (int *)malloc((size_t)sv->max_conn * sizeof(int));
     if (!sv->slots || !sv->queue || !sv->conn_fds) return "out of memory";
     for (int i = 0; i < sv->max_conn; i++) sv->conn_fds[i] = -1;
