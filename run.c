@@ -1516,6 +1516,7 @@ static int serve_mode(engine *e, const options *o) {
     const char *err = serve_init(&sv, &e->model, &e->tok, &sc, arena);
     if (err) die(1, "%s", err);
     int rc = serve_run(&sv);
+    if (sv.threads_left) return rc;   /* their memory ends with the process */
     serve_free(&sv);
     free(arena);
     close_engine(e);

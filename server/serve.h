@@ -135,6 +135,7 @@ typedef struct serve_request {
 typedef struct serve_slot {
     llm_state state;
     llm_sampler smp;
+    int *recent;            /* the penalty window's buffer (the context's length) */
     serve_request *req;     /* NULL: free */
     int fed;                /* prompt tokens in the cache */
     int pos;                /* the next position */
@@ -158,6 +159,7 @@ typedef struct serve_server {
     int *conn_fds;          /* open connections (shut down at exit) */
     unsigned long long next_id;
     int listen_fd;
+    int threads_left;       /* connections still open at exit: nothing may be freed */
 } serve_server;
 
 static volatile sig_atomic_t serve__signalled;
@@ -261,7 +263,7 @@ static void serve__start(serve_server *sv, serve_slot *s, serve_request *r) {
     s->pos = 0;
     s->token = -1;
     llm_sampler *m = &s->smp;
-    int *cand = m->candidates, *recent = m->recent;
+    int *cand = m->candidates;
     memset(m, 0, sizeof *m);
     m->candidates = cand;
     m->vocab_size = sv->model->cfg.vocab_size;
@@ -273,7 +275,7 @@ static void serve__start(serve_server *sv, serve_slot *s, serve_request *r) {
     if (r->repeat_penalty != 1.0f && r->repeat_last_n != 0) {
         m->repeat_penalty = r->repeat_penalty;
         m->repeat_last_n = r->repeat_last_n < 0 || r->repeat_last_n > s->state.ctx_len ? s->state.ctx_len : r->repeat_last_n;
-        m->recent = recent;
+        m->recent = s->recent;
         for (int i = 0; i < r->n_prompt; i++) llm_sampler_accept(m, r->prompt[i]);
     }
 }
@@ -900,8 +902,8 @@ static const char *serve_init(serve_server *sv, const llm_model *m, tok_tokenize
         unsigned char *at = a + p.work_bytes + (size_t)i * p.slot_bytes;
         if (llm_state_init(&s->state, m, &p.slot, at, (size_t)p.slot_bytes) != LLM_OK) return s->state.error;
         s->smp.candidates = (int *)malloc(LLM_SAMPLER_CANDIDATES(V) * sizeof(int));
-        s->smp.recent = (int *)malloc((size_t)cfg->ctx * sizeof(int));
-        if (!s->smp.candidates || !s->smp.recent) return "out of memory";
+        s->recent = (int *)malloc((size_t)cfg->ctx * sizeof(int));
+        if (!s->smp.candidates || !s->recent) return "out of memory";
     }
     sv->chat_template = cfg->chat_template >= 0 ? cfg->chat_template : tok->chat_template;
     sv->chat_ok = tok_chat_check(tok, sv->chat_template) == TOK_OK;
@@ -916,7 +918,7 @@ static const char *serve_init(serve_server *sv, const llm_model *m, tok_tokenize
 static void serve_free(serve_server *sv) {
     for (int i = 0; sv->slots && i < sv->cfg.parallel; i++) {
         free(sv->slots[i].smp.candidates);
-        free(sv->slots[i].smp.recent);
+        free(sv->slots[i].recent);
     }
     free(sv->slots);
     free(sv->queue);
@@ -1048,7 +1050,9 @@ static int serve_run(serve_server *sv) {
         struct timespec ts = { 0, 20 * 1000000L };
         nanosleep(&ts, NULL);
     }
-    if (!left) pthread_join(engine, NULL);
+    /* the engine thread ends after its step in flight (every slot is finished) */
+    pthread_join(engine, NULL);
     pthread_attr_destroy(&detached);
+    sv->threads_left = left;
     return 0;
 }
