@@ -224,9 +224,9 @@ mutation-check:
 # as ./run), the drivers the scalar ones (as ./run-asan).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 300
-FUZZ_HARNESSES = checkpoint tokenizer chat gguf
-FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c
-FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c
+FUZZ_HARNESSES = checkpoint tokenizer chat gguf serve
+FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c server/http.c server/json.c
+FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c server/http.c server/json.c
 CFLAGS_FUZZ = -std=c99 -g -O1 -march=native -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(FP) $(WARN)
 FUZZERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%)
 FUZZ_DRIVERS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%-asan)
