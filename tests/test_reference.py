@@ -157,7 +157,8 @@ def assert_bit_for_bit(a, b, what):
 
 
 def test_prefill_equals_decode_every_variant():
-    """Batched prefill, one-token decode and chunks of 5 give the same logits,
+    """Batched prefill, one-token decode, chunks of 5 and llm_forward_batch
+    with two other sequences in each call (logits.c --mode seqs) give the same logits,
     bit for bit, for every norm variant (the engine runs the same per-token
     float operations in each), with f32 weights and LLMW's 4-bit q4_K and
     q4_0 (rows of 64 and 172, of 48 and 100: zero-padded blocks; q4_K in a
@@ -171,7 +172,8 @@ def test_prefill_equals_decode_every_variant():
                 pre = c_logits(path, toks, vocab, *combo, "prefill", 2)
                 dec = c_logits(path, toks, vocab, *combo, "decode")
                 chunk = c_logits(path, toks, vocab, *combo, "chunked")
-                for name, got in (("decode", dec), ("chunks of 5", chunk)):
+                seqs = c_logits(path, toks, vocab, *combo, "seqs")   # llm_forward_batch beside other sequences
+                for name, got in (("decode", dec), ("chunks of 5", chunk), ("three sequences a batch", seqs)):
                     assert_bit_for_bit(pre, got, f"{which} {'/'.join(combo)}: prefill vs {name}")
             yield f"{which}-{'-'.join(combo)}", one
 
