@@ -11,6 +11,7 @@
 #   make mutation-check   deliberate bugs that the suite must catch (not in CI)
 #   make run        build and tell a story with the default model
 #   make bench      speed against the machine's limits (README's table)
+#   make serve-bench  a load run of -m serve (1/2/4/8 streams: tok/s, time to first token)
 #   make ppl-table  perplexity and file size per weight type (README's table)
 #   make bench-bpe  byte-level BPE encoding of 1 MB texts (CPU seconds)
 CC ?= cc
@@ -165,6 +166,12 @@ check:
 # 1 and 2 threads, against the machine's bandwidth and FMA peak measured in the same run.
 bench: build/run.stamp
 	LLM_MODELS=$(MODELS) $(PYTHON) bench/bench.py
+
+# A load run of -m serve: aggregate decode tok/s at 1, 2, 4 and 8 streams, p50/p99
+# time to first token, failed requests (bench/serve_bench.py: SERVE_MODEL, SERVE_TOK, ...).
+.PHONY: serve-bench
+serve-bench: build/run.stamp
+	LLM_MODELS=$(MODELS) $(PYTHON) bench/serve_bench.py
 
 # Byte-level BPE encoding speed: 1 MB of each of several texts (one letter, spaces,
 # digits, newlines, CJK, invalid bytes...), CPU seconds. The default LTOK file is
