@@ -457,25 +457,26 @@ def test_slow_client():
 
 
 def test_queue_full():
-    """One slot and a queue of one: of twelve requests sent at once some get
-    503 with an OpenAI-style error, and every other one its whole text."""
+    """One slot and a queue of one: of twelve requests sent at once (twelve
+    connections opened first, then each request in one write) some get 503
+    with an OpenAI-style error, and every other one its whole text."""
     with Server("--parallel", 1, "--queue", 1, "-t", "0") as sv:
-        results = []
-
-        def one():
-            results.append(sv.request("POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 400}))
-        threads = [threading.Thread(target=one) for _ in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        statuses = sorted(st for st, _ in results)
-        assert len(results) == 12 and set(statuses) == {200, 503}, statuses
-        texts = {body["choices"][0]["text"] for st, body in results if st == 200}
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 500}).encode()
+        req = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        socks = [socket.create_connection(("127.0.0.1", sv.port), timeout=60) for _ in range(12)]
+        for s in socks:
+            s.sendall(req)
+        answers = [read_all(s) for s in socks]
+        for s in socks:
+            s.close()
+        statuses = sorted(status_of(a) for a in answers)
+        assert set(statuses) == {200, 503}, statuses
+        texts = {json.loads(a.partition(b"\r\n\r\n")[2])["choices"][0]["text"] for a in answers if status_of(a) == 200}
         assert len(texts) == 1
-        for st, body in results:
-            if st == 503:
-                assert body["error"]["type"] == "server_busy" and "busy" in body["error"]["message"]
+        for a in answers:
+            if status_of(a) == 503:
+                err = error_body(a)
+                assert err["type"] == "server_busy" and "busy" in err["message"], err
         rc, _ = sv.stop()
     assert rc == 0
 
