@@ -1333,6 +1333,18 @@ static int *encode_turn(engine *e, const tok_chat_turn *turn, int *n_out) {
     return ids;
 }
 
+/* --date: as given, or "today" as the current date in today (cap bytes) */
+static const char *chat_date(const options *o, char *today, size_t cap) {
+    const char *date = o->chat_date;
+    if (date && !strcmp(date, "today")) {
+        time_t now = time(NULL);
+        struct tm tm;
+        if (!localtime_r(&now, &tm) || !strftime(today, cap, "%d %b %Y", &tm)) die(1, "cannot tell today's date");
+        date = today;
+    }
+    return date;
+}
+
 /* A conversation in the chat template (the tokenizer's, or --template). The
  * positions 0, 1, 2, ... hold the first turn, the reply, the end-of-turn
  * token that ended it, the next turn, ...: each turn is appended to the KV
@@ -1350,13 +1362,7 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
     fprintf(stderr, "chat: %s template (%s)\n", tok_chat_template_name(tmpl),
             o->chat_template >= 0 ? "--template" : "the tokenizer's");
     char today[64];
-    const char *date = o->chat_date;
-    if (date && !strcmp(date, "today")) {
-        time_t now = time(NULL);
-        struct tm tm;
-        if (!localtime_r(&now, &tm) || !strftime(today, sizeof today, "%d %b %Y", &tm)) die(1, "cannot tell today's date");
-        date = today;
-    }
+    const char *date = chat_date(o, today, sizeof today);
     char *line = NULL;
     size_t line_cap = 0;
     int pos = 0, first = 1, cut = 0, stop = end_id;
@@ -1495,7 +1501,8 @@ static int serve_mode(engine *e, const options *o) {
     sc.parallel_min_work = o->wait == WAIT_SPIN ? WAIT_SPIN_MIN_WORK : LLM_PARALLEL_MIN_WORK;
     sc.temperature = o->temperature; sc.topp = o->topp; sc.topk = o->topk; sc.min_p = o->min_p;
     sc.repeat_penalty = o->repeat_penalty; sc.repeat_last_n = o->repeat_last_n;
-    sc.chat_template = o->chat_template; sc.chat_date = o->chat_date; sc.system_prompt = o->system_prompt;
+    char today[64];
+    sc.chat_template = o->chat_template; sc.chat_date = chat_date(o, today, sizeof today); sc.system_prompt = o->system_prompt;
     const char *base = strrchr(o->checkpoint, '/');
     sc.model_id = base ? base + 1 : o->checkpoint;
     serve_plan_t p = serve_plan(&e->model.cfg, &sc);
