@@ -516,3 +516,30 @@ def test_info_and_bad_flags():
                         (["--api-key", ""], "--api-key"), (["--timeout", "0"], "--timeout")):
         rc, out, err = run([CKPT, "-z", TOK, "-m", "serve", "--port", "0", *flags], timeout=20)
         assert rc != 0 and want in err and len(err.strip().splitlines()) <= 4, (flags, rc, err)
+
+
+def test_chat_turns_rendered():
+    """The messages as -m chat lays them in the cache, counted in usage: with
+    tok512 (llama2's template, no default system prompt) a user turn is BOS
+    "[INST] {user} [/INST]" (llama2.c's text), an earlier assistant message
+    its text's ids and the end-of-turn token (EOS), a system message opens the
+    first turn in <<SYS>>; each count is the CLI tokenizer's for that text."""
+    def count(text):   # ./run -m tokenize: BOS and the text's ids
+        rc, out, err = run([CKPT, "-z", TOK, "-m", "tokenize", "-i", text])
+        assert rc == 0, err
+        return len(out.split())
+    with Server() as sv:
+        def prompt_tokens(messages):
+            st, body = sv.request("POST", "/v1/chat/completions", {"messages": messages, "max_tokens": 1})
+            assert st == 200, body
+            return body["usage"]["prompt_tokens"]
+        u1, a1, u2, system = "Hi there", "Hello! A story?", "Yes, please.", "Be kind."
+        assert prompt_tokens([{"role": "user", "content": u1}]) == count(f"[INST] {u1} [/INST]")
+        assert prompt_tokens([{"role": "system", "content": system}, {"role": "user", "content": u1}]) == \
+            count(f"[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{u1} [/INST]")
+        three = [{"role": "user", "content": u1}, {"role": "assistant", "content": a1}, {"role": "user", "content": u2}]
+        assert prompt_tokens(three) == count(f"[INST] {u1} [/INST]") + (count(a1) - 1) + 1 + count(f"[INST] {u2} [/INST]")
+        parts = [{"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}]
+        assert prompt_tokens(parts) == count(f"[INST] {u1} [/INST]")
+        rc, _ = sv.stop()
+    assert rc == 0
