@@ -489,19 +489,23 @@ static int serve__encode(serve_server *sv, serve__parsed *p, const char *text, c
     size_t scratch_size = turn ? tok_chat_scratch_size(sv->tok, turn) : tok_encode_scratch_size(len);
     size_t most = turn ? tok_chat_max_ids(sv->tok, turn) : tok_max_tokens(len);
     if (!scratch_size || !most || most > (size_t)(LLM_MAX_SEQ * 4)) return serve__bad(p, "the text is too long to encode");
+    /* one encoding at a time, its scratch (about 47 bytes a byte of text)
+     * allocated inside the lock: a crowd of large prompts costs one scratch */
+    pthread_mutex_lock(&sv->tok_lock);
     void *scratch = malloc(scratch_size);
     int *tmp = (int *)malloc(most * sizeof(int));
     int k = -1;
     if (scratch && tmp) {
-        pthread_mutex_lock(&sv->tok_lock);
         k = turn ? tok_chat_encode(sv->tok, turn, tmp, (int)most, scratch, scratch_size)
                  : tok_encode(sv->tok, text, bos, 0, tmp, (int)most, scratch, scratch_size);
         if (k < 0) serve__bad(p, "cannot encode the text: %s", tok_error(sv->tok));
-        pthread_mutex_unlock(&sv->tok_lock);
     } else {
         p->status = 500;
         snprintf(p->message, sizeof p->message, "out of memory");
     }
+    free(scratch);
+    scratch = NULL;
+    pthread_mutex_unlock(&sv->tok_lock);
     int rc = k >= 0 ? serve__push_ids(p, ids, n, cap, tmp, k) : -1;
     free(scratch);
     free(tmp);
@@ -738,7 +742,9 @@ static int serve__complete(serve__conn *cn, serve_request *r, int include_usage,
 static int serve__post(serve__conn *cn, const char *body, size_t len, int chat, int keep_alive) {
     serve_server *sv = cn->sv;
     serve__parsed p = { 0, "" };
-    size_t need = json_arena_size(len, SERVE_MAX_VALUES);
+    /* a value takes a byte at least: a small body plans a small tree */
+    int max_values = len + 1 < (size_t)SERVE_MAX_VALUES ? (int)len + 1 : SERVE_MAX_VALUES;
+    size_t need = json_arena_size(len, max_values);
     void *arena = need ? malloc(need) : NULL;
     if (!arena) return serve__error(cn->fd, 500, "out of memory", 0), -1;
     json_doc d;
@@ -746,7 +752,7 @@ static int serve__post(serve__conn *cn, const char *body, size_t len, int chat, 
     int rc = -1, max_tokens = -1;
     if (!r) { free(arena); return serve__error(cn->fd, 500, "out of memory", 0), -1; }
     pthread_cond_init(&r->cond, NULL);
-    if (json_parse(&d, body, len, arena, need, SERVE_MAX_VALUES)) {
+    if (json_parse(&d, body, len, arena, need, max_values)) {
         p.status = 400;
         snprintf(p.message, sizeof p.message, "%s", d.error);
     } else if (json_root(&d)->type != JSON_OBJECT) {
