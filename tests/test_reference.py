@@ -178,6 +178,20 @@ def test_prefill_equals_decode_every_variant():
             yield f"{which}-{'-'.join(combo)}", one
 
 
+def test_batch_of_sequences_compact_kv_caches():
+    """llm_forward_batch beside other sequences (logits.c --mode seqs) with
+    f16 and int8 KV caches: prefill's logits with the same cache, bit for bit."""
+    for which in ("stories260K", "random"):
+        for kv in ("f16", "q8"):
+            def one(which=which, kv=kv):
+                path, vocab = checkpoint(which)
+                toks = tokens_for(vocab, seed=3)
+                combo = COMBOS[0]
+                pre = c_logits(path, toks, vocab, *combo, "prefill", kv=kv)
+                assert_bit_for_bit(pre, c_logits(path, toks, vocab, *combo, "seqs", kv=kv), f"{which} --kv {kv}: seqs")
+            yield f"{which}-{kv}", one
+
+
 # Compact KV caches against the float64 reference: max |c - ref| / max |ref|
 # over the 8 norm variants, measured on the opt build (largest variant in
 # brackets) with the limit about 15% above it; every build passes within it.
