@@ -794,7 +794,10 @@ static int serve__route(serve__conn *cn, const http_request *q, const char *body
         const char *ok = "{\"status\":\"ok\"}";
         return serve__send(fd, 200, "application/json", ok, strlen(ok), ka);
     }
-    int known = !strcmp(q->path, "/v1/models") || !strcmp(q->path, "/v1/chat/completions") || !strcmp(q->path, "/v1/completions");
+    /* /v1/models/ID: the one model by its id */
+    int model_path = !strncmp(q->path, "/v1/models/", 11) && !strcmp(q->path + 11, sv->cfg.model_id);
+    int known = !strcmp(q->path, "/v1/models") || model_path || !strcmp(q->path, "/v1/chat/completions") ||
+                !strcmp(q->path, "/v1/completions");
     if (!known) return serve__error(fd, 404, "unknown path", ka);
     if (sv->cfg.api_key) {
         const char *a = q->authorization;
@@ -803,12 +806,14 @@ static int serve__route(serve__conn *cn, const http_request *q, const char *body
         if (!http_equal_ct(bearer ? a + 7 : "", sv->cfg.api_key) || !bearer)
             return serve__error(fd, 401, "invalid or missing API key (Authorization: Bearer KEY)", ka);
     }
-    if (!strcmp(q->path, "/v1/models")) {
+    if (!strcmp(q->path, "/v1/models") || model_path) {
         if (!is_get) return serve__error(fd, 405, "use GET", ka);
         json_buf b = { 0 };
-        jb_cstr(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+        if (!model_path) jb_cstr(&b, "{\"object\":\"list\",\"data\":[");
+        jb_cstr(&b, "{\"id\":");
         jb_string(&b, sv->cfg.model_id, strlen(sv->cfg.model_id));
-        jb_cstr(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"run\"}]}");
+        jb_cstr(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"run\"}");
+        if (!model_path) jb_cstr(&b, "]}");
         int rc = b.failed ? -1 : serve__send(fd, 200, "application/json", b.data, b.len, ka);
         jb_free(&b);
         return rc;

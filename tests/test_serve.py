@@ -318,6 +318,9 @@ def test_bad_requests():
         assert sv.request("GET", "/v1/completions")[0] == 405
         assert sv.request("POST", "/v1/models", {})[0] == 405
         assert sv.request("GET", "/health") == (200, {"status": "ok"})
+        assert sv.request("GET", "/v1/models/stories260K.bin") == (200, {"id": "stories260K.bin", "object": "model",
+                                                                          "created": 0, "owned_by": "run"})
+        assert sv.request("GET", "/v1/models/other.bin")[0] == 404
         # sizes: the body above --max-body (announced, then sent), headers, the request line
         big = json.dumps({"prompt": "x" * (64 << 10)}).encode()
         st, err = sv.request("POST", "/v1/completions", big)
