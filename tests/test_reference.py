@@ -180,7 +180,8 @@ def test_prefill_equals_decode_every_variant():
 
 def test_batch_of_sequences_compact_kv_caches():
     """llm_forward_batch beside other sequences (logits.c --mode seqs) with
-    f16 and int8 KV caches: prefill's logits with the same cache, bit for bit."""
+    f16 and int8 KV caches, and with one kv head a query head (f32): prefill's
+    logits with the same cache, bit for bit."""
     for which in ("stories260K", "random"):
         for kv in ("f16", "q8"):
             def one(which=which, kv=kv):
@@ -190,6 +191,15 @@ def test_batch_of_sequences_compact_kv_caches():
                 pre = c_logits(path, toks, vocab, *combo, "prefill", kv=kv)
                 assert_bit_for_bit(pre, c_logits(path, toks, vocab, *combo, "seqs", kv=kv), f"{which} --kv {kv}: seqs")
             yield f"{which}-{kv}", one
+
+    def one_kv_head_per_query_head():   # attention's other prefill path: two tokens share a pass
+        c = dict(RANDOM_CKPT, n_kv_heads=RANDOM_CKPT["n_heads"])
+        path = common.scratch("ref_random_mha_legacy.bin")
+        _py(f"import reference; reference.write_random_legacy({path!r}, " + ", ".join(f"{k}={v!r}" for k, v in c.items()) + ")")
+        toks = tokens_for(c["vocab"], seed=5)
+        pre = c_logits(path, toks, c["vocab"], *COMBOS[0], "prefill")
+        assert_bit_for_bit(pre, c_logits(path, toks, c["vocab"], *COMBOS[0], "seqs"), "one kv head a query head: seqs")
+    yield "random-mha-f32", one_kv_head_per_query_head
 
 
 # Compact KV caches against the float64 reference: max |c - ref| / max |ref|
