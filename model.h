@@ -235,6 +235,18 @@ int llm_state_init(llm_state *s, const llm_model *m, const llm_state_options *o,
 /* Run n tokens at positions pos..pos+n-1 as one batch; logits in s->logits. */
 int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int n, int pos,
                 int which_logits);
+/* One sequence's share of a batch across sequences: n tokens at positions
+ * pos..pos+n-1 of state's KV cache (engine/batch.h). */
+typedef struct llm_batch_item {
+    llm_state *state;       /* the sequence's KV cache                    */
+    const int *tokens;
+    int n, pos;
+} llm_batch_item;
+/* Run the items' tokens as one batch through the model (all tokens
+ * together at most work->max_batch; work planned with all_logits): logits
+ * row i of work->logits is item i's last token's, bit for bit what
+ * llm_forward on that sequence alone gives. */
+int llm_forward_batch(const llm_model *m, llm_state *work, const llm_batch_item *items, int n_items);
 const char *llm_status_text(int status);
 /* Parse "rms"/"layer", "pre"/"post", "on"/"off": the value, or -1. */
 int llm_parse_norm_type(const char *s);
@@ -295,5 +307,6 @@ uint16_t llm_f32_to_f16(float f);
 #include "engine/simd.h"     /* the vector mapping, tiles, matmul (ISA files inside)    */
 #include "engine/repack.h"   /* load-time repacking into the tiles' panels              */
 #include "engine/forward.h"  /* norms, RoPE, the KV cache, attention, FFN, llm_forward  */
+#include "engine/batch.h"    /* llm_forward_batch: several sequences' tokens in one pass */
 #endif /* MODEL_IMPLEMENTATION_DONE */
 #endif /* MODEL_IMPLEMENTATION */

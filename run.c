@@ -12,6 +12,7 @@
 #include "model.h"
 #include "tokenizer.h"
 #include "sampler.h"
+#include "server/serve.h"   /* -m serve */
 
 #include <ctype.h>
 #include <errno.h>
@@ -171,6 +172,7 @@ typedef struct options {
     unsigned long long max_memory;         /* bytes the state, tokenizer, repacked and copied weights may take */
     int chat_template;                     /* --template: a tok_chat_template, -1: the tokenizer's */
     const char *chat_date;                 /* --date: llama3.1's Today Date, NULL: its default */
+    serve_config serve;                    /* -m serve: --host, --port, --parallel, ... */
 } options;
 
 static void usage(FILE *out) {
@@ -222,6 +224,12 @@ static void usage(FILE *out) {
         "               today: the current date\n"
         "  --special    special tokens (<|eot_id|>, <|im_start|>, ...) in -i/-f text are\n"
         "               matched as those tokens; default: encoded as plain text\n"
+        "  --host H, --port N   serve mode: the address (default 127.0.0.1:8080; port 0: any free one)\n"
+        "  --parallel K slots decoded together, each with its own KV cache (default 4)\n"
+        "  --queue Q    requests waiting for a slot, more get 503 (default 64)\n"
+        "  --api-key KEY  requests must send Authorization: Bearer KEY (default: none)\n"
+        "  --timeout S  seconds for each read and write and for a request to arrive (default 30)\n"
+        "  --max-body SIZE  largest request body, as --max-memory (default 1M; 413 above)\n"
         "  --info       print the model's configuration and memory plan, then exit\n"
         "               (the tokenizer's share with -z or a GGUF's own; nothing is allocated)\n"
         "  --help       this text\n"
@@ -233,7 +241,9 @@ static void usage(FILE *out) {
         "            chat ends when the context (-n, --ctx) is full\n"
         "  eval      mean negative log-likelihood and perplexity of the text in -f FILE\n"
         "  tokenize  print the prompt's token ids (BOS first when the tokenizer adds one);\n"
-        "            needs only -z and -i (or a GGUF checkpoint and -i)\n");
+        "            needs only -z and -i (or a GGUF checkpoint and -i)\n"
+        "  serve     an OpenAI-compatible HTTP server (README, \"Serving\"): /v1/chat/completions,\n"
+        "            /v1/completions, /v1/models, /health; -t, -p, -k, ... are its defaults\n");
 }
 
 static long long parse_int(const char *flag, const char *v, long long lo, long long hi) {
@@ -376,6 +386,12 @@ static options parse_options(int argc, char **argv) {
     o.repack = 1;
     o.mmap = MMAP_AUTO;
     o.chat_template = -1;
+    o.serve.host = "127.0.0.1";
+    o.serve.port = 8080;
+    o.serve.parallel = 4;
+    o.serve.queue = 64;
+    o.serve.timeout_ms = 30000;
+    o.serve.max_body = 1 << 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
@@ -429,14 +445,24 @@ static options parse_options(int argc, char **argv) {
             if ((o.chat_template = tok_chat_template_id(v)) < 0)
                 die(2, "unknown chat template '%s': use %s", v, tok_chat_template_names());
         } else if (!strcmp(a, "--date")) o.chat_date = v;
+        else if (!strcmp(a, "--host")) o.serve.host = v;
+        else if (!strcmp(a, "--port")) o.serve.port = (int)parse_int(a, v, 0, 65535);
+        else if (!strcmp(a, "--parallel")) o.serve.parallel = (int)parse_int(a, v, 1, SERVE_MAX_PARALLEL);
+        else if (!strcmp(a, "--queue")) o.serve.queue = (int)parse_int(a, v, 1, 4096);
+        else if (!strcmp(a, "--api-key")) o.serve.api_key = v;
+        else if (!strcmp(a, "--timeout")) o.serve.timeout_ms = (int)parse_int(a, v, 1, 3600) * 1000;
+        else if (!strcmp(a, "--max-body")) o.serve.max_body = (size_t)parse_size(a, v);
         else die(2, "unknown option %s (see --help)", a);
     }
-    if (strcmp(o.mode, "generate") && strcmp(o.mode, "chat") && strcmp(o.mode, "eval") && strcmp(o.mode, "tokenize"))
-        die(2, "unknown mode '%s': use generate, chat, eval or tokenize", o.mode);
+    if (strcmp(o.mode, "generate") && strcmp(o.mode, "chat") && strcmp(o.mode, "eval") && strcmp(o.mode, "tokenize") &&
+        strcmp(o.mode, "serve"))
+        die(2, "unknown mode '%s': use generate, chat, eval, tokenize or serve", o.mode);
+    if (o.serve.max_body < 1 || o.serve.max_body > ((size_t)1 << 30)) die(2, "--max-body must be 1 byte to 1G");
+    if (o.serve.api_key && !o.serve.api_key[0]) die(2, "--api-key must not be empty");
     if (strcmp(o.mode, "tokenize") && !o.checkpoint) die(2, "no checkpoint given (see --help)");
     if (!strcmp(o.mode, "eval") && !o.eval_file) die(2, "eval mode needs -f FILE");
-    if (strcmp(o.mode, "chat") && (o.chat_template >= 0 || o.chat_date))
-        die(2, "%s applies to chat mode only (-m chat)", o.chat_template >= 0 ? "--template" : "--date");
+    if (strcmp(o.mode, "chat") && strcmp(o.mode, "serve") && (o.chat_template >= 0 || o.chat_date))
+        die(2, "%s applies to the chat and serve modes only (-m chat, -m serve)", o.chat_template >= 0 ? "--template" : "--date");
     if (o.chat_date && (!o.chat_date[0] || strlen(o.chat_date) > 64))
         die(2, "--date expects a date such as '26 Jul 2024' (1 to 64 bytes) or 'today'");
     if (o.threads < 0) o.threads = default_threads();
@@ -1307,6 +1333,18 @@ static int *encode_turn(engine *e, const tok_chat_turn *turn, int *n_out) {
     return ids;
 }
 
+/* --date: as given, or "today" as the current date in today (cap bytes) */
+static const char *chat_date(const options *o, char *today, size_t cap) {
+    const char *date = o->chat_date;
+    if (date && !strcmp(date, "today")) {
+        time_t now = time(NULL);
+        struct tm tm;
+        if (!localtime_r(&now, &tm) || !strftime(today, cap, "%d %b %Y", &tm)) die(1, "cannot tell today's date");
+        date = today;
+    }
+    return date;
+}
+
 /* A conversation in the chat template (the tokenizer's, or --template). The
  * positions 0, 1, 2, ... hold the first turn, the reply, the end-of-turn
  * token that ended it, the next turn, ...: each turn is appended to the KV
@@ -1324,13 +1362,7 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
     fprintf(stderr, "chat: %s template (%s)\n", tok_chat_template_name(tmpl),
             o->chat_template >= 0 ? "--template" : "the tokenizer's");
     char today[64];
-    const char *date = o->chat_date;
-    if (date && !strcmp(date, "today")) {
-        time_t now = time(NULL);
-        struct tm tm;
-        if (!localtime_r(&now, &tm) || !strftime(today, sizeof today, "%d %b %Y", &tm)) die(1, "cannot tell today's date");
-        date = today;
-    }
+    const char *date = chat_date(o, today, sizeof today);
     char *line = NULL;
     size_t line_cap = 0;
     int pos = 0, first = 1, cut = 0, stop = end_id;
@@ -1457,6 +1489,47 @@ static void tokenize(engine *e, const options *o) {
     free(ids);
 }
 
+static void close_engine(engine *e);
+
+/* -m serve: the server's plan (--info), its one arena, then serve until SIGINT or SIGTERM */
+static int serve_mode(engine *e, const options *o) {
+    plan_state(e, o, 1);   /* the context, checked as every mode's */
+    serve_config sc = o->serve;
+    sc.ctx = e->plan.ctx_len;
+    sc.kv_type = o->kv_type;
+    sc.threads = o->threads;
+    sc.parallel_min_work = o->wait == WAIT_SPIN ? WAIT_SPIN_MIN_WORK : LLM_PARALLEL_MIN_WORK;
+    sc.temperature = o->temperature; sc.topp = o->topp; sc.topk = o->topk; sc.min_p = o->min_p;
+    sc.repeat_penalty = o->repeat_penalty; sc.repeat_last_n = o->repeat_last_n;
+    char today[64];
+    sc.chat_template = o->chat_template; sc.chat_date = chat_date(o, today, sizeof today); sc.system_prompt = o->system_prompt;
+    const char *base = strrchr(o->checkpoint, '/');
+    sc.model_id = base ? base + 1 : o->checkpoint;
+    serve_plan_t p = serve_plan(&e->model.cfg, &sc);
+    print_config(e, o, stderr);
+    if (o->info) {
+        serve_print_plan(&e->model.cfg, &sc, stdout);
+        close_engine(e);
+        return 0;
+    }
+    unsigned long long other = e->tok_arena_size + e->model_arena_size + e->repack_size +
+                               (e->ckpt_file.copied ? e->ckpt_file.size : 0);
+    if (p.total + other > o->max_memory || p.total > (uint64_t)SIZE_MAX / 2)
+        die(1, "the server needs %llu bytes (%.1f MiB) for %d slots of context %d, above the memory limit of %llu bytes: "
+            "lower --parallel or --ctx, or raise --max-memory", (unsigned long long)p.total, p.total / 1048576.0,
+            sc.parallel, sc.ctx, o->max_memory);
+    void *arena = xmalloc_big((size_t)p.total, "the server's slots");
+    serve_server sv;
+    const char *err = serve_init(&sv, &e->model, &e->tok, &sc, arena);
+    if (err) die(1, "%s", err);
+    int rc = serve_run(&sv);
+    if (sv.threads_left) return rc;   /* their memory ends with the process */
+    serve_free(&sv);
+    free(arena);
+    close_engine(e);
+    return rc;
+}
+
 static void close_engine(engine *e) {
     free(e->arena);
     free(e->tok_arena);
@@ -1492,6 +1565,7 @@ int main(int argc, char **argv) {
     if (!o.tokenizer_given && e.model.cfg.format == LLM_FORMAT_GGUF) load_gguf_tokenizer(&e, o.checkpoint);
     else if (!o.info || o.tokenizer_given) load_tokenizer(&e, o.tokenizer, e.model.cfg.vocab_size);
     e.tok.parse_special = o.special;
+    if (!strcmp(o.mode, "serve")) return serve_mode(&e, &o);
 
     int n_prompt = 0, *prompt = NULL;
     if (!strcmp(o.mode, "generate") && e.tok_file.data) {

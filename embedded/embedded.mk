@@ -117,12 +117,12 @@ EMB_A64_CC = aarch64-linux-gnu-gcc
 EMB_A64_FLAGS = -std=c99 -O2 -march=armv8.2-a+dotprod+fp16 -ffp-contract=off -Wall -Wextra
 embedded-aarch64: build/embedded/run-aarch64 build/embedded/run-aarch64-omp build/embedded/test_kernels-aarch64 \
   build/embedded/test_kernels-aarch64-i8mm
-build/embedded/run-aarch64: run.c tokenizer.c model.h $(wildcard engine/*.h) tokenizer.h sampler.h
+build/embedded/run-aarch64: $(SRC) $(HDR)
 	@mkdir -p $(@D)
-	$(EMB_A64_CC) $(EMB_A64_FLAGS) -static -o $@ run.c tokenizer.c -lm
-build/embedded/run-aarch64-omp: run.c tokenizer.c model.h $(wildcard engine/*.h) tokenizer.h sampler.h
+	$(EMB_A64_CC) $(EMB_A64_FLAGS) -static -o $@ $(SRC) $(LIBS)
+build/embedded/run-aarch64-omp: $(SRC) $(HDR)
 	@mkdir -p $(@D)
-	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fopenmp -o $@ run.c tokenizer.c -lm
+	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fopenmp -o $@ $(SRC) $(LIBS)
 # the kernel tests on NEON (GCC 12's aarch64 loop vectoriser crashes on the test
 # program's own loops: it is built without it; model.h's kernels are intrinsics)
 build/embedded/test_kernels-aarch64: tests/test_kernels.c model.h $(wildcard engine/*.h)

@@ -9,6 +9,11 @@
  * (the default, as run's) reads the 4-bit matrices from llm_repack's panels
  * where the build has them.
  *
+ * seqs: llm_forward_batch with three sequences in each call: A takes the
+ * tokens one a step (its rows are written), B the same tokens three a step
+ * (each chunk's last row must equal A's row there, bit for bit, else the
+ * program fails), C the tokens reversed, two a step; each its own cache.
+ *
  *   build/logits CKPT --mode dequant --out FILE
  * Writes every matrix as the engine decodes its rows (the traits'
  * dequant_row), float32, in file order: tok_embeddings, per layer wq wk wv
@@ -61,6 +66,63 @@ static void *read_file(const char *path, size_t *n) {
     fclose(f);
     *n = (size_t)size;
     return p;
+}
+
+/* --mode seqs (see the top) */
+static void seqs(const llm_model *m, const int *tokens, int T, int ctx, int kv, int threads, const char *out) {
+    int V = m->cfg.vocab_size;
+    llm_state_options wo = { 6, 6, 1, kv }, so = { ctx, 1, 0, kv };
+    size_t wneed = llm_state_size(&m->cfg, &wo), sneed = llm_state_size(&m->cfg, &so);
+    void *arena[4];
+    llm_state work, seq[3];
+    for (int i = 0; i < 4; i++) {
+        if (posix_memalign(&arena[i], LLM_ALIGN, i ? sneed : wneed) != 0) fail("out of memory", NULL);
+        llm_state *st = i ? &seq[i - 1] : &work;
+        if (llm_state_init(st, m, i ? &so : &wo, arena[i], i ? sneed : wneed) != LLM_OK) fail("state", st->error);
+    }
+    work.n_threads = threads;
+    int *rev = malloc((size_t)T * sizeof(int));
+    for (int t = 0; t < T; t++) rev[t] = tokens[T - 1 - t];
+    float *all = malloc((size_t)T * V * sizeof(float)), *brow = malloc((size_t)T * V * sizeof(float));
+    char *bset = calloc((size_t)T, 1);
+    int b_done = 0, c_done = 0;
+    for (int a = 0; a < T; a++) {
+        llm_batch_item it[3];
+        int n = 0, b_item = -1;
+        if (c_done < T) {   /* C first, so A and B are not at row 0 of the batch */
+            it[n].state = &seq[2]; it[n].tokens = rev + c_done; it[n].n = T - c_done < 2 ? T - c_done : 2; it[n].pos = c_done;
+            c_done += it[n++].n;
+        }
+        it[n].state = &seq[0]; it[n].tokens = tokens + a; it[n].n = 1; it[n].pos = a;
+        int a_item = n++;
+        if (b_done < T && b_done <= a) {
+            it[n].state = &seq[1]; it[n].tokens = tokens + b_done; it[n].n = T - b_done < 3 ? T - b_done : 3; it[n].pos = b_done;
+            b_item = n;
+            b_done += it[n++].n;
+        }
+        if (llm_forward_batch(m, &work, it, n) != LLM_OK) fail("forward_batch", work.error);
+        memcpy(all + (size_t)a * V, work.logits + (size_t)a_item * V, (size_t)V * sizeof(float));
+        if (b_item >= 0) {   /* B's chunk's last row: checked against A's below */
+            memcpy(brow + (size_t)(b_done - 1) * V, work.logits + (size_t)b_item * V, (size_t)V * sizeof(float));
+            bset[b_done - 1] = 1;
+        }
+    }
+    for (int t = 0; t < T; t++)
+        if (bset[t] && memcmp(brow + (size_t)t * V, all + (size_t)t * V, (size_t)V * sizeof(float)))
+            fail("seqs", "in a batch with other sequences, a chunk's logits differ from the one-token row at the same position");
+    /* B again, alone in its calls, checked against A's rows */
+    llm_state_init(&seq[1], m, &so, arena[2], sneed);
+    for (int b = 0; b < T; b += 3) {
+        llm_batch_item it = { &seq[1], tokens + b, T - b < 3 ? T - b : 3, b };
+        if (llm_forward_batch(m, &work, &it, 1) != LLM_OK) fail("forward_batch", work.error);
+        if (memcmp(work.logits, all + (size_t)(b + it.n - 1) * V, (size_t)V * sizeof(float)))
+            fail("seqs", "a chunk's logits differ from the one-token row at the same position");
+    }
+    FILE *f = fopen(out, "wb");
+    if (!f || fwrite(all, sizeof(float), (size_t)T * V, f) != (size_t)T * V) fail("cannot write", out);
+    fclose(f);
+    for (int i = 0; i < 4; i++) free(arena[i]);
+    free(all); free(rev); free(brow); free(bset);
 }
 
 int main(int argc, char **argv) {
@@ -123,6 +185,11 @@ int main(int argc, char **argv) {
     if (panel_bytes && posix_memalign(&panels, LLM_ALIGN, panel_bytes) != 0) fail("out of memory", NULL);
     if (panel_bytes && llm_repack(&m, panels, panel_bytes, 1) != LLM_OK) fail("repack", m.error);
 
+    if (!strcmp(mode, "seqs")) {
+        seqs(&m, tokens, T, ctx ? ctx : m.cfg.seq_len, kv, threads, out);
+        free(panels); free(model_arena); free(bytes); free(tokens);
+        return 0;
+    }
     int batch = !strcmp(mode, "prefill") ? T : !strcmp(mode, "chunked") ? 5 : 1;
     if (batch > T) batch = T;
     llm_state_options so = { ctx ? ctx : m.cfg.seq_len, batch, 1, kv };

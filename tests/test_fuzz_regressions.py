@@ -13,7 +13,7 @@ import subprocess
 import common
 
 BUILD_INDEPENDENT = True   # always the asan driver
-HARNESSES = ("checkpoint", "tokenizer", "chat", "gguf")
+HARNESSES = ("checkpoint", "tokenizer", "chat", "gguf", "serve")
 FUZZ = os.path.join(common.TESTS, "fuzz")
 REGRESSIONS = os.path.join(FUZZ, "regressions")
 PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
@@ -139,3 +139,26 @@ def test_chat_seeds():
         want = (b"[INST] <<SYS>>\n" + system + b"\n<</SYS>>\n\n" + user + b" [/INST]") if system \
             else b"[INST] " + user + b" [/INST]"
         assert outcome.startswith(f"rendered {len(want)} bytes"), (f, outcome, len(want))
+
+
+def test_serve_seeds():
+    """The server's parser and JSON reader on the seeds: each request's head
+    and body read as written (the writer's text parses to itself), the
+    refused ones refused with their status."""
+    out = run_inputs("serve", seeds("serve"))
+    want = {
+        "health.in": "GET /health, body 0; JSON refused",
+        "models_key.in": "GET /v1/models, body 0; JSON refused",
+        "chat.in": "POST /v1/chat/completions, body ",
+        "completion.in": "POST /v1/completions, body ",
+        "pipelined.in": "GET /health, body 0; JSON refused",
+        "chunked.in": "refused 501: ",
+        "bare_lf.in": "refused 400: lines must end in CRLF",
+        "json_only.in": "JSON ok, 10 values",
+        "json_bad.in": "JSON refused",
+    }
+    for f, outcome in out.items():
+        name = os.path.basename(f)
+        assert outcome.startswith(want[name]), (name, outcome)
+        if name in ("chat.in", "completion.in"):
+            assert outcome.endswith("values") and "JSON ok" in outcome, (name, outcome)

@@ -157,7 +157,8 @@ def assert_bit_for_bit(a, b, what):
 
 
 def test_prefill_equals_decode_every_variant():
-    """Batched prefill, one-token decode and chunks of 5 give the same logits,
+    """Batched prefill, one-token decode, chunks of 5 and llm_forward_batch
+    with two other sequences in each call (logits.c --mode seqs) give the same logits,
     bit for bit, for every norm variant (the engine runs the same per-token
     float operations in each), with f32 weights and LLMW's 4-bit q4_K and
     q4_0 (rows of 64 and 172, of 48 and 100: zero-padded blocks; q4_K in a
@@ -171,9 +172,34 @@ def test_prefill_equals_decode_every_variant():
                 pre = c_logits(path, toks, vocab, *combo, "prefill", 2)
                 dec = c_logits(path, toks, vocab, *combo, "decode")
                 chunk = c_logits(path, toks, vocab, *combo, "chunked")
-                for name, got in (("decode", dec), ("chunks of 5", chunk)):
+                seqs = c_logits(path, toks, vocab, *combo, "seqs")   # llm_forward_batch beside other sequences
+                for name, got in (("decode", dec), ("chunks of 5", chunk), ("three sequences a batch", seqs)):
                     assert_bit_for_bit(pre, got, f"{which} {'/'.join(combo)}: prefill vs {name}")
             yield f"{which}-{'-'.join(combo)}", one
+
+
+def test_batch_of_sequences_compact_kv_caches():
+    """llm_forward_batch beside other sequences (logits.c --mode seqs) with
+    f16 and int8 KV caches, and with one kv head a query head (f32): prefill's
+    logits with the same cache, bit for bit."""
+    for which in ("stories260K", "random"):
+        for kv in ("f16", "q8"):
+            def one(which=which, kv=kv):
+                path, vocab = checkpoint(which)
+                toks = tokens_for(vocab, seed=3)
+                combo = COMBOS[0]
+                pre = c_logits(path, toks, vocab, *combo, "prefill", kv=kv)
+                assert_bit_for_bit(pre, c_logits(path, toks, vocab, *combo, "seqs", kv=kv), f"{which} --kv {kv}: seqs")
+            yield f"{which}-{kv}", one
+
+    def one_kv_head_per_query_head():   # attention's other prefill path: two tokens share a pass
+        c = dict(RANDOM_CKPT, n_kv_heads=RANDOM_CKPT["n_heads"])
+        path = common.scratch("ref_random_mha_legacy.bin")
+        _py(f"import reference; reference.write_random_legacy({path!r}, " + ", ".join(f"{k}={v!r}" for k, v in c.items()) + ")")
+        toks = tokens_for(c["vocab"], seed=5)
+        pre = c_logits(path, toks, c["vocab"], *COMBOS[0], "prefill")
+        assert_bit_for_bit(pre, c_logits(path, toks, c["vocab"], *COMBOS[0], "seqs"), "one kv head a query head: seqs")
+    yield "random-mha-f32", one_kv_head_per_query_head
 
 
 # Compact KV caches against the float64 reference: max |c - ref| / max |ref|

@@ -12,6 +12,7 @@ OUT_DIR/checkpoint/  one small valid checkpoint per format and variant, named
 OUT_DIR/tokenizer/   fuzz_tokenizer inputs: uint32 length, a tokenizer.bin
                      (tokenizers built here), a text
 OUT_DIR/chat/        fuzz_chat inputs: system prompt, NUL, user turn
+OUT_DIR/serve/       fuzz_serve inputs: bytes as a server connection receives them
 OUT_DIR/gguf/        small valid GGUF files (tests/gguf_writer.py): llama in every
                      tensor type the engine reads, a tied and an untied
                      classifier, a tokenizer, alignment 64; qwen2 and qwen3
@@ -250,6 +251,37 @@ def chat_seeds(out):
             f.write(data)
 
 
+# ---------------------------------------------------------------- server requests
+
+def _post(path, body, extra=b""):
+    return b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n" % (
+        path, extra, len(body)) + body
+
+
+SERVE = {
+    "health": b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "models_key": b"GET /v1/models?x=1 HTTP/1.0\r\nAuthorization: Bearer k\r\nConnection: keep-alive\r\n\r\n",
+    "chat": _post(b"/v1/chat/completions", b'{"model":"m","messages":[{"role":"system","content":"Be brief."},'
+                  b'{"role":"user","content":[{"type":"text","text":"Hi \\u00e9\\ud83d\\ude00"}]}],'
+                  b'"temperature":0.7,"top_p":0.9,"max_tokens":16,"seed":42,"stop":["\\n","END"],"stream":true,'
+                  b'"stream_options":{"include_usage":true}}'),
+    "completion": _post(b"/v1/completions", b'{"prompt":"Once upon a time","max_tokens":8,"top_k":40,"min_p":0.05,'
+                        b'"repeat_penalty":1.1,"repeat_last_n":-1,"stop":"x","n":1,"x":[null,true,false,-1.5e3,0]}',
+                        b"Expect: 100-continue\r\n"),
+    "pipelined": b"GET /health HTTP/1.1\r\n\r\nGET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n",
+    "chunked": b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    "bare_lf": b"GET /health HTTP/1.1\nHost: x\n\n",
+    "json_only": '{"a":[1,2.5,-0,1e-7,"\\"\\\\\\/\\b\\f\\n\\r\\t",{"b":{}}],"\u00fc":"\u20ac"}'.encode(),
+    "json_bad": b'{"a":[1,2,],"b":"\\ud800"}',
+}
+
+
+def serve_seeds(out):
+    for name, data in SERVE.items():
+        with open(os.path.join(out, f"{name}.in"), "wb") as f:
+            f.write(data)
+
+
 def gguf_seeds(out):
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import gguf_writer as gw
@@ -297,7 +329,7 @@ def main(argv):
         sys.stderr.write("usage: make_seeds.py OUT_DIR\n")
         return 2
     for harness, write in (("checkpoint", checkpoint_seeds), ("tokenizer", tokenizer_seeds), ("chat", chat_seeds),
-                           ("gguf", gguf_seeds)):
+                           ("gguf", gguf_seeds), ("serve", serve_seeds)):
         out = os.path.join(argv[1], harness)
         os.makedirs(out, exist_ok=True)
         write(out)
