@@ -574,7 +574,7 @@ LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
 typedef struct llm__gw { __m256i lo, hi; } llm__gw;
 LLM__INLINE llm__gw llm__gw_q8_0(const unsigned char *row, int g) {
     llm__gw w;
-    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2));
+    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * LLM__Q8_0_BYTES + 2));
     return w;
 }
 LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
@@ -584,19 +584,19 @@ LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
     return w;
 }
 LLM__INLINE llm__gw llm__gw_q4_0(const unsigned char *row, int g) {
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * LLM__Q4_0_BYTES + 2));
     const __m128i low = _mm_set1_epi8(15);
     __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
     return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(8)));
 }
 /* q4_K: codes 0..15 */
 LLM__INLINE llm__gw llm__gw_q4_k(const unsigned char *row, int g) {
-    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * LLM__Q4_K_BYTES + 16 + 32 * ((g % 8) / 2)));
     return llm__gw_i8(_mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15)));
 }
 /* q6_K: (codes - 32) times their scale, the first 16 with sc[2k], the last 16 with sc[2k + 1] */
 LLM__INLINE llm__gw llm__gw_q6_k(const unsigned char *row, int g) {
-    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q6_K_BYTES;
     int k = g % 8, h = k >> 2, c = k & 3;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
     __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
@@ -672,6 +672,10 @@ LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
  * (fma(isum, d * xs, acc), q4_K's two), group after group, so every row's
  * bits are the twin's. */
 #define LLM__HAVE_GG_TILES 1
+#define LLM__HAVE_GG_TILE_Q8_0 1
+#define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__HAVE_GG_TILE_Q4_K 1
+#define LLM__HAVE_GG_TILE_Q6_K 1
 LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /* eight rows' f16 at off */
     uint16_t h[8];
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
@@ -733,19 +737,19 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_STEP8_q4_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
     do {                                                                                                      \
         int32_t sc_[8], m_[8];                                                                                \
-        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * 144 + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * LLM__Q4_K_BYTES + 4, (g) % 8, &sc_[i_], &m_[i_]); \
         __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
         __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
-        size_t o_ = (size_t)((g) / 8) * 144;                                                                  \
+        size_t o_ = (size_t)((g) / 8) * LLM__Q4_K_BYTES;                                                                  \
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, o_), xsv), acc); \
         __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, o_ + 2), xsv);                                              \
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
                               _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
     } while (0)
-#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * 34)
-#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * 18)
-#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
-#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
+#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * LLM__Q8_0_BYTES)
+#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * LLM__Q4_0_BYTES)
+#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
+#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
 LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
 #if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
 LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
@@ -886,7 +890,7 @@ LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk
             for (int m = 0; m < 4; m++) t[m] = llm__word_at2(wd[w0 + m], wd[w0 + m + 1]);
             dw = wd[w0];
         } else {
-            int w0 = (18 * g + 2) / 4;
+            int w0 = (LLM__Q4_0_BYTES * g + 2) / 4;
             for (int m = 0; m < 4; m++) t[m] = wd[w0 + m];
             dw = _mm512_srli_epi32(wd[w0 - 1], 16);
         }
@@ -1036,8 +1040,11 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
 LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
                                 int nr, int nc, int nb, int kind, int pan) {
     int n = w->cols, G = n / LLM__GQ;
-    /* a q6_K block is 210 bytes in the file, 212 (whole words) in a panel */
-    size_t rb = pan ? 0 : llm__block_row_bytes(w), gb8 = kind == 2 ? (pan ? 212 : 210) : 144;
+    /* eight groups' bytes: a q6_K block is 210 bytes in the file, 212
+     * (whole words, the traits' panel_slot) in a panel */
+    const llm__type_traits *tr = &llm__traits[w->type];
+    size_t rb = pan ? 0 : llm__block_row_bytes(w);
+    size_t gb8 = pan && tr->panel_unit ? (size_t)tr->panel_slot : (size_t)(8 * LLM__GQ / tr->qblock) * (size_t)tr->qblock_bytes;
     size_t panel_bytes = 16 * llm__panel_row_bytes(w);
     const __m512i order = llm__pair_order(kind != 0);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
@@ -1077,7 +1084,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                     for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
                 } else if (!kind && span == 8) {   /* q4_0's eight groups: 144 bytes of each row */
                     for (int i = 0; i < 16 && i < ahead; i++)
-                        for (int k = 0; k < 144; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
+                        for (int k = 0; k < 8 * LLM__Q4_0_BYTES; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
                 } else {
                     for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                 }
