@@ -30,6 +30,11 @@ TOL_NLL = 0.01       # |mean NLL difference| in nats, the issue's bar for llama.
 TOL_NLL_STORIES_Q8 = 0.04   # stories260K q8_0: int8 activations over dim 64 (seen: 0.021)
 
 
+# the awkward models against the float64 reference once (the quantizers and
+# the reference take most of its 20 s); every build checks them through
+# test_new_types_same_bits_every_build, bit for bit against the first
+FIRST_BUILD_ONLY = ("test_awkward_widths_mixed_types_against_reference",)
+
 # ---------------------------------------------------------------- helpers
 
 _files = {}
@@ -358,6 +363,98 @@ def test_random_block_types_against_reference():
         r, d = rel(got, ref), abs(nll(got, toks) - nll(ref, toks))
         print(f"random type {qtype}: max rel logit diff {r:.2e}, |NLL diff| {d:.2e}")
         assert r <= tol and d <= TOL_NLL, (qtype, r, d)
+
+
+# models of today's awkward widths, as llama-quantize mixes types in them:
+# rows of dim (288, 576, 896: not whole 256-blocks) in the 32-block types,
+# the rows of hidden_dim (whole 256-blocks) in the K-quants and IQ4_XS
+AWKWARD = (
+    (dict(dim=288, hidden_dim=768, n_heads=6, n_kv_heads=6),
+     dict(emb=gw.Q5_0, q=gw.Q5_0, k=gw.Q5_1, v=gw.IQ4_NL, o=gw.Q4_1, gate=gw.Q5_0, up=gw.Q5_1, down=gw.Q5_K,
+          out=gw.Q8_0)),
+    (dict(dim=576, hidden_dim=1536, n_heads=9, n_kv_heads=3),
+     dict(emb=gw.Q4_1, q=gw.IQ4_NL, k=gw.Q5_0, v=gw.Q5_1, o=gw.Q4_1, gate=gw.IQ4_NL, up=gw.Q5_0, down=gw.Q3_K,
+          out=gw.Q5_1)),
+    (dict(dim=896, hidden_dim=1024, n_heads=14, n_kv_heads=2),
+     dict(emb=gw.IQ4_NL, q=gw.Q5_1, k=gw.Q4_1, v=gw.Q5_0, o=gw.IQ4_NL, gate=gw.Q5_0, up=gw.Q4_1, down=gw.Q2_K,
+          out=gw.IQ4_NL)),
+    (dict(dim=512, hidden_dim=768, n_heads=8, n_kv_heads=4),
+     dict(emb=gw.Q5_K, q=gw.IQ4_XS, k=gw.Q3_K, v=gw.Q2_K, o=gw.Q5_K, gate=gw.IQ4_XS, up=gw.Q3_K, down=gw.IQ4_XS,
+          out=gw.Q2_K)),
+)
+
+
+def awkward_gguf(i, seed=17):
+    """AWKWARD[i]: random normal weights through the writer's quantizers"""
+    key = ("awkward", i)
+    if key in _files:
+        return _files[key]
+    shape, types = AWKWARD[i]
+    c = dict(shape, n_layers=2, vocab_size=300, seq_len=64, shared=False)
+    hs = c["dim"] // c["n_heads"]
+    rng = np.random.default_rng(seed + i)
+    tensors = []
+    def add_mat(name, t, rows, cols, sd=0.05):
+        a = rng.normal(0, sd, (rows, cols)).astype(np.float32)
+        tensors.append((name, t, [cols, rows], gw.quantize(t, a) if t in NEW_TYPES else gw.encode(t, a)))
+    def add_vec(name, n):
+        tensors.append((name, gw.F32, [n], gw.encode(gw.F32, rng.uniform(0.8, 1.2, (1, n)))))
+    add_mat("token_embd.weight", types["emb"], c["vocab_size"], c["dim"], 0.5)
+    for l in range(c["n_layers"]):
+        p = f"blk.{l}."
+        add_vec(p + "attn_norm.weight", c["dim"])
+        add_mat(p + "attn_q.weight", types["q"], c["n_heads"] * hs, c["dim"])
+        add_mat(p + "attn_k.weight", types["k"], c["n_kv_heads"] * hs, c["dim"])
+        add_mat(p + "attn_v.weight", types["v"], c["n_kv_heads"] * hs, c["dim"])
+        add_mat(p + "attn_output.weight", types["o"], c["dim"], c["n_heads"] * hs)
+        add_vec(p + "ffn_norm.weight", c["dim"])
+        add_mat(p + "ffn_gate.weight", types["gate"], c["hidden_dim"], c["dim"])
+        add_mat(p + "ffn_up.weight", types["up"], c["hidden_dim"], c["dim"])
+        add_mat(p + "ffn_down.weight", types["down"], c["dim"], c["hidden_dim"])
+    add_vec("output_norm.weight", c["dim"])
+    add_mat("output.weight", types["out"], c["vocab_size"], c["dim"], 0.2)
+    path = scratch(f"gguf_awkward_{i}.gguf")
+    gw.write(path, gw.llama_kvs(c, eps=1e-5, theta=10000.0), tensors)
+    _files[key] = path
+    return path
+
+
+def test_awkward_widths_mixed_types_against_reference():
+    """dims 288, 576, 896 (rows not whole 256-blocks) and 512, each model
+    mixing the new types as llama-quantize's presets do, weights through the
+    writer's quantizers: logits and NLL against the float64 reference over
+    the dequantized tensors; decode and two threads the same bits"""
+    for i in range(len(AWKWARD)):
+        path = awkward_gguf(i)
+        toks = tokens(300, 5 + i)
+        ref = reference_logits(open(path, "rb").read(), toks)
+        got = engine_logits(path, toks, 300)
+        r, d = rel(got, ref), abs(nll(got, toks) - nll(ref, toks))
+        print(f"awkward dim {AWKWARD[i][0]['dim']}: max rel logit diff {r:.2e}, |NLL diff| {d:.2e}")
+        assert r <= TOL_Q8ACT and d <= TOL_NLL, (i, r, d)
+        for mode, threads in (("decode", None), ("prefill", "2"), ("decode", "2")):
+            again = engine_logits(path, toks, 300, mode, threads)
+            assert np.array_equal(again.view(np.uint32), got.view(np.uint32)), (i, mode, threads)
+
+
+def test_new_types_same_bits_every_build():
+    """the new types' files: this build's logits (a variant's LOGITS) are
+    the optimised build's (build/logits) bit for bit: one float order on
+    every target"""
+    native = os.path.join(common.ROOT, "build", "logits")
+    toks = tokens(RANDOM["vocab_size"], 13, n=9)
+    paths = [random_gguf(t) for t in NEW_TYPES] + [awkward_gguf(i) for i in range(len(AWKWARD))]
+    for path in paths:
+        _, kvs, infos, _ = gw.read(open(path, "rb").read())
+        vocab = [ne for name, gt, ne, off in infos if name == "token_embd.weight"][0][1]
+        got = engine_logits(path, toks, vocab)
+        global LOGITS
+        saved, LOGITS = LOGITS, native
+        try:
+            want = engine_logits(path, toks, vocab)
+        finally:
+            LOGITS = saved
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), path
 
 
 def test_prefill_equals_decode_bit_for_bit():
