@@ -658,6 +658,55 @@ LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
 LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
+/* The types added after q6_K that have tiles here (q5_0, q5_1, q4_1,
+ * iq4_nl, q5_K): their codes as ref.h's twins define them, so the sums are
+ * the twin's isum (q5_K's before its sub-block scale, as q4_K's) */
+/* 16 bytes of 4-bit codes: elements 0..15 (low nibbles) in the low lane, 16..31 (high) in the high lane */
+LLM__INLINE __m256i llm__nibbles32(const unsigned char *qs) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i low = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+}
+/* a little-endian u32 at h as 32 bytes, byte j = 16 where bit j is set (the 5th bit) */
+LLM__INLINE __m256i llm__bit5_32(const unsigned char *h) {
+    __m256i v = _mm256_set1_epi32((int)llm__le32(h));
+    const __m256i which = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    v = _mm256_and_si256(_mm256_shuffle_epi8(v, which), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+}
+LLM__INLINE llm__gw llm__gw_q4_1(const unsigned char *row, int g) {   /* codes 0..15 */
+    return llm__gw_i8(llm__nibbles32(row + (size_t)g * LLM__Q4_1_BYTES + 4));
+}
+LLM__INLINE llm__gw llm__gw_q5_0(const unsigned char *row, int g) {   /* codes - 16 */
+    const unsigned char *b = row + (size_t)g * LLM__Q5_0_BYTES;
+    __m256i q = _mm256_or_si256(llm__nibbles32(b + 6), llm__bit5_32(b + 2));
+    return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)));
+}
+LLM__INLINE llm__gw llm__gw_q5_1(const unsigned char *row, int g) {   /* codes 0..31 */
+    const unsigned char *b = row + (size_t)g * LLM__Q5_1_BYTES;
+    return llm__gw_i8(_mm256_or_si256(llm__nibbles32(b + 8), llm__bit5_32(b + 4)));
+}
+LLM__INLINE llm__gw llm__gw_iq4_nl(const unsigned char *row, int g) {   /* the table's values */
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values));
+    return llm__gw_i8(_mm256_shuffle_epi8(kv, llm__nibbles32(row + (size_t)g * LLM__IQ4_NL_BYTES + 2)));
+}
+/* q5_K: codes 0..31, before the sub-block's scale */
+LLM__INLINE llm__gw llm__gw_q5_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q5_K_BYTES;
+    int j = g % 8;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 48 + 32 * (j / 2)));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
+    lo = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(lo, 4) : lo, _mm256_set1_epi8(15));
+    hb = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+    return llm__gw_i8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)));
+}
+LLM__GG_SUMS_NC(q4_1, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_0, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_1, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(iq4_nl, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_k, int16_t, llm__gw_lanes_i16)
 #undef LLM__GG_SUMS_NC
 /* one token's: simd.h's llm__gg_sums_<type> */
 #define llm__gg_sums_q8_0(isum, row, xq, G) llm__gg_sums_nc_q8_0(isum, 0, row, xq, 0, 1, G)
@@ -751,6 +800,46 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
 LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
+/* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
+ * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
+#define LLM__GG_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_iq4_nl(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+/* q4_1, q5_1: fma(isum, d xs, acc), then fma(sum(x), m xs, acc), m the f16 after d */
+#define LLM__GG_STEP8_MIN(acc, rc, g, iv, xs1, xsv, d_off)                                                     \
+    do {                                                                                                      \
+        LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off);                                                          \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_set1_epi32(xs1)),                                     \
+                              _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv), acc);                         \
+    } while (0)
+#define LLM__GG_STEP8_q4_1 LLM__GG_STEP8_MIN
+#define LLM__GG_STEP8_q5_1 LLM__GG_STEP8_MIN
+/* q5_K: q4_K's two steps with q5_K's blocks */
+#define LLM__GG_STEP8_q5_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+    do {                                                                                                      \
+        int32_t sc_[8], m_[8];                                                                                \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + d_off(g) + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
+        __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv);                                       \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
+                              _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
+    } while (0)
+#define LLM__GG_DOFF_q4_1(g) ((size_t)(g) * LLM__Q4_1_BYTES)
+#define LLM__GG_DOFF_q5_0(g) ((size_t)(g) * LLM__Q5_0_BYTES)
+#define LLM__GG_DOFF_q5_1(g) ((size_t)(g) * LLM__Q5_1_BYTES)
+#define LLM__GG_DOFF_iq4_nl(g) ((size_t)(g) * LLM__IQ4_NL_BYTES)
+#define LLM__GG_DOFF_q5_k(g) ((size_t)((g) / 8) * LLM__Q5_K_BYTES)
+#define LLM__HAVE_GG_TILE_Q4_1 1
+#define LLM__HAVE_GG_TILE_Q5_0 1
+#define LLM__HAVE_GG_TILE_Q5_1 1
+#define LLM__HAVE_GG_TILE_IQ4_NL 1
+#define LLM__HAVE_GG_TILE_Q5_K 1
+LLM__GG_TILE8(llm__tile_gq4_1, q4_1, 1, LLM__GG_DOFF_q4_1, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_0, q5_0, 0, LLM__GG_DOFF_q5_0, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_1, q5_1, 1, LLM__GG_DOFF_q5_1, int16_t)
+LLM__GG_TILE8(llm__tile_giq4_nl, iq4_nl, 0, LLM__GG_DOFF_iq4_nl, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_k, q5_k, 1, LLM__GG_DOFF_q5_k, int16_t)
 #if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
 LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
 LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
