@@ -658,9 +658,11 @@ LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
 LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
-/* The types added after q6_K that have tiles here (q5_0, q5_1, q4_1,
- * iq4_nl, q5_K): their codes as ref.h's twins define them, so the sums are
- * the twin's isum (q5_K's before its sub-block scale, as q4_K's) */
+/* The types added after q6_K that have tiles here (all but q2_K, whose
+ * mins need half-group activation sums): their codes as ref.h's twins
+ * define them, so the sums are the twin's isum (q5_K's before its
+ * sub-block scale, as q4_K's; q3_K's and iq4_xs's with their scales folded
+ * into the codes, as q6_K's: the same integers) */
 /* 16 bytes of 4-bit codes: elements 0..15 (low nibbles) in the low lane, 16..31 (high) in the high lane */
 LLM__INLINE __m256i llm__nibbles32(const unsigned char *qs) {
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
@@ -702,6 +704,32 @@ LLM__INLINE llm__gw llm__gw_q5_k(const unsigned char *row, int g) {
     hb = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
     return llm__gw_i8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)));
 }
+/* q3_K: codes -4..3 times their scales, the first 16 with scale 2k, the last 16 with 2k + 1 */
+LLM__INLINE llm__gw llm__gw_q3_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q3_K_BYTES;
+    int k = g % 8, h = k >> 2, j = k & 3;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32 + 32 * h));
+    __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)b);
+    lo = _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+    hm = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * h + j)), _mm256_set1_epi8(1));
+    llm__gw w = llm__gw_i8(_mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hm, 2)), _mm256_set1_epi8(4)));
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k)));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k + 1)));
+    return w;
+}
+/* iq4_xs: the table's values times the sub-block's scale (|product| <= 4064) */
+LLM__INLINE llm__gw llm__gw_iq4_xs(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__IQ4_XS_BYTES;
+    int k = g % 8;
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values));
+    llm__gw w = llm__gw_i8(_mm256_shuffle_epi8(kv, llm__nibbles32(b + 8 + 16 * k)));
+    __m256i ls = _mm256_set1_epi16((int16_t)llm__iq4xs_scale(b, k));
+    w.lo = _mm256_mullo_epi16(w.lo, ls);
+    w.hi = _mm256_mullo_epi16(w.hi, ls);
+    return w;
+}
+LLM__GG_SUMS_NC(q3_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(iq4_xs, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q4_1, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q5_0, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q5_1, int16_t, llm__gw_lanes_i16)
@@ -800,10 +828,12 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
 LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
-/* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
- * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
+/* the types added after q6_K but q2_K, eight rows at a time on AVX2 and
+ * AVX-512 alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
 #define LLM__GG_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
 #define LLM__GG_STEP8_iq4_nl(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q3_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_iq4_xs(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
 /* q4_1, q5_1: fma(isum, d xs, acc), then fma(sum(x), m xs, acc), m the f16 after d */
 #define LLM__GG_STEP8_MIN(acc, rc, g, iv, xs1, xsv, d_off)                                                     \
     do {                                                                                                      \
@@ -830,6 +860,10 @@ LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
 #define LLM__GG_DOFF_q5_1(g) ((size_t)(g) * LLM__Q5_1_BYTES)
 #define LLM__GG_DOFF_iq4_nl(g) ((size_t)(g) * LLM__IQ4_NL_BYTES)
 #define LLM__GG_DOFF_q5_k(g) ((size_t)((g) / 8) * LLM__Q5_K_BYTES)
+#define LLM__GG_DOFF_q3_k(g) ((size_t)((g) / 8) * LLM__Q3_K_BYTES + 108)
+#define LLM__GG_DOFF_iq4_xs(g) ((size_t)((g) / 8) * LLM__IQ4_XS_BYTES)
+#define LLM__HAVE_GG_TILE_Q3_K 1
+#define LLM__HAVE_GG_TILE_IQ4_XS 1
 #define LLM__HAVE_GG_TILE_Q4_1 1
 #define LLM__HAVE_GG_TILE_Q5_0 1
 #define LLM__HAVE_GG_TILE_Q5_1 1
@@ -840,6 +874,8 @@ LLM__GG_TILE8(llm__tile_gq5_0, q5_0, 0, LLM__GG_DOFF_q5_0, int16_t)
 LLM__GG_TILE8(llm__tile_gq5_1, q5_1, 1, LLM__GG_DOFF_q5_1, int16_t)
 LLM__GG_TILE8(llm__tile_giq4_nl, iq4_nl, 0, LLM__GG_DOFF_iq4_nl, int16_t)
 LLM__GG_TILE8(llm__tile_gq5_k, q5_k, 1, LLM__GG_DOFF_q5_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq3_k, q3_k, 0, LLM__GG_DOFF_q3_k, int16_t)
+LLM__GG_TILE8(llm__tile_giq4_xs, iq4_xs, 0, LLM__GG_DOFF_iq4_xs, int16_t)
 #if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
 LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
 LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
