@@ -191,7 +191,7 @@ typedef struct llm_state {
     float *logits;          /* (B, vocab) with LLM_LOGITS_ALL, else (vocab,) */
     int8_t *act_q;          /* (B, max(dim,hidden)) quantized activations:
                                int8 codes, or int16 for the types whose
-                               act_type is int16 (GGUF q4_0, q4_K, q6_K) */
+                               act_type is int16 (GGUF q4_0 and the K-quants...) */
     float *act_scale;       /* their group scales                         */
     void *key_cache;        /* (layer, ctx, n_kv_heads*head_size) of kv_type */
     void *value_cache;

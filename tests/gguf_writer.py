@@ -14,7 +14,7 @@ Needs numpy (Debian's: run with /usr/bin/python3).
   dequantize(ggml_type, bytes, rows, cols) -> float32 (rows, cols)
   stories_gguf(legacy ckpt, tokenizer.bin, out, dtype)   llama2.c -> GGUF
 
-  /usr/bin/python3 tests/gguf_writer.py CKPT TOKENIZER OUT.gguf [f32|f16|q8_0|bf16]
+  /usr/bin/python3 tests/gguf_writer.py CKPT TOKENIZER OUT.gguf [f32|f16|q8_0|bf16|q5_0]
 
 Block layouts (little-endian), with w the value of element j:
   Q8_0 34 B/32: f16 d, int8 q[32]                       w = q d
@@ -597,9 +597,11 @@ def llama_kvs(cfg, arch="llama", eps=1e-5, theta=10000.0, name="test"):
 
 def pick_type(dtype, cols):
     """The ggml type of a matrix for an output dtype, with the converter's
-    fallback: a Q8_0 row that is not whole blocks of 32 is stored F16."""
+    fallback: a Q8_0 (or Q5_0) row that is not whole blocks of 32 is stored F16."""
     if dtype == "q8_0":
         return Q8_0 if cols % 32 == 0 else F16
+    if dtype == "q5_0":
+        return Q5_0 if cols % 32 == 0 else F16
     return {"f32": F32, "f16": F16, "bf16": BF16}[dtype]
 
 
@@ -610,7 +612,7 @@ def llama_tensors(cfg, t, dtype):
     out = []
     def mat(name, a):
         gt = pick_type(dtype, a.shape[1])
-        out.append((name, gt, [a.shape[1], a.shape[0]], encode(gt, a)))
+        out.append((name, gt, [a.shape[1], a.shape[0]], quantize(gt, a) if gt == Q5_0 else encode(gt, a)))
     def vec(name, a):
         out.append((name, F32, [a.shape[0]], encode(F32, a[None, :])))
     mat("token_embd.weight", t["tok_embeddings"])
@@ -634,7 +636,7 @@ def llama_tensors(cfg, t, dtype):
 def stories_gguf(ckpt, tokenizer, out, dtype="f32"):
     cfg, t = read_legacy(ckpt)
     pieces, scores = read_tokenizer_bin(tokenizer, cfg["vocab_size"])
-    kvs = llama_kvs(cfg) + [("general.file_type", V_U32, {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}[dtype])]
+    kvs = llama_kvs(cfg) + [("general.file_type", V_U32, {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32, "q5_0": 8}[dtype])]
     kvs += llama_vocab_kvs(pieces, scores)
     return write(out, kvs, llama_tensors(cfg, t, dtype))
 
