@@ -658,8 +658,7 @@ LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
 LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
-/* The types added after q6_K that have tiles here (all but q2_K, whose
- * mins need half-group activation sums): their codes as ref.h's twins
+/* The types added after q6_K, with tiles here: their codes as ref.h's twins
  * define them, so the sums are the twin's isum (q5_K's before its
  * sub-block scale, as q4_K's; q3_K's and iq4_xs's with their scales folded
  * into the codes, as q6_K's: the same integers) */
@@ -728,6 +727,29 @@ LLM__INLINE llm__gw llm__gw_iq4_xs(const unsigned char *row, int g) {
     w.hi = _mm256_mullo_epi16(w.hi, ls);
     return w;
 }
+/* q2_K: codes 0..3 times their 4-bit scales (the first 16 with scale 2k,
+ * the last 16 with 2k + 1); and its mins as weights (m 2k for the first 16,
+ * m 2k + 1 for the last), whose sum with the activations is the twin's msum */
+LLM__INLINE llm__gw llm__gw_q2_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
+    int k = g % 8, h = k >> 2, j = k & 3;
+    __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16 + 32 * h));
+    q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+    llm__gw w = llm__gw_i8(q);
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)(b[2 * k] & 15)));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)(b[2 * k + 1] & 15)));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_q2_k_min(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
+    int k = g % 8;
+    llm__gw w;
+    w.lo = _mm256_set1_epi16((int16_t)(b[2 * k] >> 4));
+    w.hi = _mm256_set1_epi16((int16_t)(b[2 * k + 1] >> 4));
+    return w;
+}
+LLM__GG_SUMS_NC(q2_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q2_k_min, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q3_k, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(iq4_xs, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q4_1, int16_t, llm__gw_lanes_i16)
@@ -828,8 +850,8 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
 #define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
 LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
-/* the types added after q6_K but q2_K, eight rows at a time on AVX2 and
- * AVX-512 alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
+/* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
+ * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
 #define LLM__GG_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
 #define LLM__GG_STEP8_iq4_nl(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
 #define LLM__GG_STEP8_q3_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
@@ -875,6 +897,57 @@ LLM__GG_TILE8(llm__tile_gq5_1, q5_1, 1, LLM__GG_DOFF_q5_1, int16_t)
 LLM__GG_TILE8(llm__tile_giq4_nl, iq4_nl, 0, LLM__GG_DOFF_iq4_nl, int16_t)
 LLM__GG_TILE8(llm__tile_gq5_k, q5_k, 1, LLM__GG_DOFF_q5_k, int16_t)
 LLM__GG_TILE8(llm__tile_gq3_k, q3_k, 0, LLM__GG_DOFF_q3_k, int16_t)
+/* q2_K: LLM__GG_TILE8 with a second sum per (row, group), the mins' msum,
+ * and the twin's two steps: fma(isum, d xs, acc), fma(msum, -(dmin xs), acc) */
+#define LLM__HAVE_GG_TILE_Q2_K 1
+static void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    int n = w->cols, G = n / LLM__GQ;
+    size_t chunk_bytes = (size_t)(64 * LLM__GQ / LLM__QK) * LLM__Q2_K_BYTES;
+    int32_t isum[LLM__NC][8][64], msum[LLM__NC][8][64];
+    const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)t * n;
+    const float *sb = xs + (size_t)t * G;
+    (void)x;
+    memset(isum, 0, sizeof isum);
+    memset(msum, 0, sizeof msum);
+    for (int b0 = 0; b0 < nc; b0 += LLM__NC) {
+        int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;
+        for (int a0 = 0; a0 < nr; a0 += 8) {
+            int na = nr - a0 < 8 ? nr - a0 : 8;
+            const unsigned char *rows[8], *rc[8];
+            for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));
+            __m256 acc[LLM__NC];
+            for (int b = 0; b < nb; b++) acc[b] = _mm256_setzero_ps();
+            for (int c0 = 0; c0 < G; c0 += 64) {
+                int cg = G - c0 < 64 ? G - c0 : 64;
+                for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;
+                for (int i = 0; i < na; i++) {
+                    const int16_t *xc = xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ;
+                    llm__gg_sums_nc_q2_k(&isum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                    llm__gg_sums_nc_q2_k_min(&msum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                }
+                for (int b = 0; b < nb; b++)
+                    for (int g = 0; g < cg; g++) {
+                        const int32_t (*is)[64] = isum[b], (*ms)[64] = msum[b];
+                        __m256i iv = _mm256_setr_epi32(is[0][g], is[1][g], is[2][g], is[3][g], is[4][g], is[5][g],
+                                                       is[6][g], is[7][g]);
+                        __m256i mv = _mm256_setr_epi32(ms[0][g], ms[1][g], ms[2][g], ms[3][g], ms[4][g], ms[5][g],
+                                                       ms[6][g], ms[7][g]);
+                        __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);
+                        size_t o = (size_t)(g / 8) * LLM__Q2_K_BYTES;
+                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, o + 80), xsv), acc[b]);
+                        __m256 dm = _mm256_mul_ps(llm__gg_d8(rc, o + 82), xsv);
+                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_xor_ps(dm, _mm256_set1_ps(-0.0f)), acc[b]);
+                    }
+            }
+            for (int b = 0; b < nb; b++) {
+                float lane[8];
+                _mm256_storeu_ps(lane, acc[b]);
+                for (int i = 0; i < na; i++) out[(size_t)(b0 + b) * ldo + a0 + i] = lane[i];
+            }
+        }
+    }
+}
 LLM__GG_TILE8(llm__tile_giq4_xs, iq4_xs, 0, LLM__GG_DOFF_iq4_xs, int16_t)
 #if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
 LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
