@@ -16,10 +16,13 @@
  *      layout in the comment, llm__gsum2_<t> (a group's exact integer
  *      sums) and llm__gstep2_<t> (the group's one fused step), a line
  *      LLM__GG2_DOT(<t>), and llm__dequant_row_g<t>.
- *   4. simd.h: nothing. LLM__GG2_TILE(<t>) there is its generic tile (the
- *      twin's sums and steps, so the twin's bits) on every target, unless
- *      an ISA file defines LLM__HAVE_GG_TILE_<T> and its own llm__tile_g<t>
- *      (which must give the twin's bits: tests/test_kernels.c).
+ *   4. simd.h: LLM__GG2_TILE(<t>) under #ifndef LLM__HAVE_GG_TILE_<T>:
+ *      its generic tile (the twin's sums and steps, so the twin's bits),
+ *      which every target runs unless its ISA file defines
+ *      LLM__HAVE_GG_TILE_<T> and its own llm__tile_g<t> (optional; it must
+ *      give the twin's bits: tests/test_kernels.c checks it). x86.h's, for
+ *      most types: an llm__gw_<t> unpacking a group's codes to int16, an
+ *      LLM__GG_SUMS_NC line, and LLM__GG_TILE8 with the twin's step.
  *   5. gguf.h: its ggml id in llm__ggml_types (and the refusal message's list).
  *   6. tests: tests/gguf_writer.py (BLOCK, random_blocks, dequantize, a
  *      quantizer), a hand-worked block in tests/test_gguf.py, the type in

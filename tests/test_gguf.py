@@ -352,7 +352,7 @@ def test_stories_q8_0_greedy_text():
 # ---------------------------------------------------------------- random models, every block type
 
 def test_random_block_types_against_reference():
-    """Q8_0, Q4_0, Q4_K, Q6_K and BF16 random models: logits and NLL against the
+    """Q8_0, Q4_0, Q4_K, Q6_K, BF16, F16 and the newer types' random models: logits and NLL against the
     reference on the writer's dequantized tensors, prefill and decode"""
     toks = tokens(RANDOM["vocab_size"], 11)
     for qtype, tol in ((gw.Q8_0, TOL_Q8ACT), (gw.Q4_0, TOL_Q16ACT), (gw.Q4_K, TOL_Q16ACT), (gw.Q6_K, TOL_Q16ACT),
