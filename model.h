@@ -61,6 +61,8 @@ enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1 };
 typedef enum llm_type { LLM_TYPE_F32 = 0, LLM_TYPE_F16 = 1, LLM_TYPE_Q8_0 = 2,
     /* GGUF's types, read in place in GGUF's block layouts (engine/gguf.h) */
     LLM_TYPE_BF16 = 3, LLM_TYPE_GGUF_Q8_0 = 4, LLM_TYPE_GGUF_Q4_0 = 5, LLM_TYPE_GGUF_Q4_K = 6, LLM_TYPE_GGUF_Q6_K = 7,
+    LLM_TYPE_GGUF_Q4_1 = 8, LLM_TYPE_GGUF_Q5_0 = 9, LLM_TYPE_GGUF_Q5_1 = 10, LLM_TYPE_GGUF_IQ4_NL = 11,
+    LLM_TYPE_GGUF_Q2_K = 12, LLM_TYPE_GGUF_Q3_K = 13, LLM_TYPE_GGUF_Q5_K = 14, LLM_TYPE_GGUF_IQ4_XS = 15,
     LLM_TYPE_COUNT } llm_type;
 enum llm_rope_layout { LLM_ROPE_INTERLEAVED = 0, LLM_ROPE_HALF = 1 };
 /* How the RoPE frequencies are rescaled for long contexts (applied at load). */
@@ -189,7 +191,7 @@ typedef struct llm_state {
     float *logits;          /* (B, vocab) with LLM_LOGITS_ALL, else (vocab,) */
     int8_t *act_q;          /* (B, max(dim,hidden)) quantized activations:
                                int8 codes, or int16 for the types whose
-                               act_type is int16 (GGUF q4_0, q4_K, q6_K) */
+                               act_type is int16 (GGUF q4_0 and the K-quants...) */
     float *act_scale;       /* their group scales                         */
     void *key_cache;        /* (layer, ctx, n_kv_heads*head_size) of kv_type */
     void *value_cache;

@@ -30,6 +30,9 @@ GREEDY = os.path.join(MODELS, "stories260K.greedy200.txt")
 SEEDED = os.path.join(MODELS, "stories260K.t1-p0.9-s133742.txt")
 Q8 = os.path.join("build", "embedded", "models", "stories260K-q8_0.llmw")
 Q4 = os.path.join("build", "embedded", "models", "stories260K-q4_0.llmw")
+# stories260K as a GGUF of Q5_0 blocks (ffn_down's 172 columns F16, as llama.cpp
+# falls back), by the tests' GGUF writer: the boards run the twin of a newer type
+Q5 = os.path.join("build", "embedded", "models", "stories260K-q5_0.gguf")
 # a random Qwen-like LLMW version 2 file (q/k/v biases, q/k norms, heads of 24
 # against dim 64) on tok512's vocabulary: the boards read the new tensors in place
 QWEN = os.path.join("build", "embedded", "models", "qwen-like-q8_0.llmw")
@@ -59,6 +62,7 @@ VARIANTS = {
     "compact-seeded": dict(ckpt=Q8, ctx=256, kv="q8", **SEED256, stack=4096, budget=RAM_LIMIT),
     # 4-bit weights (GGUF's q4_0 blocks) through the boards' block kernels
     "q4_0-greedy": dict(ckpt=Q4, ctx=256, kv="f32", temperature="0", steps=256),
+    "q5_0-gguf-greedy": dict(ckpt=Q5, ctx=256, kv="f32", temperature="0", steps=256),
     "qwen-like-seeded": dict(ckpt=QWEN, ctx=128, kv="f32", temperature="1.0", topp="0.9", seed=7, steps=128),
 }
 
@@ -199,6 +203,11 @@ def prepare(r):
             p = run([sys.executable, "export.py", "--dtype", dtype, CKPT, path])
             if not r.check("export " + dtype, p.returncode == 0, tail(p.stderr)):
                 return False
+    if not os.path.exists(os.path.join(ROOT, Q5)) or \
+            os.path.getmtime(os.path.join(ROOT, Q5)) < os.path.getmtime(os.path.join(ROOT, "tests", "gguf_writer.py")):
+        p = run([sys.executable, os.path.join("tests", "gguf_writer.py"), CKPT, TOK, Q5, "q5_0"])
+        if not r.check("write q5_0 GGUF", p.returncode == 0, tail(p.stderr)):
+            return False
     if not os.path.exists(os.path.join(ROOT, QWEN)) or \
             os.path.getmtime(os.path.join(ROOT, QWEN)) < os.path.getmtime(os.path.join(ROOT, "export.py")):
         p = run([sys.executable, "export.py"] + QWEN_ARGS + [QWEN])

@@ -200,6 +200,9 @@ static const llm__ggml_type llm__ggml_types[] = {
     { 0, LLM_TYPE_F32, "F32" }, { 1, LLM_TYPE_F16, "F16" }, { 30, LLM_TYPE_BF16, "BF16" },
     { 8, LLM_TYPE_GGUF_Q8_0, "Q8_0" }, { 2, LLM_TYPE_GGUF_Q4_0, "Q4_0" },
     { 12, LLM_TYPE_GGUF_Q4_K, "Q4_K" }, { 14, LLM_TYPE_GGUF_Q6_K, "Q6_K" },
+    { 3, LLM_TYPE_GGUF_Q4_1, "Q4_1" }, { 6, LLM_TYPE_GGUF_Q5_0, "Q5_0" }, { 7, LLM_TYPE_GGUF_Q5_1, "Q5_1" },
+    { 20, LLM_TYPE_GGUF_IQ4_NL, "IQ4_NL" }, { 10, LLM_TYPE_GGUF_Q2_K, "Q2_K" }, { 11, LLM_TYPE_GGUF_Q3_K, "Q3_K" },
+    { 13, LLM_TYPE_GGUF_Q5_K, "Q5_K" }, { 23, LLM_TYPE_GGUF_IQ4_XS, "IQ4_XS" },
 };
 /* names of the ones it does not, for the message */
 static const char *llm__ggml_type_name(uint32_t id) {
@@ -573,7 +576,7 @@ static int llm__load_gguf(llm_model *m, const unsigned char *b, size_t n, void *
             if (type < 0 || (!matrix && type != LLM_TYPE_F32)) {
                 llm__fmt(m->error, sizeof m->error, "GGUF tensor %s has type %s (%u), which this engine does not read%s", tn,
                          llm__ggml_type_name(t.ggml_type), (unsigned)t.ggml_type,
-                         type >= 0 ? " for a vector (F32 only)" : " (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                         type >= 0 ? " for a vector (F32 only)" : " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
                 return LLM_ERR_FORMAT;
             }
             uint64_t rows, cols;

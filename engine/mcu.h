@@ -111,7 +111,7 @@ LLM__MVE_IN_ORDER static float32x4_t llm__rows4_q4_0_mve(const unsigned char *r0
     float32x4_t acc = vdupq_n_f32(0.0f);
     const unsigned char *r1 = r0 + k1, *r2 = r0 + k2, *r3 = r0 + k3;
     uint32x4_t off = vreinterpretq_u32_s32(llm__vec4_s32(0, k1, k2, k3));
-    for (int g = 0; g < G; g++, x += LLM__GQ, r0 += 18, r1 += 18, r2 += 18, r3 += 18) {
+    for (int g = 0; g < G; g++, x += LLM__GQ, r0 += LLM__Q4_0_BYTES, r1 += LLM__Q4_0_BYTES, r2 += LLM__Q4_0_BYTES, r3 += LLM__Q4_0_BYTES) {
         int16x8_t xlo = vld1q_s16(x), xhi = vld1q_s16(x + 16);
         int32_t xsum = vaddvaq_s16(vaddvq_s16(xlo), xhi);
         int32_t s0 = llm__half0_q4_0_mve(r0 + 2, xlo, xhi), s1 = llm__half0_q4_0_mve(r1 + 2, xlo, xhi);
@@ -144,6 +144,7 @@ static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int 
     }
 }
 #define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__MCU_TILE_Q4_0 1
 #endif
 #elif defined(__ARM_FEATURE_DSP) && !defined(MODEL_NO_SIMD) && !defined(__aarch64__)
 #include <arm_acle.h>
@@ -313,7 +314,7 @@ static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int 
             float a0 = g0 ? o[a] : 0.0f, a1 = g0 && a + 1 < nr ? o[a + 1] : 0.0f;
             for (int g = g0; g < g1; g++) {
                 int32_t s[2];
-                llm__isum2_q4_0_dsp(s, r0 + (size_t)g * 18 + 2, r1 + (size_t)g * 18 + 2, xp + (g - g0), m);
+                llm__isum2_q4_0_dsp(s, r0 + (size_t)g * LLM__Q4_0_BYTES + 2, r1 + (size_t)g * LLM__Q4_0_BYTES + 2, xp + (g - g0), m);
                 a0 = llm__gstep_q4_0(r0, g, s[0], 0, xs[g], a0);
                 a1 = llm__gstep_q4_0(r1, g, s[1], 0, xs[g], a1);
             }
@@ -323,9 +324,10 @@ static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int 
     }
 }
 #define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__MCU_TILE_Q4_0 1
 #endif
 
-#ifdef LLM__HAVE_GG_TILE_Q4_0
+#ifdef LLM__MCU_TILE_Q4_0   /* (x86.h's q4_0 tile is its own) */
 /* The q4_0 tile of Helium and of the DSP: token by token, each by the ISA's
  * llm__token_q4_0 over the tile's rows */
 static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,

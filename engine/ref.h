@@ -285,26 +285,26 @@ static inline int llm__q6k_code(const unsigned char *b, int e) {
  * with AVX-512 VNNI turns a sum of (int8_t)unsigned_char * int8 products
  * into a wrong dot-product instruction) */
 static int32_t llm__gsum_q8_0(const unsigned char *row, int g, const int8_t *xq) {
-    const int8_t *q = (const int8_t *)(const void *)(row + (size_t)g * 34 + 2);
+    const int8_t *q = (const int8_t *)(const void *)(row + (size_t)g * LLM__Q8_0_BYTES + 2);
     int32_t s = 0;
     for (int j = 0; j < 32; j++) s += (int32_t)q[j] * (int32_t)xq[j];
     return s;
 }
 static int32_t llm__gsum_q4_0(const unsigned char *row, int g, const int16_t *xq) {
-    const unsigned char *b = row + (size_t)g * 18 + 2;
+    const unsigned char *b = row + (size_t)g * LLM__Q4_0_BYTES + 2;
     int32_t s = 0;
     for (int j = 0; j < 16; j++) s += ((b[j] & 15) - 8) * xq[j] + ((b[j] >> 4) - 8) * xq[j + 16];
     return s;
 }
 static int32_t llm__gsum_q4_k(const unsigned char *row, int g, const int16_t *xq) {   /* codes 0..15, no scale */
-    const unsigned char *qs = row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2);
+    const unsigned char *qs = row + (size_t)(g / 8) * LLM__Q4_K_BYTES + 16 + 32 * ((g % 8) / 2);
     int shift = (g & 1) * 4;
     int32_t s = 0;
     for (int l = 0; l < 32; l++) s += ((qs[l] >> shift) & 15) * xq[l];
     return s;
 }
 static int32_t llm__gsum_q6_k(const unsigned char *row, int g, const int16_t *xq) {   /* with its two scales */
-    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q6_K_BYTES;
     int k = g % 8;
     int32_t s0 = 0, s1 = 0;
     for (int l = 0; l < 16; l++) s0 += llm__q6k_code(b, 32 * k + l) * xq[l];
@@ -322,11 +322,11 @@ static int32_t llm__sum_i16(const int16_t *xq, int n) {
 static inline float llm__gstep_d(const unsigned char *d, int32_t isum, float xs, float acc) {
     return llm__q8_step(isum, llm__gg_half(d), xs, acc);
 }
-#define llm__gstep_q8_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * 34, isum, xs, acc)
-#define llm__gstep_q4_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * 18, isum, xs, acc)
-#define llm__gstep_q6_k(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)((g) / 8) * 210 + 208, isum, xs, acc)
+#define llm__gstep_q8_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * LLM__Q8_0_BYTES, isum, xs, acc)
+#define llm__gstep_q4_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * LLM__Q4_0_BYTES, isum, xs, acc)
+#define llm__gstep_q6_k(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)((g) / 8) * LLM__Q6_K_BYTES + 208, isum, xs, acc)
 static inline float llm__gstep_q4_k(const unsigned char *row, int g, int32_t isum, int32_t xsum, float xs, float acc) {
-    const unsigned char *b = row + (size_t)(g / 8) * 144;
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q4_K_BYTES;
     int sc, m;
     llm__q4k_scale_min(b + 4, g % 8, &sc, &m);
     acc = fmaf((float)(sc * isum), llm__gg_half(b) * xs, acc);
@@ -356,6 +356,182 @@ LLM__GG_DOT(q4_k, 1, int16_t)
 LLM__GG_DOT(q6_k, 0, int16_t)
 #undef LLM__GG_DOT
 
+/* ---- the types added after q6_K, each from its definition ----
+ *   q4_1 (20 bytes / 32): f16 d, f16 m, uint8 qs[16]; q as q4_0's (0..15);
+ *                                                                    w = d q + m
+ *   q5_0 (22 bytes / 32): f16 d, uint8 qh[4] (a little-endian u32 h), qs[16];
+ *        q[j] = (qs[j] & 15) | bit j of h << 4, q[j + 16] = (qs[j] >> 4) |
+ *        bit j + 16 of h << 4;                                       w = d (q - 16)
+ *   q5_1 (24 bytes / 32): f16 d, f16 m, qh[4], qs[16]; q as q5_0's;  w = d q + m
+ *   iq4_nl (18 bytes / 32): f16 d, qs[16]; q as q4_0's;             w = d kv[q]
+ *        with kv the non-linear table llm__iq4_values
+ *   q2_K (84 bytes / 256): uint8 sc[16] (scale low 4 bits, min high 4 bits,
+ *        one per 16), qs[64], f16 d, f16 dmin; element 128h + 32j + l has
+ *        q = (qs[32h + l] >> 2j) & 3 and sub-block s = e / 16;
+ *                                                       w = d (sc[s] & 15) q - dmin (sc[s] >> 4)
+ *   q3_K (110 bytes / 256): uint8 hmask[32], qs[64], 12 bytes packing
+ *        sixteen 6-bit scales (llm__q3k_scale), f16 d; element 128h + 32j + l
+ *        has low bits (qs[32h + l] >> 2j) & 3, less 4 where bit 4h + j of
+ *        hmask[l] is clear (q -4..3);                            w = d (sc[e / 16] - 32) q
+ *   q5_K (176 bytes / 256): f16 d, f16 dmin, 12 bytes of scales and mins as
+ *        q4_K's, uint8 qh[32], qs[128]; sub-block j's element l: q4_K's
+ *        nibble | bit j of qh[l] << 4;                       w = d sc q - dmin m
+ *   iq4_xs (136 bytes / 256): f16 d, u16 scales_h, uint8 scales_l[4],
+ *        qs[128]; sub-block j (32) has ls = (scales_l[j / 2] >> 4 (j & 1)) & 15
+ *        | ((scales_h >> 2j) & 3) << 4, its codes as iq4_nl's at qs + 16 j;
+ *                                                                    w = d (ls - 32) kv[q]
+ * Their products: a group's integer sums, isum (weight codes, with their
+ * integer sub-scales, times activation codes) and msum (the mins' part:
+ * sum(x) for q4_1 and q5_1; m sum(x) for q5_K; the two halves' mins times
+ * their sums of x for q2_K), exact in int32 (|isum| < 2^31 at
+ * LLM__Q16_MAX: iq4_xs 32 * 127 * 32 * 16383 is the largest); then one
+ * step per group along the row: acc = fma(isum, d xs, acc), and for the
+ * types with a min fma(msum, m xs, acc) (q4_1, q5_1), or fma(msum,
+ * -(dmin xs), acc) (q2_K, q5_K). */
+static const int8_t llm__iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+static inline uint32_t llm__le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+/* element j (0..31) of a 32-block's 4-bit codes at qs (q4_0's order) */
+static inline int llm__nib(const unsigned char *qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+/* q5_0/q5_1's code j (0..31): the nibble and bit j of h */
+static inline int llm__q5_code(const unsigned char *qs, uint32_t h, int j) { return llm__nib(qs, j) | (int)((h >> j) & 1) << 4; }
+/* q3_K's sixteen 6-bit scales (less 32: -32..31) from its 12 bytes s:
+ * low four bits from s[i] (i < 8, low nibble) or s[i - 8] (high nibble),
+ * the top two from s[8 + i % 4] >> 2 (i / 4) */
+static inline int llm__q3k_scale(const unsigned char *s, int i) {
+    int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
+    return (lo | ((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
+}
+/* q3_K block b's code at element e, -4..3 */
+static inline int llm__q3k_code(const unsigned char *b, int e) {
+    int h = e >> 7, j = (e >> 5) & 3, l = e & 31;
+    return ((b[32 + 32 * h + l] >> (2 * j)) & 3) - ((b[l] >> (4 * h + j)) & 1 ? 0 : 4);
+}
+/* q2_K block b's code at element e, 0..3 */
+static inline int llm__q2k_code(const unsigned char *b, int e) { return (b[16 + 32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3; }
+/* q5_K block b's code at element e (sub-block e / 32), 0..31 */
+static inline int llm__q5k_code(const unsigned char *b, int e) {
+    int j = e >> 5, l = e & 31;
+    return ((b[48 + 32 * (j / 2) + l] >> (4 * (j & 1))) & 15) | ((b[16 + l] >> j) & 1) << 4;
+}
+/* iq4_xs block b's sub-block j scale, less 32 */
+static inline int llm__iq4xs_scale(const unsigned char *b, int j) {
+    int h = b[2] | b[3] << 8;
+    return (((b[4 + j / 2] >> (4 * (j & 1))) & 15) | ((h >> (2 * j)) & 3) << 4) - 32;
+}
+
+/* group g's sums (isum returned, msum through the pointer) */
+static int32_t llm__gsum2_q4_1(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *qs = row + (size_t)g * LLM__Q4_1_BYTES + 4;
+    int32_t s = 0, sx = 0;
+    for (int j = 0; j < 32; j++) { s += llm__nib(qs, j) * xq[j]; sx += xq[j]; }
+    *msum = sx;
+    return s;
+}
+static int32_t llm__gsum2_q5_0(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *b = row + (size_t)g * LLM__Q5_0_BYTES;
+    uint32_t h = llm__le32(b + 2);
+    int32_t s = 0;
+    for (int j = 0; j < 32; j++) s += (llm__q5_code(b + 6, h, j) - 16) * xq[j];
+    *msum = 0;
+    return s;
+}
+static int32_t llm__gsum2_q5_1(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *b = row + (size_t)g * LLM__Q5_1_BYTES;
+    uint32_t h = llm__le32(b + 4);
+    int32_t s = 0, sx = 0;
+    for (int j = 0; j < 32; j++) { s += llm__q5_code(b + 8, h, j) * xq[j]; sx += xq[j]; }
+    *msum = sx;
+    return s;
+}
+static int32_t llm__gsum2_iq4_nl(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *qs = row + (size_t)g * LLM__IQ4_NL_BYTES + 2;
+    int32_t s = 0;
+    for (int j = 0; j < 32; j++) s += llm__iq4_values[llm__nib(qs, j)] * xq[j];
+    *msum = 0;
+    return s;
+}
+static int32_t llm__gsum2_q2_k(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
+    int k = g % 8;
+    int32_t s[2] = { 0, 0 }, sx[2] = { 0, 0 };
+    for (int l = 0; l < 32; l++) { s[l >> 4] += llm__q2k_code(b, 32 * k + l) * xq[l]; sx[l >> 4] += xq[l]; }
+    int c0 = b[2 * k], c1 = b[2 * k + 1];
+    *msum = (c0 >> 4) * sx[0] + (c1 >> 4) * sx[1];
+    return (c0 & 15) * s[0] + (c1 & 15) * s[1];
+}
+static int32_t llm__gsum2_q3_k(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q3_K_BYTES;
+    int k = g % 8;
+    int32_t s[2] = { 0, 0 };
+    for (int l = 0; l < 32; l++) s[l >> 4] += llm__q3k_code(b, 32 * k + l) * xq[l];
+    *msum = 0;
+    return llm__q3k_scale(b + 96, 2 * k) * s[0] + llm__q3k_scale(b + 96, 2 * k + 1) * s[1];
+}
+static int32_t llm__gsum2_q5_k(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q5_K_BYTES;
+    int k = g % 8, sc, m;
+    int32_t s = 0, sx = 0;
+    for (int l = 0; l < 32; l++) { s += llm__q5k_code(b, 32 * k + l) * xq[l]; sx += xq[l]; }
+    llm__q4k_scale_min(b + 4, k, &sc, &m);
+    *msum = m * sx;
+    return sc * s;
+}
+static int32_t llm__gsum2_iq4_xs(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__IQ4_XS_BYTES;
+    int k = g % 8;
+    const unsigned char *qs = b + 8 + 16 * k;
+    int32_t s = 0;
+    for (int j = 0; j < 32; j++) s += llm__iq4_values[llm__nib(qs, j)] * xq[j];
+    *msum = 0;
+    return llm__iq4xs_scale(b, k) * s;
+}
+/* group g's step: d (and the min's scale) at their offsets in the group's block */
+static inline float llm__gstep2_dm(const unsigned char *d, const unsigned char *m, float sign, int32_t isum,
+                                   int32_t msum, float xs, float acc) {
+    acc = fmaf((float)isum, llm__gg_half(d) * xs, acc);
+    return m ? fmaf((float)msum, sign * (llm__gg_half(m) * xs), acc) : acc;
+}
+#define LLM__GG2_STEP(name, bytes, per, d_at, m_at, sign)                                                         \
+    static inline float llm__gstep2_##name(const unsigned char *row, int g, int32_t isum, int32_t msum, float xs, \
+                                           float acc) {                                                           \
+        const unsigned char *b = row + (size_t)(g / (per)) * (bytes);                                             \
+        return llm__gstep2_dm(b + (d_at), (m_at) < 0 ? NULL : b + (m_at), sign, isum, msum, xs, acc);            \
+    }
+LLM__GG2_STEP(q4_1, LLM__Q4_1_BYTES, 1, 0, 2, 1.0f)
+LLM__GG2_STEP(q5_0, LLM__Q5_0_BYTES, 1, 0, -1, 1.0f)
+LLM__GG2_STEP(q5_1, LLM__Q5_1_BYTES, 1, 0, 2, 1.0f)
+LLM__GG2_STEP(iq4_nl, LLM__IQ4_NL_BYTES, 1, 0, -1, 1.0f)
+LLM__GG2_STEP(q2_k, LLM__Q2_K_BYTES, 8, 80, 82, -1.0f)
+LLM__GG2_STEP(q3_k, LLM__Q3_K_BYTES, 8, 108, -1, 1.0f)
+LLM__GG2_STEP(q5_k, LLM__Q5_K_BYTES, 8, 0, 2, -1.0f)
+LLM__GG2_STEP(iq4_xs, LLM__IQ4_XS_BYTES, 8, 0, -1, 1.0f)
+#undef LLM__GG2_STEP
+/* their twins: row (n,) . int16 activation codes xq (n,) with scales xs (n/32,) */
+#define LLM__GG2_DOT(name)                                                                                     \
+    static float llm__dot_g##name(const unsigned char *row, const int16_t *xq, const float *xs, int n) {     \
+        float acc = 0.0f;                                                                                    \
+        for (int g = 0; g < n / LLM__GQ; g++) {                                                              \
+            int32_t msum, isum = llm__gsum2_##name(row, g, xq + (size_t)g * LLM__GQ, &msum);                 \
+            acc = llm__gstep2_##name(row, g, isum, msum, xs[g], acc);                                        \
+        }                                                                                                    \
+        return acc;                                                                                          \
+    }                                                                                                        \
+    static float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
+        (void)x;                                                                                             \
+        return llm__dot_g##name(llm__block_row(w, r), (const int16_t *)(const void *)xq, xs, w->cols);       \
+    }
+LLM__GG2_DOT(q4_1)
+LLM__GG2_DOT(q5_0)
+LLM__GG2_DOT(q5_1)
+LLM__GG2_DOT(iq4_nl)
+LLM__GG2_DOT(q2_k)
+LLM__GG2_DOT(q3_k)
+LLM__GG2_DOT(q5_k)
+LLM__GG2_DOT(iq4_xs)
+#undef LLM__GG2_DOT
+
 static float llm__row_dot_bf16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
     const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
     float acc = 0.0f;
@@ -371,7 +547,7 @@ static void llm__dequant_row_bf16(float *out, const llm_tensor *w, int r) {
 }
 static void llm__dequant_row_gq8_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
-    for (int g = 0; g < w->cols / 32; g++, b += 34)
+    for (int g = 0; g < w->cols / 32; g++, b += LLM__Q8_0_BYTES)
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(int8_t)b[2 + j] * llm__gg_half(b);
 }
 /* (q4_0 and q4_K rows may end in an LLMW file's padding: only the real
@@ -379,7 +555,7 @@ static void llm__dequant_row_gq8_0(float *out, const llm_tensor *w, int r) {
 static void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     int n = w->cols;
-    for (int g = 0; g < (n + 31) / 32; g++, b += 18) {
+    for (int g = 0; g < (n + 31) / 32; g++, b += LLM__Q4_0_BYTES) {
         float d = llm__gg_half(b);
         for (int j = 0; j < 16; j++) {
             if (32 * g + j < n) out[32 * g + j] = (float)((b[2 + j] & 15) - 8) * d;
@@ -390,7 +566,7 @@ static void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
 static void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     int n = w->cols;
-    for (int k = 0; k < (n + 255) / 256; k++, b += 144) {
+    for (int k = 0; k < (n + 255) / 256; k++, b += LLM__Q4_K_BYTES) {
         float d = llm__gg_half(b), dmin = llm__gg_half(b + 2);
         for (int j = 0; j < 8 && 256 * k + 32 * j < n; j++) {
             int sc, m, len = n - (256 * k + 32 * j) < 32 ? n - (256 * k + 32 * j) : 32;
@@ -403,8 +579,80 @@ static void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
 }
 static void llm__dequant_row_gq6_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
-    for (int k = 0; k < w->cols / 256; k++, b += 210) {
+    for (int k = 0; k < w->cols / 256; k++, b += LLM__Q6_K_BYTES) {
         float d = llm__gg_half(b + 208);
         for (int e = 0; e < 256; e++) out[256 * k + e] = d * (float)(int8_t)b[192 + e / 16] * (float)llm__q6k_code(b, e);
+    }
+}
+/* the types added after q6_K, in ggml's dequantizers' order (d times the
+ * sub-scale first, then times the code, then the min) */
+static void llm__dequant_row_gq4_1(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int g = 0; g < w->cols / 32; g++, b += LLM__Q4_1_BYTES) {
+        float d = llm__gg_half(b), m = llm__gg_half(b + 2);
+        for (int j = 0; j < 32; j++) out[32 * g + j] = (float)llm__nib(b + 4, j) * d + m;
+    }
+}
+static void llm__dequant_row_gq5_0(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int g = 0; g < w->cols / 32; g++, b += LLM__Q5_0_BYTES) {
+        float d = llm__gg_half(b);
+        uint32_t h = llm__le32(b + 2);
+        for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(llm__q5_code(b + 6, h, j) - 16) * d;
+    }
+}
+static void llm__dequant_row_gq5_1(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int g = 0; g < w->cols / 32; g++, b += LLM__Q5_1_BYTES) {
+        float d = llm__gg_half(b), m = llm__gg_half(b + 2);
+        uint32_t h = llm__le32(b + 4);
+        for (int j = 0; j < 32; j++) out[32 * g + j] = (float)llm__q5_code(b + 8, h, j) * d + m;
+    }
+}
+static void llm__dequant_row_giq4_nl(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int g = 0; g < w->cols / 32; g++, b += LLM__IQ4_NL_BYTES) {
+        float d = llm__gg_half(b);
+        for (int j = 0; j < 32; j++) out[32 * g + j] = d * (float)llm__iq4_values[llm__nib(b + 2, j)];
+    }
+}
+static void llm__dequant_row_gq2_k(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q2_K_BYTES) {
+        float d = llm__gg_half(b + 80), dmin = llm__gg_half(b + 82);
+        for (int e = 0; e < LLM__QK; e++) {
+            int sc = b[e / 16];
+            out[LLM__QK * k + e] = d * (float)(sc & 15) * (float)llm__q2k_code(b, e) - dmin * (float)(sc >> 4);
+        }
+    }
+}
+static void llm__dequant_row_gq3_k(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q3_K_BYTES) {
+        float d = llm__gg_half(b + 108);
+        for (int e = 0; e < LLM__QK; e++)
+            out[LLM__QK * k + e] = d * (float)llm__q3k_scale(b + 96, e / 16) * (float)llm__q3k_code(b, e);
+    }
+}
+static void llm__dequant_row_gq5_k(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q5_K_BYTES) {
+        float d = llm__gg_half(b), dmin = llm__gg_half(b + 2);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            llm__q4k_scale_min(b + 4, j, &sc, &m);
+            float d1 = d * (float)sc, m1 = dmin * (float)m;
+            for (int l = 0; l < 32; l++) out[LLM__QK * k + 32 * j + l] = d1 * (float)llm__q5k_code(b, 32 * j + l) - m1;
+        }
+    }
+}
+static void llm__dequant_row_giq4_xs(float *out, const llm_tensor *w, int r) {
+    const unsigned char *b = llm__block_row(w, r);
+    for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__IQ4_XS_BYTES) {
+        float d = llm__gg_half(b);
+        for (int j = 0; j < 8; j++) {
+            float dl = d * (float)llm__iq4xs_scale(b, j);
+            for (int l = 0; l < 32; l++) out[LLM__QK * k + 32 * j + l] = dl * (float)llm__iq4_values[llm__nib(b + 8 + 16 * j, l)];
+        }
     }
 }

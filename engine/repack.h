@@ -19,9 +19,7 @@
  * tiles, and q8_0 beside them */
 static int llm__repacks(const llm_tensor *w) {
 #ifdef LLM__HAVE_PANELS
-    int t = w->type;
-    return w->data && (t == LLM_TYPE_GGUF_Q4_0 || t == LLM_TYPE_GGUF_Q4_K || t == LLM_TYPE_GGUF_Q6_K ||
-                       t == LLM_TYPE_GGUF_Q8_0);
+    return w->data && (llm__traits[w->type].panel_rows || w->type == LLM_TYPE_GGUF_Q8_0);
 #else
     (void)w;
     return 0;
@@ -44,8 +42,8 @@ static void llm__repack_q8_0(unsigned char *dst, const llm_tensor *w) {
         const unsigned char *row = llm__block_row(w, r);
         for (int g = 0; g < G; g++) {
             uint16_t d;
-            memcpy(&d, row + (size_t)g * 34, 2);
-            memcpy(dst + (size_t)r * (size_t)w->cols + (size_t)g * 32, row + (size_t)g * 34 + 2, 32);
+            memcpy(&d, row + (size_t)g * LLM__Q8_0_BYTES, 2);
+            memcpy(dst + (size_t)r * (size_t)w->cols + (size_t)g * 32, row + (size_t)g * LLM__Q8_0_BYTES + 2, 32);
             scales[(size_t)r * (size_t)G + (size_t)g] = llm_f16_to_f32(d);
         }
     }

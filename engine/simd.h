@@ -516,7 +516,7 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
 #if defined(LLM__HAVE_GG_ISUM) && !defined(llm__gg_sums_q8_0)
 /* an ISA file's one-group sums of q8_0 (llm__gg_isum_q8_0(block, x)) */
 #define llm__gg_sums_q8_0(isum, row, xq, G) \
-    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum_q8_0((row) + (size_t)g_ * 34, (xq) + (size_t)g_ * LLM__GQ))
+    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum_q8_0((row) + (size_t)g_ * LLM__Q8_0_BYTES, (xq) + (size_t)g_ * LLM__GQ))
 #endif
 /* the twins' sums for what the ISA file leaves out */
 #define LLM__GG_TWIN_SUMS(name, isum, row, xq, G) LLM__GG_SUMS_EACH(isum, G, llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ))
@@ -585,15 +585,60 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
             }                                                                                                  \
         }                                                                                                      \
     }
-#ifndef LLM__HAVE_GG_TILES   /* x86.h's steps eight rows at a time */
+/* each type's generic tile unless an ISA file has its own (x86.h's steps
+ * eight rows at a time, mcu.h's DSP and Helium q4_0) */
+#ifndef LLM__HAVE_GG_TILE_Q8_0
 LLM__GG_TILE(q8_0, 0, int8_t)
-#ifndef LLM__HAVE_GG_TILE_Q4_0   /* mcu.h's DSP and Helium tiles */
+#endif
+#ifndef LLM__HAVE_GG_TILE_Q4_0
 LLM__GG_TILE(q4_0, 0, int16_t)
 #endif
+#ifndef LLM__HAVE_GG_TILE_Q4_K
 LLM__GG_TILE(q4_k, 1, int16_t)
+#endif
+#ifndef LLM__HAVE_GG_TILE_Q6_K
 LLM__GG_TILE(q6_k, 0, int16_t)
 #endif
 #undef LLM__GG_TILE
+/* The types with one sum per group that may carry a row's own min term
+ * (ref.h's LLM__GG2_DOT): each (row, token) is the twin's row product, so
+ * the twin's bits, on every target without a tile of its own */
+#define LLM__GG2_TILE(name)                                                                                    \
+    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,            \
+                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                 \
+        int n = w->cols, G = n / LLM__GQ;                                                                    \
+        (void)x;                                                                                             \
+        for (int b = 0; b < nc; b++) {                                                                       \
+            const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;                     \
+            for (int a = 0; a < nr; a++)                                                                     \
+                out[(size_t)b * ldo + a] = llm__dot_g##name(llm__block_row(w, r + a), xb, xs + (size_t)(t + b) * G, n); \
+        }                                                                                                    \
+    }
+#ifndef LLM__HAVE_GG_TILE_Q4_1
+LLM__GG2_TILE(q4_1)
+#endif
+#ifndef LLM__HAVE_GG_TILE_Q5_0
+LLM__GG2_TILE(q5_0)
+#endif
+#ifndef LLM__HAVE_GG_TILE_Q5_1
+LLM__GG2_TILE(q5_1)
+#endif
+#ifndef LLM__HAVE_GG_TILE_IQ4_NL
+LLM__GG2_TILE(iq4_nl)
+#endif
+#ifndef LLM__HAVE_GG_TILE_Q2_K
+LLM__GG2_TILE(q2_k)
+#endif
+#ifndef LLM__HAVE_GG_TILE_Q3_K
+LLM__GG2_TILE(q3_k)
+#endif
+#ifndef LLM__HAVE_GG_TILE_Q5_K
+LLM__GG2_TILE(q5_k)
+#endif
+#ifndef LLM__HAVE_GG_TILE_IQ4_XS
+LLM__GG2_TILE(iq4_xs)
+#endif
+#undef LLM__GG2_TILE
 
 const char *llm_simd_name(void) {
 #if defined(__AVX512VNNI__) && defined(LLM__Q8_SIMD)

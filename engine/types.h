@@ -1,8 +1,63 @@
 /* engine/types.h -- the weight types described by data, as ggml's type
  * traits do: one const row per llm_type, which the loaders, the plan and
- * the products read instead of switching on the type. A new type (4-bit,
- * K-quants) is a row here, its scalar twins in ref.h and its tiles in
- * simd.h. Also the KV cache's layouts. */
+ * the products read instead of switching on the type. Also the KV cache's
+ * layouts.
+ *
+ * A new GGUF block type, as a checklist (each of the eight added after
+ * q6_K followed it):
+ *   1. model.h: its llm_type value (before LLM_TYPE_COUNT).
+ *   2. here: its block's size as a named constant with a static assert
+ *      that it is the sum of its fields (LLM__*_BYTES below), its
+ *      functions' declarations (LLM__GG_TYPE_FNS) and its row in
+ *      llm__traits: qblock, qblock_bytes, act_type (LLM__ACT_Q16: int16
+ *      activation codes per group of 32), panel_rows and the panel fields
+ *      0 unless a fast tile reads repack.h's panels.
+ *   3. ref.h: its scalar twin, written from the format's definition: the
+ *      layout in the comment, llm__gsum2_<t> (a group's exact integer
+ *      sums) and llm__gstep2_<t> (the group's one fused step), a line
+ *      LLM__GG2_DOT(<t>), and llm__dequant_row_g<t>.
+ *   4. simd.h: LLM__GG2_TILE(<t>) under #ifndef LLM__HAVE_GG_TILE_<T>:
+ *      its generic tile (the twin's sums and steps, so the twin's bits),
+ *      which every target runs unless its ISA file defines
+ *      LLM__HAVE_GG_TILE_<T> and its own llm__tile_g<t> (optional; it must
+ *      give the twin's bits: tests/test_kernels.c checks it). x86.h's, for
+ *      most types: an llm__gw_<t> unpacking a group's codes to int16, an
+ *      LLM__GG_SUMS_NC line, and LLM__GG_TILE8 with the twin's step.
+ *   5. gguf.h: its ggml id in llm__ggml_types (and the refusal message's list).
+ *   6. tests: tests/gguf_writer.py (BLOCK, random_blocks, dequantize, a
+ *      quantizer), a hand-worked block in tests/test_gguf.py, the type in
+ *      test_kernels.c's GGUF type lists, a seed in tests/fuzz/make_seeds.py.
+ */
+
+/* GGUF's blocks: bytes of one block (ggml's layouts, ref.h), each the sum
+ * of its fields. LLM__QK: elements of a K-quant (or IQ4_XS) superblock. */
+#define LLM__QK 256
+#define LLM__Q8_0_BYTES 34      /* f16 d, int8 q[32] */
+#define LLM__Q4_0_BYTES 18      /* f16 d, u8 qs[16] */
+#define LLM__Q4_1_BYTES 20      /* f16 d, f16 m, u8 qs[16] */
+#define LLM__Q5_0_BYTES 22      /* f16 d, u8 qh[4], u8 qs[16] */
+#define LLM__Q5_1_BYTES 24      /* f16 d, f16 m, u8 qh[4], u8 qs[16] */
+#define LLM__IQ4_NL_BYTES 18    /* f16 d, u8 qs[16] */
+#define LLM__Q2_K_BYTES 84      /* u8 scales[16], u8 qs[64], f16 d, f16 dmin */
+#define LLM__Q3_K_BYTES 110     /* u8 hmask[32], u8 qs[64], u8 scales[12], f16 d */
+#define LLM__Q4_K_BYTES 144     /* f16 d, f16 dmin, u8 scales[12], u8 qs[128] */
+#define LLM__Q5_K_BYTES 176     /* f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 qs[128] */
+#define LLM__Q6_K_BYTES 210     /* u8 ql[128], u8 qh[64], int8 scales[16], f16 d */
+#define LLM__IQ4_XS_BYTES 136   /* f16 d, u16 scales_h, u8 scales_l[4], u8 qs[128] */
+LLM__STATIC_ASSERT(LLM__Q8_0_BYTES == 2 + 32 && LLM__Q4_0_BYTES == 2 + 16 && LLM__Q4_1_BYTES == 2 + 2 + 16, q8_0_q4_blocks);
+LLM__STATIC_ASSERT(LLM__Q5_0_BYTES == 2 + 4 + 16 && LLM__Q5_1_BYTES == 2 + 2 + 4 + 16 && LLM__IQ4_NL_BYTES == 2 + 16, q5_iq4_nl_blocks);
+LLM__STATIC_ASSERT(LLM__Q2_K_BYTES == LLM__QK / 16 + LLM__QK / 4 + 2 + 2, q2_k_block);
+LLM__STATIC_ASSERT(LLM__Q3_K_BYTES == LLM__QK / 8 + LLM__QK / 4 + 12 + 2, q3_k_block);
+LLM__STATIC_ASSERT(LLM__Q4_K_BYTES == 2 + 2 + 12 + LLM__QK / 2, q4_k_block);
+LLM__STATIC_ASSERT(LLM__Q5_K_BYTES == 2 + 2 + 12 + LLM__QK / 8 + LLM__QK / 2, q5_k_block);
+LLM__STATIC_ASSERT(LLM__Q6_K_BYTES == LLM__QK / 2 + LLM__QK / 4 + LLM__QK / 16 + 2, q6_k_block);
+LLM__STATIC_ASSERT(LLM__IQ4_XS_BYTES == 2 + 2 + LLM__QK / 64 + LLM__QK / 2, iq4_xs_block);
+/* a q6_K block in a panel (repack.h): its 210 bytes in whole words */
+#define LLM__Q6_K_SLOT 212
+/* the panels' runs for the types read whole rows at a time: eight groups
+ * (eight q4_0 blocks, one q4_K block) */
+#define LLM__PANEL_RUN 144
+LLM__STATIC_ASSERT(LLM__PANEL_RUN == 8 * LLM__Q4_0_BYTES && LLM__PANEL_RUN == LLM__Q4_K_BYTES, panel_run);
 
 /* Values (per element) and scales (per block, stored after all the
  * values: LLMW's q8_0 layout) of a tensor of each type. */
@@ -25,10 +80,16 @@ typedef struct llm__type_traits {
     /* GGUF's block types: elements and bytes of one stored block (values and
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
-    /* rows of W a prefill tile takes (0: LLM__NR): the 4-bit types unpack
-     * a group's weights for sixteen rows (x86.h) and run them against the
-     * tile's tokens, so they take sixteen */
+    /* rows of W a prefill tile takes (0: LLM__NR): q4_0, q4_K and q6_K
+     * unpack a group's weights for sixteen rows (x86.h) and run them
+     * against the tile's tokens, so they take sixteen; a type with
+     * panel_rows is the one repack.h puts in panels where the build has
+     * their tiles (LLM__HAVE_PANELS) */
     int panel_rows;
+    /* a panel row's geometry: runs of panel_unit bytes of the file's row
+     * (0: the whole row is one run), each padded to whole runs of
+     * panel_slot bytes (llm__panel_row_bytes) */
+    int panel_unit, panel_slot;
 } llm__type_traits;
 
 /* the functions of each row: the twins in ref.h, the tiles in simd.h */
@@ -60,19 +121,39 @@ LLM__GG_TYPE_FNS(gq8_0)
 LLM__GG_TYPE_FNS(gq4_0)
 LLM__GG_TYPE_FNS(gq4_k)
 LLM__GG_TYPE_FNS(gq6_k)
+LLM__GG_TYPE_FNS(gq4_1)
+LLM__GG_TYPE_FNS(gq5_0)
+LLM__GG_TYPE_FNS(gq5_1)
+LLM__GG_TYPE_FNS(giq4_nl)
+LLM__GG_TYPE_FNS(gq2_k)
+LLM__GG_TYPE_FNS(gq3_k)
+LLM__GG_TYPE_FNS(gq5_k)
+LLM__GG_TYPE_FNS(giq4_xs)
 #undef LLM__GG_TYPE_FNS
 
 static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     /* name    block value scale activations    row to f32            scalar dot        fast tile */
-    { "f32",   1,    4,    0,    LLM_TYPE_F32,  llm__dequant_row_f32, llm__row_dot_f32, llm__tile_f32, 0, 0, 0 },
-    { "f16",   1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_f16, llm__row_dot_f16, llm__tile_f16, 0, 0, 0 },
-    { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8, 0, 0, 0 },
-    /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row     qblock, bytes, panel */
-    { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0, 0 },
-    { "gguf-q8_0", 32, 1,  0,    LLM_TYPE_Q8_0, llm__dequant_row_gq8_0, llm__row_dot_gq8_0, llm__tile_gq8_0, 32, 34, 0 },
-    { "gguf-q4_0", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_0, llm__row_dot_gq4_0, llm__tile_gq4_0, 32, 18, 16 },
-    { "gguf-q4_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq4_k, llm__row_dot_gq4_k, llm__tile_gq4_k, 256, 144, 16 },
-    { "gguf-q6_K", 32, 1,  0,    LLM__ACT_Q16,  llm__dequant_row_gq6_k, llm__row_dot_gq6_k, llm__tile_gq6_k, 256, 210, 16 },
+    { "f32",   1,    4,    0,    LLM_TYPE_F32,  llm__dequant_row_f32, llm__row_dot_f32, llm__tile_f32, 0, 0, 0, 0, 0 },
+    { "f16",   1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_f16, llm__row_dot_f16, llm__tile_f16, 0, 0, 0, 0, 0 },
+    { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8, 0, 0, 0, 0, 0 },
+    /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row
+     *                                                                          qblock, bytes, panel rows, unit, slot */
+#define LLM__GG_ROW(name, fn, act, qb, bytes, pr, pu, ps) \
+    { name, 32, 1, 0, act, llm__dequant_row_##fn, llm__row_dot_##fn, llm__tile_##fn, qb, bytes, pr, pu, ps }
+    { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0, 0, 0, 0 },
+    LLM__GG_ROW("gguf-q8_0", gq8_0, LLM_TYPE_Q8_0, 32, LLM__Q8_0_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-q4_0", gq4_0, LLM__ACT_Q16, 32, LLM__Q4_0_BYTES, 16, 0, LLM__PANEL_RUN),
+    LLM__GG_ROW("gguf-q4_K", gq4_k, LLM__ACT_Q16, LLM__QK, LLM__Q4_K_BYTES, 16, 0, LLM__PANEL_RUN),
+    LLM__GG_ROW("gguf-q6_K", gq6_k, LLM__ACT_Q16, LLM__QK, LLM__Q6_K_BYTES, 16, LLM__Q6_K_BYTES, LLM__Q6_K_SLOT),
+    LLM__GG_ROW("gguf-q4_1", gq4_1, LLM__ACT_Q16, 32, LLM__Q4_1_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-q5_0", gq5_0, LLM__ACT_Q16, 32, LLM__Q5_0_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-q5_1", gq5_1, LLM__ACT_Q16, 32, LLM__Q5_1_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-iq4_nl", giq4_nl, LLM__ACT_Q16, 32, LLM__IQ4_NL_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-q2_K", gq2_k, LLM__ACT_Q16, LLM__QK, LLM__Q2_K_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-q3_K", gq3_k, LLM__ACT_Q16, LLM__QK, LLM__Q3_K_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-q5_K", gq5_k, LLM__ACT_Q16, LLM__QK, LLM__Q5_K_BYTES, 0, 0, 0),
+    LLM__GG_ROW("gguf-iq4_xs", giq4_xs, LLM__ACT_Q16, LLM__QK, LLM__IQ4_XS_BYTES, 0, 0, 0),
+#undef LLM__GG_ROW
 };
 LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
 LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);
@@ -106,20 +187,21 @@ static size_t llm__block_row_bytes(const llm_tensor *w) {
 static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
     return (const unsigned char *)w->data + (size_t)r * llm__block_row_bytes(w);
 }
-/* A row in repack.h's panels: runs of `unit` bytes of the file's row (a
- * q6_K block; else the whole row) each at the start of a slot of whole
- * words, and the slots padded to whole runs of eight groups, which a tile
- * takes at once (144 bytes: eight q4_0 blocks, one q4_K block; a q6_K
- * block's 210 bytes in 212) */
+/* A row in repack.h's panels: runs of `unit` bytes of the file's row (the
+ * traits' panel_unit, else the whole row) each at the start of a slot of
+ * whole words, the slots padded to whole runs of panel_slot bytes, which a
+ * tile takes at once (LLM__PANEL_RUN: eight q4_0 blocks, one q4_K block;
+ * a q6_K block's 210 bytes in 212) */
 static size_t llm__panel_unit(const llm_tensor *w) {
-    return w->type == LLM_TYPE_GGUF_Q6_K ? (size_t)llm__traits[w->type].qblock_bytes : llm__block_row_bytes(w);
+    int u = llm__traits[w->type].panel_unit;
+    return u ? (size_t)u : llm__block_row_bytes(w);
 }
 /* A GGUF q8_0 matrix's copy in LLMW's q8_0 layout (repack.h): its int8
  * codes, (rows, cols), then at this offset its f32 scales, (rows, cols/32) */
 static size_t llm__q8_copy_scales_at(const llm_tensor *w) { return (size_t)llm__align((uint64_t)w->rows * (uint64_t)w->cols); }
 static size_t llm__panel_row_bytes(const llm_tensor *w) {
-    if (w->type == LLM_TYPE_GGUF_Q6_K) return llm__block_row_bytes(w) / 210 * 212;
-    return (llm__block_row_bytes(w) + 143) / 144 * 144;
+    size_t unit = llm__panel_unit(w), slot = (size_t)llm__traits[w->type].panel_slot;
+    return llm__block_row_bytes(w) / unit * ((unit + slot - 1) / slot * slot);
 }
 
 /* A tensor view: (rows, cols) of `type` at data, scales at scale (or NULL). */

@@ -574,7 +574,7 @@ LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
 typedef struct llm__gw { __m256i lo, hi; } llm__gw;
 LLM__INLINE llm__gw llm__gw_q8_0(const unsigned char *row, int g) {
     llm__gw w;
-    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * 34 + 2));
+    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * LLM__Q8_0_BYTES + 2));
     return w;
 }
 LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
@@ -584,19 +584,19 @@ LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
     return w;
 }
 LLM__INLINE llm__gw llm__gw_q4_0(const unsigned char *row, int g) {
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * 18 + 2));
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * LLM__Q4_0_BYTES + 2));
     const __m128i low = _mm_set1_epi8(15);
     __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
     return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(8)));
 }
 /* q4_K: codes 0..15 */
 LLM__INLINE llm__gw llm__gw_q4_k(const unsigned char *row, int g) {
-    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * 144 + 16 + 32 * ((g % 8) / 2)));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * LLM__Q4_K_BYTES + 16 + 32 * ((g % 8) / 2)));
     return llm__gw_i8(_mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15)));
 }
 /* q6_K: (codes - 32) times their scale, the first 16 with sc[2k], the last 16 with sc[2k + 1] */
 LLM__INLINE llm__gw llm__gw_q6_k(const unsigned char *row, int g) {
-    const unsigned char *b = row + (size_t)(g / 8) * 210;
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q6_K_BYTES;
     int k = g % 8, h = k >> 2, c = k & 3;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
     __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
@@ -658,6 +658,105 @@ LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
 LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
 LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
+/* The types added after q6_K, with tiles here: their codes as ref.h's twins
+ * define them, so the sums are the twin's isum (q5_K's before its
+ * sub-block scale, as q4_K's; q3_K's and iq4_xs's with their scales folded
+ * into the codes, as q6_K's: the same integers) */
+/* 16 bytes of 4-bit codes: elements 0..15 (low nibbles) in the low lane, 16..31 (high) in the high lane */
+LLM__INLINE __m256i llm__nibbles32(const unsigned char *qs) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i low = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+}
+/* a little-endian u32 at h as 32 bytes, byte j = 16 where bit j is set (the 5th bit) */
+LLM__INLINE __m256i llm__bit5_32(const unsigned char *h) {
+    __m256i v = _mm256_set1_epi32((int)llm__le32(h));
+    const __m256i which = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    v = _mm256_and_si256(_mm256_shuffle_epi8(v, which), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+}
+LLM__INLINE llm__gw llm__gw_q4_1(const unsigned char *row, int g) {   /* codes 0..15 */
+    return llm__gw_i8(llm__nibbles32(row + (size_t)g * LLM__Q4_1_BYTES + 4));
+}
+LLM__INLINE llm__gw llm__gw_q5_0(const unsigned char *row, int g) {   /* codes - 16 */
+    const unsigned char *b = row + (size_t)g * LLM__Q5_0_BYTES;
+    __m256i q = _mm256_or_si256(llm__nibbles32(b + 6), llm__bit5_32(b + 2));
+    return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)));
+}
+LLM__INLINE llm__gw llm__gw_q5_1(const unsigned char *row, int g) {   /* codes 0..31 */
+    const unsigned char *b = row + (size_t)g * LLM__Q5_1_BYTES;
+    return llm__gw_i8(_mm256_or_si256(llm__nibbles32(b + 8), llm__bit5_32(b + 4)));
+}
+LLM__INLINE llm__gw llm__gw_iq4_nl(const unsigned char *row, int g) {   /* the table's values */
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values));
+    return llm__gw_i8(_mm256_shuffle_epi8(kv, llm__nibbles32(row + (size_t)g * LLM__IQ4_NL_BYTES + 2)));
+}
+/* q5_K: codes 0..31, before the sub-block's scale */
+LLM__INLINE llm__gw llm__gw_q5_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q5_K_BYTES;
+    int j = g % 8;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 48 + 32 * (j / 2)));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
+    lo = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(lo, 4) : lo, _mm256_set1_epi8(15));
+    hb = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+    return llm__gw_i8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)));
+}
+/* q3_K: codes -4..3 times their scales, the first 16 with scale 2k, the last 16 with 2k + 1 */
+LLM__INLINE llm__gw llm__gw_q3_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q3_K_BYTES;
+    int k = g % 8, h = k >> 2, j = k & 3;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32 + 32 * h));
+    __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)b);
+    lo = _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+    hm = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * h + j)), _mm256_set1_epi8(1));
+    llm__gw w = llm__gw_i8(_mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hm, 2)), _mm256_set1_epi8(4)));
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k)));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k + 1)));
+    return w;
+}
+/* iq4_xs: the table's values times the sub-block's scale (|product| <= 4064) */
+LLM__INLINE llm__gw llm__gw_iq4_xs(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__IQ4_XS_BYTES;
+    int k = g % 8;
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values));
+    llm__gw w = llm__gw_i8(_mm256_shuffle_epi8(kv, llm__nibbles32(b + 8 + 16 * k)));
+    __m256i ls = _mm256_set1_epi16((int16_t)llm__iq4xs_scale(b, k));
+    w.lo = _mm256_mullo_epi16(w.lo, ls);
+    w.hi = _mm256_mullo_epi16(w.hi, ls);
+    return w;
+}
+/* q2_K: codes 0..3 times their 4-bit scales (the first 16 with scale 2k,
+ * the last 16 with 2k + 1); and its mins as weights (m 2k for the first 16,
+ * m 2k + 1 for the last), whose sum with the activations is the twin's msum */
+LLM__INLINE llm__gw llm__gw_q2_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
+    int k = g % 8, h = k >> 2, j = k & 3;
+    __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16 + 32 * h));
+    q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+    llm__gw w = llm__gw_i8(q);
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)(b[2 * k] & 15)));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)(b[2 * k + 1] & 15)));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_q2_k_min(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
+    int k = g % 8;
+    llm__gw w;
+    w.lo = _mm256_set1_epi16((int16_t)(b[2 * k] >> 4));
+    w.hi = _mm256_set1_epi16((int16_t)(b[2 * k + 1] >> 4));
+    return w;
+}
+LLM__GG_SUMS_NC(q2_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q2_k_min, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q3_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(iq4_xs, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q4_1, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_0, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_1, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(iq4_nl, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_k, int16_t, llm__gw_lanes_i16)
 #undef LLM__GG_SUMS_NC
 /* one token's: simd.h's llm__gg_sums_<type> */
 #define llm__gg_sums_q8_0(isum, row, xq, G) llm__gg_sums_nc_q8_0(isum, 0, row, xq, 0, 1, G)
@@ -672,6 +771,10 @@ LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
  * (fma(isum, d * xs, acc), q4_K's two), group after group, so every row's
  * bits are the twin's. */
 #define LLM__HAVE_GG_TILES 1
+#define LLM__HAVE_GG_TILE_Q8_0 1
+#define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__HAVE_GG_TILE_Q4_K 1
+#define LLM__HAVE_GG_TILE_Q6_K 1
 LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /* eight rows' f16 at off */
     uint16_t h[8];
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
@@ -733,20 +836,119 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 #define LLM__GG_STEP8_q4_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
     do {                                                                                                      \
         int32_t sc_[8], m_[8];                                                                                \
-        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * 144 + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * LLM__Q4_K_BYTES + 4, (g) % 8, &sc_[i_], &m_[i_]); \
         __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
         __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
-        size_t o_ = (size_t)((g) / 8) * 144;                                                                  \
+        size_t o_ = (size_t)((g) / 8) * LLM__Q4_K_BYTES;                                                                  \
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, o_), xsv), acc); \
         __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, o_ + 2), xsv);                                              \
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
                               _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
     } while (0)
-#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * 34)
-#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * 18)
-#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * 210 + 208)
-#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * 144)
+#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * LLM__Q8_0_BYTES)
+#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * LLM__Q4_0_BYTES)
+#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
+#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
 LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
+/* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
+ * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
+#define LLM__GG_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_iq4_nl(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q3_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_iq4_xs(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+/* q4_1, q5_1: fma(isum, d xs, acc), then fma(sum(x), m xs, acc), m the f16 after d */
+#define LLM__GG_STEP8_MIN(acc, rc, g, iv, xs1, xsv, d_off)                                                     \
+    do {                                                                                                      \
+        LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off);                                                          \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_set1_epi32(xs1)),                                     \
+                              _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv), acc);                         \
+    } while (0)
+#define LLM__GG_STEP8_q4_1 LLM__GG_STEP8_MIN
+#define LLM__GG_STEP8_q5_1 LLM__GG_STEP8_MIN
+/* q5_K: q4_K's two steps with q5_K's blocks */
+#define LLM__GG_STEP8_q5_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+    do {                                                                                                      \
+        int32_t sc_[8], m_[8];                                                                                \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + d_off(g) + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
+        __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv);                                       \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
+                              _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
+    } while (0)
+#define LLM__GG_DOFF_q4_1(g) ((size_t)(g) * LLM__Q4_1_BYTES)
+#define LLM__GG_DOFF_q5_0(g) ((size_t)(g) * LLM__Q5_0_BYTES)
+#define LLM__GG_DOFF_q5_1(g) ((size_t)(g) * LLM__Q5_1_BYTES)
+#define LLM__GG_DOFF_iq4_nl(g) ((size_t)(g) * LLM__IQ4_NL_BYTES)
+#define LLM__GG_DOFF_q5_k(g) ((size_t)((g) / 8) * LLM__Q5_K_BYTES)
+#define LLM__GG_DOFF_q3_k(g) ((size_t)((g) / 8) * LLM__Q3_K_BYTES + 108)
+#define LLM__GG_DOFF_iq4_xs(g) ((size_t)((g) / 8) * LLM__IQ4_XS_BYTES)
+#define LLM__HAVE_GG_TILE_Q3_K 1
+#define LLM__HAVE_GG_TILE_IQ4_XS 1
+#define LLM__HAVE_GG_TILE_Q4_1 1
+#define LLM__HAVE_GG_TILE_Q5_0 1
+#define LLM__HAVE_GG_TILE_Q5_1 1
+#define LLM__HAVE_GG_TILE_IQ4_NL 1
+#define LLM__HAVE_GG_TILE_Q5_K 1
+LLM__GG_TILE8(llm__tile_gq4_1, q4_1, 1, LLM__GG_DOFF_q4_1, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_0, q5_0, 0, LLM__GG_DOFF_q5_0, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_1, q5_1, 1, LLM__GG_DOFF_q5_1, int16_t)
+LLM__GG_TILE8(llm__tile_giq4_nl, iq4_nl, 0, LLM__GG_DOFF_iq4_nl, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_k, q5_k, 1, LLM__GG_DOFF_q5_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq3_k, q3_k, 0, LLM__GG_DOFF_q3_k, int16_t)
+/* q2_K: LLM__GG_TILE8 with a second sum per (row, group), the mins' msum,
+ * and the twin's two steps: fma(isum, d xs, acc), fma(msum, -(dmin xs), acc) */
+#define LLM__HAVE_GG_TILE_Q2_K 1
+static void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                            const float *xs, int t, int nr, int nc) {
+    int n = w->cols, G = n / LLM__GQ;
+    size_t chunk_bytes = (size_t)(64 * LLM__GQ / LLM__QK) * LLM__Q2_K_BYTES;
+    int32_t isum[LLM__NC][8][64], msum[LLM__NC][8][64];
+    const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)t * n;
+    const float *sb = xs + (size_t)t * G;
+    (void)x;
+    memset(isum, 0, sizeof isum);
+    memset(msum, 0, sizeof msum);
+    for (int b0 = 0; b0 < nc; b0 += LLM__NC) {
+        int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;
+        for (int a0 = 0; a0 < nr; a0 += 8) {
+            int na = nr - a0 < 8 ? nr - a0 : 8;
+            const unsigned char *rows[8], *rc[8];
+            for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));
+            __m256 acc[LLM__NC];
+            for (int b = 0; b < nb; b++) acc[b] = _mm256_setzero_ps();
+            for (int c0 = 0; c0 < G; c0 += 64) {
+                int cg = G - c0 < 64 ? G - c0 : 64;
+                for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;
+                for (int i = 0; i < na; i++) {
+                    const int16_t *xc = xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ;
+                    llm__gg_sums_nc_q2_k(&isum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                    llm__gg_sums_nc_q2_k_min(&msum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                }
+                for (int b = 0; b < nb; b++)
+                    for (int g = 0; g < cg; g++) {
+                        const int32_t (*is)[64] = isum[b], (*ms)[64] = msum[b];
+                        __m256i iv = _mm256_setr_epi32(is[0][g], is[1][g], is[2][g], is[3][g], is[4][g], is[5][g],
+                                                       is[6][g], is[7][g]);
+                        __m256i mv = _mm256_setr_epi32(ms[0][g], ms[1][g], ms[2][g], ms[3][g], ms[4][g], ms[5][g],
+                                                       ms[6][g], ms[7][g]);
+                        __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);
+                        size_t o = (size_t)(g / 8) * LLM__Q2_K_BYTES;
+                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, o + 80), xsv), acc[b]);
+                        __m256 dm = _mm256_mul_ps(llm__gg_d8(rc, o + 82), xsv);
+                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_xor_ps(dm, _mm256_set1_ps(-0.0f)), acc[b]);
+                    }
+            }
+            for (int b = 0; b < nb; b++) {
+                float lane[8];
+                _mm256_storeu_ps(lane, acc[b]);
+                for (int i = 0; i < na; i++) out[(size_t)(b0 + b) * ldo + a0 + i] = lane[i];
+            }
+        }
+    }
+}
+LLM__GG_TILE8(llm__tile_giq4_xs, iq4_xs, 0, LLM__GG_DOFF_iq4_xs, int16_t)
 #if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
 LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
 LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
@@ -886,7 +1088,7 @@ LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk
             for (int m = 0; m < 4; m++) t[m] = llm__word_at2(wd[w0 + m], wd[w0 + m + 1]);
             dw = wd[w0];
         } else {
-            int w0 = (18 * g + 2) / 4;
+            int w0 = (LLM__Q4_0_BYTES * g + 2) / 4;
             for (int m = 0; m < 4; m++) t[m] = wd[w0 + m];
             dw = _mm512_srli_epi32(wd[w0 - 1], 16);
         }
@@ -1036,8 +1238,11 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
 LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
                                 int nr, int nc, int nb, int kind, int pan) {
     int n = w->cols, G = n / LLM__GQ;
-    /* a q6_K block is 210 bytes in the file, 212 (whole words) in a panel */
-    size_t rb = pan ? 0 : llm__block_row_bytes(w), gb8 = kind == 2 ? (pan ? 212 : 210) : 144;
+    /* eight groups' bytes: a q6_K block is 210 bytes in the file, 212
+     * (whole words, the traits' panel_slot) in a panel */
+    const llm__type_traits *tr = &llm__traits[w->type];
+    size_t rb = pan ? 0 : llm__block_row_bytes(w);
+    size_t gb8 = pan && tr->panel_unit ? (size_t)tr->panel_slot : (size_t)(8 * LLM__GQ / tr->qblock) * (size_t)tr->qblock_bytes;
     size_t panel_bytes = 16 * llm__panel_row_bytes(w);
     const __m512i order = llm__pair_order(kind != 0);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
@@ -1077,7 +1282,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                     for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
                 } else if (!kind && span == 8) {   /* q4_0's eight groups: 144 bytes of each row */
                     for (int i = 0; i < 16 && i < ahead; i++)
-                        for (int k = 0; k < 144; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
+                        for (int k = 0; k < 8 * LLM__Q4_0_BYTES; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
                 } else {
                     for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                 }

@@ -30,6 +30,11 @@ TOL_NLL = 0.01       # |mean NLL difference| in nats, the issue's bar for llama.
 TOL_NLL_STORIES_Q8 = 0.04   # stories260K q8_0: int8 activations over dim 64 (seen: 0.021)
 
 
+# the awkward models against the float64 reference once (the quantizers and
+# the reference take most of its 20 s); every build checks them through
+# test_new_types_same_bits_every_build, bit for bit against the first
+FIRST_BUILD_ONLY = ("test_awkward_widths_mixed_types_against_reference",)
+
 # ---------------------------------------------------------------- helpers
 
 _files = {}
@@ -198,6 +203,88 @@ def test_block_values_worked_by_hand():
     assert list(v) == [1.5, -2.0], v
 
 
+def test_new_block_values_worked_by_hand():
+    """The block types after Q6_K: the writer's dequantizer on blocks whose
+    values are worked out literally from the layouts (the signs, the 5th
+    bit, the IQ4_NL table, Q3_K's packed 6-bit scales, Q2_K's scales/mins)."""
+    h = lambda v: struct.pack("<e", v)
+    def at(v, idx):
+        return tuple(float(v[i]) for i in idx)
+    # Q4_1: d = 0.5, m = -1; qs[0] = 0x3A: element 0 = 10*0.5 - 1 = 4, element 16 = 3*0.5 - 1 = 0.5;
+    # every other code 0 -> m = -1
+    v = gw.dequantize(gw.Q4_1, h(0.5) + h(-1.0) + bytes([0x3A]) + bytes(15), 1, 32)[0]
+    assert at(v, (0, 16, 1, 31)) == (4.0, 0.5, -1.0, -1.0), v
+    # Q5_0: d = 2; qh bits 0 and 17 set (bytes 01 00 02 00); qs[0] = 0x07, qs[1] = 0x3F:
+    # element 0 = (7 | 16) - 16 = 7 -> 14; element 16 = (0 | 0) - 16 -> -32;
+    # element 1 = 15 - 16 -> -2; element 17 = (3 | 16) - 16 = 3 -> 6; the rest code 0 -> -32
+    v = gw.dequantize(gw.Q5_0, h(2.0) + bytes([1, 0, 2, 0]) + bytes([0x07, 0x3F]) + bytes(14), 1, 32)[0]
+    assert at(v, (0, 16, 1, 17, 2)) == (14.0, -32.0, -2.0, 6.0, -32.0), v
+    # Q5_1: d = 0.25, m = 1; qh bit 31 (byte 3 = 0x80); qs[15] = 0xF0: element 15 = 0 -> 1,
+    # element 31 = 15 | 16 = 31 -> 31*0.25 + 1 = 8.75
+    v = gw.dequantize(gw.Q5_1, h(0.25) + h(1.0) + bytes([0, 0, 0, 0x80]) + bytes(15) + bytes([0xF0]), 1, 32)[0]
+    assert at(v, (15, 31, 0)) == (1.0, 8.75, 1.0), v
+    # IQ4_NL: d = 0.5; qs[0] = 0x80: element 0 = kv[0] = -127 -> -63.5, element 16 = kv[8] = 1 -> 0.5;
+    # qs[1] = 0xF7: element 1 = kv[7] = -10 -> -5, element 17 = kv[15] = 113 -> 56.5
+    v = gw.dequantize(gw.IQ4_NL, h(0.5) + bytes([0x80, 0xF7]) + bytes(14), 1, 32)[0]
+    assert at(v, (0, 16, 1, 17)) == (-63.5, 0.5, -5.0, 56.5), v
+    # Q2_K: d = 1, dmin = 0.5. scales[0] = 0x23 (scale 3, min 2), [1] = 0x05 (5, 0), [2] = 0x12 (2, 1),
+    # [8] = 0xF1 (1, 15). qs[0] = 0xE7: element 0 (bits 0-1) = 3 -> 3*3 - 0.5*2 = 8; element 32
+    # (bits 2-3) = 1, sub-block 2 -> 2*1 - 0.5 = 1.5; qs[16] = 2: element 16, sub-block 1 -> 10;
+    # qs[32] = 1: element 128, sub-block 8 -> 1 - 7.5 = -6.5; element 1 (code 0, sub-block 0) -> -1
+    sc = bytearray(16); sc[0], sc[1], sc[2], sc[8] = 0x23, 0x05, 0x12, 0xF1
+    qs = bytearray(64); qs[0], qs[16], qs[32] = 0xE7, 2, 1
+    v = gw.dequantize(gw.Q2_K, bytes(sc) + bytes(qs) + h(1.0) + h(0.5), 1, 256)[0]
+    assert at(v, (0, 32, 16, 128, 1)) == (8.0, 1.5, 10.0, -6.5, -1.0), v
+    # Q3_K: d = 0.5. Scale 0 = 35 - 32 = 3 (low nibble of s[0] = 3, bits 0-1 of s[8] = 2);
+    # scale 8 = 27 - 32 = -5 (high nibble of s[0] = 0xB, bits 4-5 of s[8] = 1): s[0] = 0xB3,
+    # s[8] = 0x12; scales 1 and 2 raw 0 -> -32. hmask[0] = 1, qs[0] = 2: element 0 = 2 -> 0.5*3*2 = 3;
+    # element 1: low bits 0, high bit clear -> -4 -> -6; element 16 (scale 1) -> 0.5*-32*-4 = 64;
+    # element 32 (bits 2-3 of qs[0] = 0, hmask[0] bit 1 clear, scale 2) -> 64;
+    # qs[32] = 3, hmask[0] bit 4 clear: element 128 = 3 - 4 = -1, scale 8 -> 0.5*-5*-1 = 2.5
+    hm = bytearray(32); hm[0] = 1
+    qs = bytearray(64); qs[0], qs[32] = 2, 3
+    s = bytearray(12); s[0], s[8] = 0xB3, 0x12
+    v = gw.dequantize(gw.Q3_K, bytes(hm) + bytes(qs) + bytes(s) + h(0.5), 1, 256)[0]
+    assert at(v, (0, 1, 16, 32, 128)) == (3.0, -6.0, 64.0, 64.0, 2.5), v
+    # Q5_K: d = 1, dmin = 0.5; s[0] = 3 (sc0), s[4] = 2 (m0), s[1] = 1 (sc1, m1 = 0); sub-block 7:
+    # s[11] = 0x21, s[3] = 0x40 -> sc7 = 1 | 1 << 4 = 17, m7 = 2. qh[0] = 0x83, qs[0] = 0x0A:
+    # element 0 = 10 | 16 = 26 -> 3*26 - 1 = 77; element 32 (high nibble 0, bit 1) = 16 -> 16;
+    # element 1 (code 0) -> -1; qs[96] = 0x50: element 224 = 5 | 16 = 21 -> 17*21 - 1 = 356
+    s = bytearray(12); s[0], s[4], s[1], s[11], s[3] = 3, 2, 1, 0x21, 0x40
+    qh = bytearray(32); qh[0] = 0x83
+    qs = bytearray(128); qs[0], qs[96] = 0x0A, 0x50
+    v = gw.dequantize(gw.Q5_K, h(1.0) + h(0.5) + bytes(s) + bytes(qh) + bytes(qs), 1, 256)[0]
+    assert at(v, (0, 32, 1, 224)) == (77.0, 16.0, -1.0, 356.0), v
+    # IQ4_XS: d = 0.5; sub-block 0: ls = 2 | 2 << 4 = 34 -> 2 (scales_l[0] = 0x02, scales_h bits 0-1 = 2);
+    # sub-block 1: ls 0 -> -32; sub-block 7: ls = 15 | 1 << 4 = 31 -> -1 (scales_l[3] = 0xF0,
+    # scales_h bits 14-15 = 1): scales_h = 0x4002. qs[0] = 0xF0: element 0 = 0.5*2*kv[0] = -127,
+    # element 16 = kv[15] = 113; element 32 (qs[16] = 0, sub-block 1) = 0.5*-32*-127 = 2032;
+    # qs[112] = 0x08: element 224 = 0.5*-1*kv[8] = -0.5, element 240 = 0.5*-1*-127 = 63.5
+    qs = bytearray(128); qs[0], qs[112] = 0xF0, 0x08
+    v = gw.dequantize(gw.IQ4_XS, h(0.5) + struct.pack("<H", 0x4002) + bytes([0x02, 0, 0, 0xF0]) + bytes(qs), 1, 256)[0]
+    assert at(v, (0, 16, 32, 224, 240)) == (-127.0, 113.0, 2032.0, -0.5, 63.5), v
+
+
+NEW_TYPES = (gw.Q4_1, gw.Q5_0, gw.Q5_1, gw.IQ4_NL, gw.Q2_K, gw.Q3_K, gw.Q5_K, gw.IQ4_XS)
+
+
+def test_quantizers_round_trip():
+    """The writer's quantizers and dequantizers agree: normal values come
+    back within each type's error (relative RMS), and in the ranges the
+    layouts allow"""
+    rng = np.random.default_rng(2)
+    a = rng.normal(0, 1, (8, 512)).astype(np.float32)
+    bound = {gw.Q4_1: 0.12, gw.Q5_0: 0.07, gw.Q5_1: 0.06, gw.IQ4_NL: 0.12, gw.Q2_K: 0.45, gw.Q3_K: 0.22,
+             gw.Q5_K: 0.06, gw.IQ4_XS: 0.12}
+    for t in NEW_TYPES:
+        b = gw.quantize(t, a)
+        assert len(b) == gw.tensor_bytes(t, 8, 512), gw.NAME[t]
+        r = gw.dequantize(t, b, 8, 512)
+        e = float(np.sqrt(((r - a) ** 2).mean() / (a ** 2).mean()))
+        print(f"{gw.NAME[t]}: relative RMS error {e:.3f}")
+        assert e <= bound[t], (gw.NAME[t], e)
+
+
 def test_writer_layout_against_spec():
     """The writer's bytes read back field by field as the spec lays them out:
     magic, version 3, counts, aligned data, and the Q8_0 fallback to F16 for
@@ -265,11 +352,11 @@ def test_stories_q8_0_greedy_text():
 # ---------------------------------------------------------------- random models, every block type
 
 def test_random_block_types_against_reference():
-    """Q8_0, Q4_0, Q4_K, Q6_K and BF16 random models: logits and NLL against the
+    """Q8_0, Q4_0, Q4_K, Q6_K, BF16, F16 and the newer types' random models: logits and NLL against the
     reference on the writer's dequantized tensors, prefill and decode"""
     toks = tokens(RANDOM["vocab_size"], 11)
     for qtype, tol in ((gw.Q8_0, TOL_Q8ACT), (gw.Q4_0, TOL_Q16ACT), (gw.Q4_K, TOL_Q16ACT), (gw.Q6_K, TOL_Q16ACT),
-                       (gw.BF16, TOL_EXACT), (gw.F16, TOL_EXACT)):
+                       (gw.BF16, TOL_EXACT), (gw.F16, TOL_EXACT)) + tuple((t, TOL_Q16ACT) for t in NEW_TYPES):
         path = random_gguf(qtype)
         ref = reference_logits(open(path, "rb").read(), toks)
         got = engine_logits(path, toks, RANDOM["vocab_size"])
@@ -278,12 +365,104 @@ def test_random_block_types_against_reference():
         assert r <= tol and d <= TOL_NLL, (qtype, r, d)
 
 
+# models of today's awkward widths, as llama-quantize mixes types in them:
+# rows of dim (288, 576, 896: not whole 256-blocks) in the 32-block types,
+# the rows of hidden_dim (whole 256-blocks) in the K-quants and IQ4_XS
+AWKWARD = (
+    (dict(dim=288, hidden_dim=768, n_heads=6, n_kv_heads=6),
+     dict(emb=gw.Q5_0, q=gw.Q5_0, k=gw.Q5_1, v=gw.IQ4_NL, o=gw.Q4_1, gate=gw.Q5_0, up=gw.Q5_1, down=gw.Q5_K,
+          out=gw.Q8_0)),
+    (dict(dim=576, hidden_dim=1536, n_heads=9, n_kv_heads=3),
+     dict(emb=gw.Q4_1, q=gw.IQ4_NL, k=gw.Q5_0, v=gw.Q5_1, o=gw.Q4_1, gate=gw.IQ4_NL, up=gw.Q5_0, down=gw.Q3_K,
+          out=gw.Q5_1)),
+    (dict(dim=896, hidden_dim=1024, n_heads=14, n_kv_heads=2),
+     dict(emb=gw.IQ4_NL, q=gw.Q5_1, k=gw.Q4_1, v=gw.Q5_0, o=gw.IQ4_NL, gate=gw.Q5_0, up=gw.Q4_1, down=gw.Q2_K,
+          out=gw.IQ4_NL)),
+    (dict(dim=512, hidden_dim=768, n_heads=8, n_kv_heads=4),
+     dict(emb=gw.Q5_K, q=gw.IQ4_XS, k=gw.Q3_K, v=gw.Q2_K, o=gw.Q5_K, gate=gw.IQ4_XS, up=gw.Q3_K, down=gw.IQ4_XS,
+          out=gw.Q2_K)),
+)
+
+
+def awkward_gguf(i, seed=17):
+    """AWKWARD[i]: random normal weights through the writer's quantizers"""
+    key = ("awkward", i)
+    if key in _files:
+        return _files[key]
+    shape, types = AWKWARD[i]
+    c = dict(shape, n_layers=2, vocab_size=300, seq_len=64, shared=False)
+    hs = c["dim"] // c["n_heads"]
+    rng = np.random.default_rng(seed + i)
+    tensors = []
+    def add_mat(name, t, rows, cols, sd=0.05):
+        a = rng.normal(0, sd, (rows, cols)).astype(np.float32)
+        tensors.append((name, t, [cols, rows], gw.quantize(t, a) if t in NEW_TYPES else gw.encode(t, a)))
+    def add_vec(name, n):
+        tensors.append((name, gw.F32, [n], gw.encode(gw.F32, rng.uniform(0.8, 1.2, (1, n)))))
+    add_mat("token_embd.weight", types["emb"], c["vocab_size"], c["dim"], 0.5)
+    for l in range(c["n_layers"]):
+        p = f"blk.{l}."
+        add_vec(p + "attn_norm.weight", c["dim"])
+        add_mat(p + "attn_q.weight", types["q"], c["n_heads"] * hs, c["dim"])
+        add_mat(p + "attn_k.weight", types["k"], c["n_kv_heads"] * hs, c["dim"])
+        add_mat(p + "attn_v.weight", types["v"], c["n_kv_heads"] * hs, c["dim"])
+        add_mat(p + "attn_output.weight", types["o"], c["dim"], c["n_heads"] * hs)
+        add_vec(p + "ffn_norm.weight", c["dim"])
+        add_mat(p + "ffn_gate.weight", types["gate"], c["hidden_dim"], c["dim"])
+        add_mat(p + "ffn_up.weight", types["up"], c["hidden_dim"], c["dim"])
+        add_mat(p + "ffn_down.weight", types["down"], c["dim"], c["hidden_dim"])
+    add_vec("output_norm.weight", c["dim"])
+    add_mat("output.weight", types["out"], c["vocab_size"], c["dim"], 0.2)
+    path = scratch(f"gguf_awkward_{i}.gguf")
+    gw.write(path, gw.llama_kvs(c, eps=1e-5, theta=10000.0), tensors)
+    _files[key] = path
+    return path
+
+
+def test_awkward_widths_mixed_types_against_reference():
+    """dims 288, 576, 896 (rows not whole 256-blocks) and 512, each model
+    mixing the new types as llama-quantize's presets do, weights through the
+    writer's quantizers: logits and NLL against the float64 reference over
+    the dequantized tensors; decode and two threads the same bits"""
+    for i in range(len(AWKWARD)):
+        path = awkward_gguf(i)
+        toks = tokens(300, 5 + i)
+        ref = reference_logits(open(path, "rb").read(), toks)
+        got = engine_logits(path, toks, 300)
+        r, d = rel(got, ref), abs(nll(got, toks) - nll(ref, toks))
+        print(f"awkward dim {AWKWARD[i][0]['dim']}: max rel logit diff {r:.2e}, |NLL diff| {d:.2e}")
+        assert r <= TOL_Q8ACT and d <= TOL_NLL, (i, r, d)
+        for mode, threads in (("decode", None), ("prefill", "2"), ("decode", "2")):
+            again = engine_logits(path, toks, 300, mode, threads)
+            assert np.array_equal(again.view(np.uint32), got.view(np.uint32)), (i, mode, threads)
+
+
+def test_new_types_same_bits_every_build():
+    """the new types' files: this build's logits (a variant's LOGITS) are
+    the optimised build's (build/logits) bit for bit: one float order on
+    every target"""
+    native = os.path.join(common.ROOT, "build", "logits")
+    toks = tokens(RANDOM["vocab_size"], 13, n=9)
+    paths = [random_gguf(t) for t in NEW_TYPES] + [awkward_gguf(i) for i in range(len(AWKWARD))]
+    for path in paths:
+        _, kvs, infos, _ = gw.read(open(path, "rb").read())
+        vocab = [ne for name, gt, ne, off in infos if name == "token_embd.weight"][0][1]
+        got = engine_logits(path, toks, vocab)
+        global LOGITS
+        saved, LOGITS = LOGITS, native
+        try:
+            want = engine_logits(path, toks, vocab)
+        finally:
+            LOGITS = saved
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), path
+
+
 def test_prefill_equals_decode_bit_for_bit():
     """Batched prefill, one-token decode, chunked and two threads give the same
     bits, with the 4-bit matrices repacked into panels (where the build does:
     llm_repack) or read in place from the file"""
     toks = tokens(RANDOM["vocab_size"], 3, n=13)
-    for qtype in (gw.Q8_0, gw.Q4_0, gw.Q4_K, gw.Q6_K, gw.BF16):
+    for qtype in (gw.Q8_0, gw.Q4_0, gw.Q4_K, gw.Q6_K, gw.BF16) + NEW_TYPES:
         path = random_gguf(qtype)
         base = engine_logits(path, toks, RANDOM["vocab_size"], "prefill")
         for mode, threads, repack in (("decode", None, "on"), ("chunked", None, "on"), ("prefill", "2", "on"),

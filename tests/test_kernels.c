@@ -805,11 +805,14 @@ static void *attach_panels(llm_tensor *w) {
  * dequant_row, over awkward shapes (rows not a multiple of 4 or 16, 72
  * groups: past the tile's 64-group chunk). */
 static void test_gguf_blocks(void) {
-    int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
-    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 } };
+    int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K,
+                    LLM_TYPE_GGUF_Q4_1, LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_IQ4_NL,
+                    LLM_TYPE_GGUF_Q2_K, LLM_TYPE_GGUF_Q3_K, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_XS };
+    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 }, { 0, 2 }, { 0, -1 }, { 0, 2 }, { 0, -1 },
+                      { 80, 82 }, { 108, -1 }, { 0, 2 }, { 0, -1 } };
     int cols_k[] = { 1, 3, 9 };   /* blocks per row (q8_0/q4_0: x8 for the same shapes) */
     int Ts[] = { 1, 3, 7 };
-    for (int ti = 0; ti < 4; ti++) {
+    for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
         for (int ci = 0; ci < 3; ci++) {
             for (int k = 0; k < 3; k++) {
@@ -890,11 +893,16 @@ static void test_gguf_blocks(void) {
  * Then again from the matrix's panels where the build repacks the type
  * (at a row offset of one panel: the driver's are whole panels). */
 static void test_gguf_tile_shapes(void) {
-    int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
-    int d_at[][2] = { { 0, -1 }, { 0, 2 }, { 208, -1 } };
-    int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 } }, nrs[] = { 5, 16, 21, 40 };
+    int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K, LLM_TYPE_GGUF_Q4_1,
+                    LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_IQ4_NL, LLM_TYPE_GGUF_Q2_K,
+                    LLM_TYPE_GGUF_Q3_K, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_XS };
+    int d_at[][2] = { { 0, -1 }, { 0, 2 }, { 208, -1 }, { 0, 2 }, { 0, -1 }, { 0, 2 }, { 0, -1 }, { 80, 82 },
+                      { 108, -1 }, { 0, 2 }, { 0, -1 } };
+    int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 96, 288, 2336 }, { 96, 576, 2336 },
+                       { 96, 896, 2336 }, { 96, 288, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 256, 2304, 0 },
+                       { 256, 2304, 0 } }, nrs[] = { 5, 16, 21, 40 };
     enum { ROWS = 64, T = 9, T0 = 1, LDO = 50 };
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
         for (int ci = 0; ci < 3 && colss[ti][ci]; ci++) {
             int cols = colss[ti][ci], ng = cols / 32;
