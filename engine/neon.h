@@ -64,7 +64,10 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
  * lo = x & 127), split once per token for all the rows:
  * w . x = 128 (w . hi) + (w . lo), exact. A tile of fewer than four rows
  * repeats its last row in the spare lanes and stores only its own. */
-#define LLM__HAVE_GG_TILES 1
+#define LLM__HAVE_GG_TILE_Q8_0 1
+#define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__HAVE_GG_TILE_Q4_K 1
+#define LLM__HAVE_GG_TILE_Q6_K 1
 #define LLM__GG_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
 
 /* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
@@ -142,10 +145,10 @@ static void llm__gg8_q8_0(float *o, int na, const unsigned char *const *rc, cons
     for (int g = 0; g < cg; g++) {
         llm__i8x32 xv = llm__i8x32_load(x + 32 * g);
         LLM__UNROLL for (int i = 0; i < 8; i++)
-            s[i] = llm__dot32_i8(s[i], llm__i8x32_load((const int8_t *)(const void *)(rc[i] + 34 * g + 2)), xv);
+            s[i] = llm__dot32_i8(s[i], llm__i8x32_load((const int8_t *)(const void *)(rc[i] + LLM__Q8_0_BYTES * g + 2)), xv);
         LLM__UNROLL for (int v = 0; v < 2; v++) {
             int32x4_t total = llm__total4(s[4 * v], s[4 * v + 1], s[4 * v + 2], s[4 * v + 3]);
-            acc[v] = llm__gg_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, (size_t)34 * g), xs[g]);
+            acc[v] = llm__gg_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, (size_t)LLM__Q8_0_BYTES * g), xs[g]);
             prev[v] = total;
         }
     }
@@ -164,7 +167,7 @@ static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, cons
         int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
         int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
         LLM__UNROLL for (int i = 0; i < 8; i++) {
-            uint8x16_t b = vld1q_u8(rc[i] + 18 * g + 2);
+            uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_0_BYTES * g + 2);
             int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
             LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
             LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
@@ -173,7 +176,7 @@ static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, cons
         LLM__UNROLL for (int v = 0; v < 2; v++) {
             int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
                                           llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
-            acc[v] = llm__gg_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)18 * g), xs[g]);
+            acc[v] = llm__gg_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)LLM__Q4_0_BYTES * g), xs[g]);
             prev[v] = total;
         }
     }
@@ -224,7 +227,7 @@ static void llm__gg4_q4_k(float *o, int na, const unsigned char *const *rc, cons
     float32x4_t acc = llm__acc4_load(o, na, first);
     const uint8x16_t m15 = vdupq_n_u8(15);
     for (int k0 = 0; k0 < cg; k0 += 8) {
-        size_t at = (size_t)(k0 / 8) * 144;
+        size_t at = (size_t)(k0 / 8) * LLM__Q4_K_BYTES;
         int32_t sc[8][4], mn[8][4];
         llm__q4k_scales4(sc, mn, rc, at + 4);
         float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
@@ -272,7 +275,7 @@ static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, cons
                           const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     for (int k0 = 0; k0 < cg; k0 += 8) {
-        size_t at = (size_t)(k0 / 8) * 210;
+        size_t at = (size_t)(k0 / 8) * LLM__Q6_K_BYTES;
         int32_t sc[16][4];
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 16; j++) sc[j][i] = (int8_t)rc[i][at + 192 + j];
