@@ -199,8 +199,11 @@ static void usage(FILE *out) {
         "  --ctx N      context length (KV cache positions), default the model's seq_len\n"
         "  --kv f32|f16|q8  KV cache storage (q8: int8 with a scale per head), default f32\n"
         "  --norm rms|layer        norm type (default: the checkpoint's)\n"
-        "  --norm-pos pre|post     norm position (default: the checkpoint's)\n"
-        "  --final-norm on|off     norm before the LM head (default: on for pre, off for post)\n"
+        "  --norm-pos pre|post|peri|out  norm placement (default: the checkpoint's):\n"
+        "               pre  h = x + attn(N(x))           post h = N(x + attn(x))\n"
+        "               peri h = x + N(attn(N(x)))        out  h = x + N(attn(x))\n"
+        "               (the same around the FFN; a norm the checkpoint lacks has weight 1)\n"
+        "  --final-norm on|off     norm before the LM head (default: off for post, else on)\n"
         "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
         "  --qk-norm on|off        RMSNorm of each head's q and k before RoPE (Qwen3); on only\n"
         "               where the checkpoint has the weights (default: on where it has them)\n"
@@ -413,7 +416,7 @@ static options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--norm")) {
             if ((o.norm_type = llm_parse_norm_type(v)) < 0) die(2, "--norm expects rms or layer, got '%s'", v);
         } else if (!strcmp(a, "--norm-pos")) {
-            if ((o.norm_pos = llm_parse_norm_pos(v)) < 0) die(2, "--norm-pos expects pre or post, got '%s'", v);
+            if ((o.norm_pos = llm_parse_norm_pos(v)) < 0) die(2, "--norm-pos expects pre, post, peri or out, got '%s'", v);
         } else if (!strcmp(a, "--final-norm")) {
             if ((o.final_norm = llm_parse_on_off(v)) < 0) die(2, "--final-norm expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--qk-norm")) {
@@ -936,7 +939,7 @@ static void apply_norm_options(llm_model *m, const options *o) {
     if (o->norm_type >= 0) c->norm_type = o->norm_type;
     if (o->norm_pos >= 0) c->norm_pos = o->norm_pos;
     if (o->final_norm >= 0) c->final_norm = o->final_norm;
-    else if (pos_changed) c->final_norm = c->norm_pos == LLM_NORM_PRE; /* on for pre, off for post */
+    else if (pos_changed) c->final_norm = c->norm_pos != LLM_NORM_POST; /* off for post, else on */
     if (o->norm_eps > 0.0f) c->norm_eps = o->norm_eps;
     if (o->qk_norm == 1 && !m->w.layers[0].q_norm.data)
         die(2, "--qk-norm on: this checkpoint has no q/k norm weights (q_norm, k_norm)");
@@ -952,9 +955,13 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
             c->seq_len, llm_type_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
-    fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
-            llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
-            (double)c->norm_eps, c->norm_bias ? ", with biases" : "", so->ctx_len,
+    /* the placement, and for peri and out whether the output norms are the checkpoint's */
+    int outs = c->norm_pos == LLM_NORM_PERI || c->norm_pos == LLM_NORM_OUT;
+    int stored = e->model.w.layers && e->model.w.layers[0].attn_out_norm.data;
+    fprintf(out, "norm: %s, %s-norm%s, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
+            llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos),
+            !outs ? "" : stored ? " (output norms stored)" : " (output norms: weight 1, not in the checkpoint)",
+            c->final_norm ? "on" : "off", (double)c->norm_eps, c->norm_bias ? ", with biases" : "", so->ctx_len,
             llm_kv_type_name(so->kv_type), o->threads,
 #ifdef _OPENMP
             o->threads == 1 ? "" : o->wait == WAIT_SPIN ? " (idle threads spin)" : " (idle threads sleep)",

@@ -25,7 +25,7 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     LLM__CHECK(c->head_size > 0 && c->head_size % 2 == 0, "head size %d must be even", c->head_size);
     LLM__CHECK(c->head_size <= LLM_MAX_HEAD_SIZE, "head size %d above this build's LLM_MAX_HEAD_SIZE %d", c->head_size, LLM_MAX_HEAD_SIZE);
     LLM__CHECK(c->norm_type == LLM_NORM_RMS || c->norm_type == LLM_NORM_LAYER, "norm_type %d unknown", c->norm_type);
-    LLM__CHECK(c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_POST, "norm_pos %d unknown", c->norm_pos);
+    LLM__CHECK(c->norm_pos >= LLM_NORM_PRE && c->norm_pos <= LLM_NORM_OUT, "norm_pos %d unknown (0 pre, 1 post, 2 peri, 3 out)", c->norm_pos);
     LLM__CHECK(c->final_norm == 0 || c->final_norm == 1, "final_norm %d must be 0 or 1", c->final_norm);
     LLM__CHECK(c->norm_eps > 0.0f && c->norm_eps < 1.0f, "norm eps %g out of range (0, 1)", (double)c->norm_eps);
     LLM__CHECK(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX, "rope_theta %g must be positive and finite", (double)c->rope_theta);
@@ -43,6 +43,7 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     }
     LLM__CHECK(c->qkv_bias == 0 || c->qkv_bias == 1, "qkv_bias %d must be 0 or 1", c->qkv_bias);
     LLM__CHECK(c->qk_norm == 0 || c->qk_norm == 1, "qk_norm %d must be 0 or 1", c->qk_norm);
+    LLM__CHECK(c->out_norm == 0 || c->out_norm == 1, "out_norm %d must be 0 or 1", c->out_norm);
 #undef LLM__CHECK
     return LLM_OK;
 }
@@ -218,9 +219,11 @@ static uint64_t llm__matrix_bytes(const llm_config *c, uint64_t rows, uint64_t c
 enum { LLM__K_TOK_EMBEDDINGS, LLM__K_ATTN_NORM, LLM__K_ATTN_NORM_BIAS, LLM__K_WQ, LLM__K_WK, LLM__K_WV,
        LLM__K_Q_BIAS, LLM__K_K_BIAS, LLM__K_V_BIAS, LLM__K_Q_NORM, LLM__K_K_NORM, LLM__K_WO, LLM__K_FFN_NORM,
        LLM__K_FFN_NORM_BIAS, LLM__K_W1, LLM__K_W2, LLM__K_W3, LLM__K_FINAL_NORM, LLM__K_FINAL_NORM_BIAS,
-       LLM__K_CLASSIFIER, LLM__K_COUNT };
+       LLM__K_CLASSIFIER, LLM__K_ATTN_OUT_NORM, LLM__K_ATTN_OUT_NORM_BIAS, LLM__K_FFN_OUT_NORM,
+       LLM__K_FFN_OUT_NORM_BIAS, LLM__K_COUNT };
 enum { LLM__S_1, LLM__S_DIM, LLM__S_HIDDEN, LLM__S_VOCAB, LLM__S_Q, LLM__S_KV, LLM__S_HEAD };   /* sizes */
-enum { LLM__IF_ALWAYS, LLM__IF_NORM_BIAS, LLM__IF_UNSHARED, LLM__IF_QKV_BIAS, LLM__IF_QK_NORM };  /* presence */
+enum { LLM__IF_ALWAYS, LLM__IF_NORM_BIAS, LLM__IF_UNSHARED, LLM__IF_QKV_BIAS, LLM__IF_QK_NORM,   /* presence */
+       LLM__IF_OUT_NORM, LLM__IF_OUT_NORM_BIAS };
 typedef struct llm__kind {
     const char *name;
     unsigned char per_layer, matrix, rows, cols, when;
@@ -249,6 +252,11 @@ static const llm__kind llm__kinds[LLM__K_COUNT] = {
     { "final_norm", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(final_norm) },
     { "final_norm_bias", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__W(final_norm_bias) },
     { "classifier", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_UNSHARED, LLM__W(classifier) },
+    /* added later, so numbered after the model's last tensors; in a layer they come after w3 */
+    { "attn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(attn_out_norm) },
+    { "attn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(attn_out_norm_bias) },
+    { "ffn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(ffn_out_norm) },
+    { "ffn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(ffn_out_norm_bias) },
 };
 #undef LLM__L
 #undef LLM__W
@@ -272,6 +280,8 @@ static int llm__kind_present(const llm_config *c, int kind) {
     case LLM__IF_UNSHARED: return !c->shared_classifier;
     case LLM__IF_QKV_BIAS: return c->qkv_bias;
     case LLM__IF_QK_NORM: return c->qk_norm;
+    case LLM__IF_OUT_NORM: return c->out_norm;
+    case LLM__IF_OUT_NORM_BIAS: return c->out_norm && c->norm_bias;
     }
     return 1;
 }
@@ -304,8 +314,8 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
     const llm_config *c = &m->cfg;
     uint32_t count = llm__u32(b + 96);
     uint64_t dir = llm__u64(b + 104), want = 0;
-    for (int i = 136; i < LLM_HEADER_SIZE; i++)
-        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 136..255 are not zero");
+    for (int i = 140; i < LLM_HEADER_SIZE; i++)
+        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 140..255 are not zero");
     for (int k = 0; k < LLM__K_COUNT; k++)
         if (llm__kind_present(c, k)) want += llm__kinds[k].per_layer ? (uint64_t)c->n_layers : 1;
     if ((uint64_t)count != want) {
@@ -334,7 +344,7 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
 #define LLM__BAD(...) do { llm__fmt(why, sizeof why, __VA_ARGS__); \
                            llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u): %s", name, (unsigned)i, why); \
                            return LLM_ERR_FORMAT; } while (0)
-        if (!llm__kind_present(c, (int)kind)) LLM__BAD("not expected with the header's flags (norm_bias, shared_classifier, qkv_bias, qk_norm)");
+        if (!llm__kind_present(c, (int)kind)) LLM__BAD("not expected with the header's flags (norm_bias, shared_classifier, qkv_bias, qk_norm, out_norm)");
         if (k->per_layer ? layer >= (uint32_t)c->n_layers : layer != LLM__NO_LAYER)
             LLM__BAD("layer %u out of range", (unsigned)layer);
         uint64_t at = llm__entry_key(c, (int)kind, layer);
@@ -421,6 +431,7 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
         c->rope_factor = llm__f32(b + 112); c->rope_low_freq_factor = llm__f32(b + 116);
         c->rope_high_freq_factor = llm__f32(b + 120); c->rope_orig_ctx = llm__i32(b + 124);
         c->qkv_bias = (int)llm__u32(b + 128); c->qk_norm = (int)llm__u32(b + 132);
+        c->out_norm = (int)llm__u32(b + 136);
     }
     /* f32, f16, q8_0, and two of GGUF's block layouts: q4_0 and q4_K */
     int wt = c->weight_type;
