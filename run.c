@@ -162,6 +162,7 @@ typedef struct options {
     int wait;                              /* WAIT_*: how idle threads wait */
     int tokenizer_given;                   /* -z was on the command line */
     int special;                           /* --special: text may produce special tokens */
+    int verbose_prompt;                    /* --verbose-prompt: the prompt's ids and pieces to stderr */
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
     int qk_norm;                           /* -1: the checkpoint's */
@@ -225,6 +226,8 @@ static void usage(FILE *out) {
         "               today: the current date\n"
         "  --special    special tokens (<|eot_id|>, <|im_start|>, ...) in -i/-f text are\n"
         "               matched as those tokens; default: encoded as plain text\n"
+        "  --verbose-prompt  print the prompt's ids and pieces, as the model is fed them, to\n"
+        "               stderr (generate: the prompt; chat: each turn in its template)\n"
         "  --info       print the model's configuration and memory plan, then exit\n"
         "               (the tokenizer's share with -z or a GGUF's own; nothing is allocated)\n"
         "  --help       this text\n"
@@ -384,6 +387,7 @@ static options parse_options(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         if (!strcmp(a, "--info")) { o.info = 1; continue; }
         if (!strcmp(a, "--special")) { o.special = 1; continue; }
+        if (!strcmp(a, "--verbose-prompt")) { o.verbose_prompt = 1; continue; }
         if (a[0] != '-' || a[1] == '\0') {
             if (o.checkpoint) die(2, "unexpected argument '%s' (one checkpoint only; see --help)", a);
             o.checkpoint = a;
@@ -1218,6 +1222,23 @@ static void print_token(engine *e, int prev, int token) {
     print_piece(piece, len);
 }
 
+/* --verbose-prompt: what the model is fed, one id and its piece (the raw
+ * bytes, \xNN for a byte that is not printable ASCII, \\ and \') a line. */
+static void print_prompt_ids(const engine *e, const char *what, const int *ids, int n) {
+    fprintf(stderr, "verbose prompt, %s: %d tokens\n", what, n);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const unsigned char *p = (const unsigned char *)tok_decode(&e->tok, -1, ids[i], &len);
+        fprintf(stderr, "%6d -> '", ids[i]);
+        for (size_t k = 0; k < len; k++) {
+            if (p[k] == '\\' || p[k] == '\'') fprintf(stderr, "\\%c", p[k]);
+            else if (p[k] < 0x20 || p[k] >= 0x7f) fprintf(stderr, "\\x%02x", p[k]);
+            else fputc(p[k], stderr);
+        }
+        fputs("'\n", stderr);
+    }
+}
+
 /* ===================================================================== */
 /* Modes                                                                  */
 /* ===================================================================== */
@@ -1340,7 +1361,7 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
     }
     char *line = NULL;
     size_t line_cap = 0;
-    int pos = 0, first = 1, cut = 0, stop = end_id;
+    int pos = 0, first = 1, cut = 0, stop = end_id, n_turns = 0;
     const char *given = o->prompt && o->prompt[0] ? o->prompt : NULL;
     while (pos < steps) {
         if (!given && !read_line("User: ", &line, &line_cap)) break;
@@ -1349,6 +1370,11 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
         given = NULL;
         int n;
         int *ids = encode_turn(e, &turn, &n);
+        if (o->verbose_prompt) {
+            char what[48];
+            snprintf(what, sizeof what, "turn %d in its template", ++n_turns);
+            print_prompt_ids(e, what, ids, n);
+        }
         if (pos + n >= steps) {
             free(ids);
             free(line);
@@ -1504,6 +1530,7 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "generate") && e.tok_file.data) {
         prompt = encode_text(&e, o.prompt, e.tok.add_bos, 0, &n_prompt);
         if (n_prompt == 0 && !o.info) die(2, "the prompt is empty and this tokenizer adds no BOS: give a prompt with -i");
+        if (o.verbose_prompt) print_prompt_ids(&e, "the prompt", prompt, n_prompt);
     }
     if (is_eval && e.tok_file.data) prompt = read_eval_tokens(&e, o.eval_file, &n_prompt);
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;
