@@ -142,8 +142,12 @@ typedef struct llm_layer {
     llm_tensor q_bias;              /* (n_heads*head_size,) f32, with qkv_bias */
     llm_tensor k_bias, v_bias;      /* (n_kv_heads*head_size,)            */
     llm_tensor q_norm, k_norm;      /* (head_size,) f32, with qk_norm     */
-    llm_tensor attn_out_norm, attn_out_norm_bias;  /* (dim,) f32, with out_norm: */
-    llm_tensor ffn_out_norm, ffn_out_norm_bias;    /* peri's and out's N2, N4 */
+    /* peri's and out's N2, N4 (with out_norm), (dim,) f32 each or NULL: bare
+     * pointers, not llm_tensors, so the layer table stays small: the compact
+     * Cortex-M build had 192 bytes to spare in its 128 KiB, four llm_tensors
+     * a layer would have cost 832, these take all 192 */
+    const float *attn_out_norm, *attn_out_norm_bias;
+    const float *ffn_out_norm, *ffn_out_norm_bias;
 } llm_layer;
 
 typedef struct llm_weights {

@@ -228,35 +228,36 @@ typedef struct llm__kind {
     const char *name;
     unsigned char per_layer, matrix, rows, cols, when;
     unsigned short field;   /* offsetof in llm_layer (per layer) or llm_weights */
+    unsigned char bare;     /* 1: the field is a const float * (an f32 vector), not an llm_tensor */
 } llm__kind;
 #define LLM__L(f) (unsigned short)offsetof(llm_layer, f)
 #define LLM__W(f) (unsigned short)offsetof(llm_weights, f)
 static const llm__kind llm__kinds[LLM__K_COUNT] = {
-    { "tok_embeddings", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(tok_embeddings) },
-    { "attn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(attn_norm) },
-    { "attn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(attn_norm_bias) },
-    { "wq", 1, 1, LLM__S_Q, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wq) },
-    { "wk", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wk) },
-    { "wv", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wv) },
-    { "q_bias", 1, 0, LLM__S_1, LLM__S_Q, LLM__IF_QKV_BIAS, LLM__L(q_bias) },
-    { "k_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(k_bias) },
-    { "v_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(v_bias) },
-    { "q_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(q_norm) },
-    { "k_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(k_norm) },
-    { "wo", 1, 1, LLM__S_DIM, LLM__S_Q, LLM__IF_ALWAYS, LLM__L(wo) },
-    { "ffn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(ffn_norm) },
-    { "ffn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(ffn_norm_bias) },
-    { "w1", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w1) },
-    { "w2", 1, 1, LLM__S_DIM, LLM__S_HIDDEN, LLM__IF_ALWAYS, LLM__L(w2) },
-    { "w3", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w3) },
-    { "final_norm", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(final_norm) },
-    { "final_norm_bias", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__W(final_norm_bias) },
-    { "classifier", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_UNSHARED, LLM__W(classifier) },
+    { "tok_embeddings", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(tok_embeddings), 0 },
+    { "attn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(attn_norm), 0 },
+    { "attn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(attn_norm_bias), 0 },
+    { "wq", 1, 1, LLM__S_Q, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wq), 0 },
+    { "wk", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wk), 0 },
+    { "wv", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wv), 0 },
+    { "q_bias", 1, 0, LLM__S_1, LLM__S_Q, LLM__IF_QKV_BIAS, LLM__L(q_bias), 0 },
+    { "k_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(k_bias), 0 },
+    { "v_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(v_bias), 0 },
+    { "q_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(q_norm), 0 },
+    { "k_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(k_norm), 0 },
+    { "wo", 1, 1, LLM__S_DIM, LLM__S_Q, LLM__IF_ALWAYS, LLM__L(wo), 0 },
+    { "ffn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(ffn_norm), 0 },
+    { "ffn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(ffn_norm_bias), 0 },
+    { "w1", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w1), 0 },
+    { "w2", 1, 1, LLM__S_DIM, LLM__S_HIDDEN, LLM__IF_ALWAYS, LLM__L(w2), 0 },
+    { "w3", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w3), 0 },
+    { "final_norm", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(final_norm), 0 },
+    { "final_norm_bias", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__W(final_norm_bias), 0 },
+    { "classifier", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_UNSHARED, LLM__W(classifier), 0 },
     /* added later, so numbered after the model's last tensors; in a layer they come after w3 */
-    { "attn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(attn_out_norm) },
-    { "attn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(attn_out_norm_bias) },
-    { "ffn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(ffn_out_norm) },
-    { "ffn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(ffn_out_norm_bias) },
+    { "attn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(attn_out_norm), 1 },
+    { "attn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(attn_out_norm_bias), 1 },
+    { "ffn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(ffn_out_norm), 1 },
+    { "ffn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(ffn_out_norm_bias), 1 },
 };
 #undef LLM__L
 #undef LLM__W
@@ -394,9 +395,12 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
         const llm__kind *k = &llm__kinds[llm__u32(e)];
         uint64_t so = llm__u64(e + 32);
         unsigned char *base = k->per_layer ? (unsigned char *)&m->w.layers[llm__u32(e + 4)] : (unsigned char *)&m->w;
-        *(llm_tensor *)(void *)(base + k->field) =
-            llm__tensor(b + (size_t)llm__u64(e + 24), so ? (const float *)(const void *)(b + (size_t)so) : NULL,
-                        (int)llm__u32(e + 8), (int)llm__u32(e + 16), (int)llm__u32(e + 20), c->group_size);
+        if (k->bare)
+            *(const float **)(void *)(base + k->field) = (const float *)(const void *)(b + (size_t)llm__u64(e + 24));
+        else
+            *(llm_tensor *)(void *)(base + k->field) =
+                llm__tensor(b + (size_t)llm__u64(e + 24), so ? (const float *)(const void *)(b + (size_t)so) : NULL,
+                            (int)llm__u32(e + 8), (int)llm__u32(e + 16), (int)llm__u32(e + 20), c->group_size);
     }
     if (c->shared_classifier) m->w.classifier = m->w.tok_embeddings;
     return LLM_OK;
