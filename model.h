@@ -142,18 +142,20 @@ typedef struct llm_layer {
     llm_tensor q_bias;              /* (n_heads*head_size,) f32, with qkv_bias */
     llm_tensor k_bias, v_bias;      /* (n_kv_heads*head_size,)            */
     llm_tensor q_norm, k_norm;      /* (head_size,) f32, with qk_norm     */
-    /* peri's and out's N2, N4 (with out_norm), (dim,) f32 each or NULL: bare
-     * pointers, not llm_tensors, so the layer table stays small: the compact
-     * Cortex-M build had 192 bytes to spare in its 128 KiB, four llm_tensors
-     * a layer would have cost 832, these take all 192 */
-    const float *attn_out_norm, *attn_out_norm_bias;
-    const float *ffn_out_norm, *ffn_out_norm_bias;
 } llm_layer;
+
+/* peri's and out's N2, N4 of layer l: out_norms[4 l + LLM_OUT_*] */
+enum { LLM_OUT_ATTN, LLM_OUT_ATTN_BIAS, LLM_OUT_FFN, LLM_OUT_FFN_BIAS };
 
 typedef struct llm_weights {
     llm_tensor tok_embeddings;      /* (vocab, dim)                       */
     llm_layer *layers;              /* (n_layers,) in the model arena     */
     llm_tensor final_norm, final_norm_bias;  /* (dim,)                    */
+    const float **out_norms;        /* with out_norm: (n_layers, 4) (dim,) f32 vectors
+                                       (biases NULL without norm_bias) in the model
+                                       arena; NULL without. Apart from llm_layer, so a
+                                       checkpoint without them pays no RAM: the compact
+                                       Cortex-M build has under 200 bytes to spare */
     llm_tensor classifier;          /* (vocab, dim)                       */
 } llm_weights;
 

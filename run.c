@@ -961,7 +961,7 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
     /* the placement, and for peri and out whether the output norms are the checkpoint's */
     int outs = c->norm_pos == LLM_NORM_PERI || c->norm_pos == LLM_NORM_OUT;
-    int stored = e->model.w.layers && e->model.w.layers[0].attn_out_norm;
+    int stored = e->model.w.out_norms != NULL;
     fprintf(out, "norm: %s, %s-norm%s, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
             llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos),
             !outs ? "" : stored ? " (output norms stored)" : " (output norms: weight 1, not in the checkpoint)",

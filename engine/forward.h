@@ -364,7 +364,7 @@ static void llm__layer_norm_batch(float *out, const float *x, const llm_tensor *
                                   int T, const llm_model *m, const llm_state *s) {
     llm__norm_batch(out, x, (const float *)g->data, (const float *)b->data, T, m->cfg.dim, &m->cfg, s);
 }
-/* the same with an output norm's bare f32 weights (model.h) */
+/* the same with an output norm's f32 weights (w.out_norms, model.h) */
 static void llm__out_norm_batch(float *out, const float *x, const float *g, const float *b, int T,
                                 const llm_model *m, const llm_state *s) {
     llm__norm_batch(out, x, g, b, T, m->cfg.dim, &m->cfg, s);
@@ -520,14 +520,15 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
         if (in) { llm__layer_norm_batch(s->xb, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s); a = s->xb; }
         llm__attention(m, s, l, a, T, pos);
         /* peri, out: h = x + N2(attn(a)); pre: h = x + attn(a); post: h = N1(x + attn(x)) */
-        if (out) llm__out_norm_batch(s->xb2, s->xb2, L->attn_out_norm, L->attn_out_norm_bias, T, m, s);
+        const float *const *on = m->w.out_norms ? m->w.out_norms + (size_t)l * 4 : NULL;   /* N2, N4 or none (1) */
+        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_ATTN] : NULL, on ? on[LLM_OUT_ATTN_BIAS] : NULL, T, m, s);
         llm__residual_add(s->x, s->xb2, T, D, s);
         if (post) llm__layer_norm_batch(s->x, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
         /* the same around the FFN with N3, N4: y = h + N4(ffn(N3(h))) and its parts */
         a = s->x;
         if (in) { llm__layer_norm_batch(s->xb, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s); a = s->xb; }
         llm__ffn(m, s, l, a, T);
-        if (out) llm__out_norm_batch(s->xb2, s->xb2, L->ffn_out_norm, L->ffn_out_norm_bias, T, m, s);
+        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_FFN] : NULL, on ? on[LLM_OUT_FFN_BIAS] : NULL, T, m, s);
         llm__residual_add(s->x, s->xb2, T, D, s);
         if (post) llm__layer_norm_batch(s->x, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
     }

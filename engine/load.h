@@ -61,8 +61,11 @@ int llm_check_config(llm_model *m) {
 
 /* Bytes of the model arena: the layer table and the RoPE frequencies, each
  * aligned, and room to align the arena itself. */
+static uint64_t llm__out_norms_bytes(const llm_config *c) {
+    return c->out_norm ? llm__align(llm__mul((uint64_t)c->n_layers * 4, sizeof(const float *))) : 0;
+}
 static uint64_t llm__model_bytes(const llm_config *c) {
-    return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) +
+    return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) + llm__out_norms_bytes(c) +
            llm__align(llm__mul((uint64_t)(c->head_size / 2), sizeof(float)));
 }
 
@@ -85,7 +88,8 @@ static float llm__scaled_freq(const llm_config *c, float freq) {
 }
 
 /* Once the file is validated: carve the layer table (zeroed: a tensor the
- * file lacks stays NULL) and the RoPE frequencies from the arena. The
+ * file lacks stays NULL), the output norms' table when the file has them,
+ * and the RoPE frequencies from the arena. The
  * frequencies in float as llama2.c computes them, 1 / theta^(i/hs), the
  * power in double, then rounded: float libms differ between glibc and a
  * microcontroller's newlib, double ones agree to the float bit. */
@@ -100,9 +104,11 @@ static int llm__model_arena(llm_model *m, void *arena, size_t arena_size) {
     unsigned char *a = (unsigned char *)arena;
     a += (LLM_ALIGN - (uintptr_t)a % LLM_ALIGN) % LLM_ALIGN;
     size_t layers = (size_t)llm__align((uint64_t)c->n_layers * sizeof(llm_layer));
-    memset(a, 0, layers);
+    size_t outs = (size_t)llm__out_norms_bytes(c);
+    memset(a, 0, layers + outs);
     m->w.layers = (llm_layer *)(void *)a;
-    m->rope_freq = (float *)(void *)(a + layers);
+    m->w.out_norms = outs ? (const float **)(void *)(a + layers) : NULL;
+    m->rope_freq = (float *)(void *)(a + layers + outs);
     int hs = c->head_size;
     for (int i = 0; i < hs; i += 2)
         m->rope_freq[i / 2] = llm__scaled_freq(c, 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs)));
@@ -228,7 +234,7 @@ typedef struct llm__kind {
     const char *name;
     unsigned char per_layer, matrix, rows, cols, when;
     unsigned short field;   /* offsetof in llm_layer (per layer) or llm_weights */
-    unsigned char bare;     /* 1: the field is a const float * (an f32 vector), not an llm_tensor */
+    unsigned char bare;     /* 1: an entry of w.out_norms (kind - LLM__K_ATTN_OUT_NORM), not a field */
 } llm__kind;
 #define LLM__L(f) (unsigned short)offsetof(llm_layer, f)
 #define LLM__W(f) (unsigned short)offsetof(llm_weights, f)
@@ -254,10 +260,10 @@ static const llm__kind llm__kinds[LLM__K_COUNT] = {
     { "final_norm_bias", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__W(final_norm_bias), 0 },
     { "classifier", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_UNSHARED, LLM__W(classifier), 0 },
     /* added later, so numbered after the model's last tensors; in a layer they come after w3 */
-    { "attn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(attn_out_norm), 1 },
-    { "attn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(attn_out_norm_bias), 1 },
-    { "ffn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, LLM__L(ffn_out_norm), 1 },
-    { "ffn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, LLM__L(ffn_out_norm_bias), 1 },
+    { "attn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, 0, 1 },
+    { "attn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, 0, 1 },
+    { "ffn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, 0, 1 },
+    { "ffn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, 0, 1 },
 };
 #undef LLM__L
 #undef LLM__W
@@ -396,7 +402,8 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
         uint64_t so = llm__u64(e + 32);
         unsigned char *base = k->per_layer ? (unsigned char *)&m->w.layers[llm__u32(e + 4)] : (unsigned char *)&m->w;
         if (k->bare)
-            *(const float **)(void *)(base + k->field) = (const float *)(const void *)(b + (size_t)llm__u64(e + 24));
+            m->w.out_norms[(size_t)llm__u32(e + 4) * 4 + (size_t)(llm__u32(e) - LLM__K_ATTN_OUT_NORM)] =
+                (const float *)(const void *)(b + (size_t)llm__u64(e + 24));
         else
             *(llm_tensor *)(void *)(base + k->field) =
                 llm__tensor(b + (size_t)llm__u64(e + 24), so ? (const float *)(const void *)(b + (size_t)so) : NULL,
