@@ -186,12 +186,12 @@ BPE_TOK ?= build/bpe/llama3/tokenizer.ltok
 bench-bpe: build/bpe_tool
 	build/bpe_tool bench $(BPE_TOK)
 
-# Perplexity of stories260K on tests/data/stories.txt under the 8 norm variants (README's table).
+# Perplexity of stories260K on tests/data/stories.txt under the 16 norm variants (README's table).
 NORM_TEXT ?= tests/data/stories.txt
 norm-table: build/run.stamp
 	@echo "| norm | position | final norm | tokens | mean NLL | perplexity |"
 	@echo "| --- | --- | --- | --- | --- | --- |"
-	@for n in rms layer; do for p in pre post; do for f in on off; do \
+	@for n in rms layer; do for p in pre post peri out; do for f in on off; do \
 	  ./run $(MODELS)/stories260K.bin -z $(MODELS)/tok512.bin -m eval -f $(NORM_TEXT) \
 	    --norm $$n --norm-pos $$p --final-norm $$f 2>/dev/null | \
 	  awk -v n=$$n -v p=$$p -v f=$$f '{ printf "| %s | %s | %s | %s | %s | %s |\n", n, p, f, $$2, $$4, $$6 }'; \

@@ -25,6 +25,7 @@ Tensor names used by read_checkpoint() and the writer:
   layers.{l}.q_norm (hs,), .k_norm (hs,)  [qk_norm]
   layers.{l}.ffn_norm (dim,), layers.{l}.ffn_norm_bias (dim,) [norm_bias]
   layers.{l}.w1 (hidden, dim) gate, .w2 (dim, hidden) down, .w3 (hidden, dim) up
+  layers.{l}.attn_out_norm (dim,) [+ _bias], .ffn_out_norm (dim,) [+ _bias]  [out_norm]
   final_norm (dim,), final_norm_bias (dim,) [norm_bias]
   classifier (vocab, dim)  [only when not shared_classifier]
 """
@@ -75,7 +76,8 @@ DTYPES = {"f32": WT_F32, "f16": WT_F16, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0, "q4_k"
 BLOCK_TYPES = {WT_Q4_0: (32, 18), WT_Q4_K: (256, 144)}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 NORM_TYPES = {"rms": 0, "layer": 1}
-NORM_POS = {"pre": 0, "post": 1}
+NORM_POS = {"pre": 0, "post": 1, "peri": 2, "out": 3}
+NORM_POS_NAMES = {v: k for k, v in NORM_POS.items()}
 ONOFF = {"off": 0, "on": 1}
 
 DEFAULT_EPS = 1e-5
@@ -111,21 +113,22 @@ def n_groups(cols, group_size):
 # version 2's tensor kinds, numbered in their order within a layer (FORMAT.md)
 KINDS = ("tok_embeddings", "attn_norm", "attn_norm_bias", "wq", "wk", "wv", "q_bias", "k_bias",
          "v_bias", "q_norm", "k_norm", "wo", "ffn_norm", "ffn_norm_bias", "w1", "w2", "w3",
-         "final_norm", "final_norm_bias", "classifier")
+         "final_norm", "final_norm_bias", "classifier",
+         "attn_out_norm", "attn_out_norm_bias", "ffn_out_norm", "ffn_out_norm_bias")
 KIND_IDS = {k: i for i, k in enumerate(KINDS)}
 NO_LAYER = 0xFFFFFFFF
 ENTRY_FMT = "<IIIIIIQQ"     # kind, layer, type, group, rows, cols, values offset, scales offset
 ENTRY_SIZE = struct.calcsize(ENTRY_FMT)
 assert ENTRY_SIZE == 40
-V2_FMT = "<IIQfffiII"       # at byte 96: tensor_count, rope_scaling, directory_offset, rope_factor,
+V2_FMT = "<IIQfffiIII"      # at byte 96: tensor_count, rope_scaling, directory_offset, rope_factor,
 V2_FIELDS = ("tensor_count", "rope_scaling", "directory_offset", "rope_factor",   # low/high freq
              "rope_low_freq_factor", "rope_high_freq_factor", "rope_orig_ctx",    # factors, orig
-             "qkv_bias", "qk_norm")                                               # ctx, flags
-assert struct.calcsize(V2_FMT) == 40
+             "qkv_bias", "qk_norm", "out_norm")                                   # ctx, flags
+assert struct.calcsize(V2_FMT) == 44
 ROPE_SCALING = {"none": 0, "linear": 1, "llama3": 2}
 ROPE_SCALING_NAMES = {v: k for k, v in ROPE_SCALING.items()}
 V2_DEFAULTS = dict(rope_scaling=0, rope_factor=0.0, rope_low_freq_factor=0.0,
-                   rope_high_freq_factor=0.0, rope_orig_ctx=0, qkv_bias=0, qk_norm=0)
+                   rope_high_freq_factor=0.0, rope_orig_ctx=0, qkv_bias=0, qk_norm=0, out_norm=0)
 
 
 def tensor_plan(cfg):
@@ -152,6 +155,11 @@ def tensor_plan(cfg):
         if bias:
             plan.append((p + "ffn_norm_bias", (d,), "vec"))
         plan += [(p + "w1", (h, d), "mat"), (p + "w2", (d, h), "mat"), (p + "w3", (h, d), "mat")]
+        if cfg.get("out_norm"):   # peri's and out's N2, N4 (kinds 20..23, after w3)
+            for n in ("attn_out_norm", "ffn_out_norm"):
+                plan.append((p + n, (d,), "vec"))
+                if bias:
+                    plan.append((p + n + "_bias", (d,), "vec"))
     plan.append(("final_norm", (d,), "vec"))
     if bias:
         plan.append(("final_norm_bias", (d,), "vec"))
@@ -267,9 +275,11 @@ def validate_config(cfg):
                           f"n_heads = {cfg['n_heads']}")
     if cfg["head_size"] % 2:
         raise ExportError(f"config field head_size = {cfg['head_size']} must be even (RoPE pairs)")
-    for k in ("norm_type", "norm_pos", "final_norm", "shared_classifier", "norm_bias"):
+    for k in ("norm_type", "final_norm", "shared_classifier", "norm_bias"):
         if k in cfg and cfg[k] not in (0, 1):
             raise ExportError(f"config field {k} = {cfg[k]!r} must be 0 or 1")
+    if cfg.get("norm_pos", 0) not in NORM_POS_NAMES:
+        raise ExportError(f"config field norm_pos = {cfg['norm_pos']!r} must be 0 pre, 1 post, 2 peri or 3 out")
     if cfg["weight_type"] not in DTYPE_NAMES:
         raise ExportError(f"config field weight_type = {cfg['weight_type']!r} is unknown")
     if cfg["weight_type"] == WT_Q8_0 and not 0 < cfg["group_size"] <= MAX_GROUP:
@@ -282,7 +292,7 @@ def validate_config(cfg):
     version = cfg.get("version", VERSION)
     if version not in (1, 2):
         raise ExportError(f"LLMW version {version!r} is not written (1 or 2)")
-    for k in ("qkv_bias", "qk_norm"):
+    for k in ("qkv_bias", "qk_norm", "out_norm"):
         if cfg.get(k, 0) not in (0, 1):
             raise ExportError(f"config field {k} = {cfg[k]!r} must be 0 or 1")
     rs = cfg.get("rope_scaling", 0)
@@ -301,7 +311,7 @@ def validate_config(cfg):
         if not isinstance(o, (int, np.integer)) or isinstance(o, bool) or not 0 < o <= INT32_MAX:
             raise ExportError(f"config field rope_orig_ctx = {o!r} must be a positive 32-bit integer")
     if version == 1:
-        need = [k for k in ("rope_scaling", "qkv_bias", "qk_norm") if cfg.get(k)]
+        need = [k for k in ("rope_scaling", "qkv_bias", "qk_norm", "out_norm") if cfg.get(k)]
         if cfg["head_size"] * cfg["n_heads"] != cfg["dim"]:
             need.append("head_size * n_heads != dim")
         if need:
@@ -883,8 +893,8 @@ def read_llmw_header(path):
         raise ExportError(f"{path}: rope_layout {vals['rope_layout']} is not supported here (only 0)")
     if vals["version"] == 2:
         vals.update(zip(V2_FIELDS, struct.unpack_from(V2_FMT, head, 96)))
-        if any(head[136:]):
-            raise ExportError(f"{path}: reserved header bytes 136..255 are not zero")
+        if any(head[140:]):
+            raise ExportError(f"{path}: reserved header bytes 140..255 are not zero")
         for k in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
             vals[k] = float(vals[k])
     else:
@@ -1659,6 +1669,7 @@ def describe(cfg):
             + (", norm biases" if cfg.get("norm_bias") else "")
             + (", q/k/v biases" if cfg.get("qkv_bias") else "")
             + (", q/k norms" if cfg.get("qk_norm") else "")
+            + (", output norms" if cfg.get("out_norm") else "")
             + (f", rope theta {cfg['rope_theta']:g}" if cfg.get("rope_theta", DEFAULT_THETA) != DEFAULT_THETA else "")
             + (f", {ROPE_SCALING_NAMES[cfg['rope_scaling']]} rope scaling x{cfg['rope_factor']:g}"
                if cfg.get("rope_scaling") else ""))
@@ -1667,7 +1678,8 @@ def describe(cfg):
 def read_checkpoint(path):
     """(config dict, {name: float32 array}) of any input (LLMW, llama2.c, HF, .pt, Meta).
 
-    config has the LLMW header fields (norm_type 0 rms / 1 layer, norm_pos 0 pre / 1 post,
+    config has the LLMW header fields (norm_type 0 rms / 1 layer, norm_pos 0 pre / 1 post /
+    2 peri / 3 out,
     final_norm, norm_eps, rope_theta, shared_classifier, weight_type, group_size,
     norm_bias, ...) plus 'format'. Matrices are dequantized; rotary weights are in the
     interleaved layout. 'classifier' is present only when not shared_classifier."""
@@ -1697,7 +1709,8 @@ def random_source(a):
     cfg = dict(dim=d, hidden_dim=h, n_layers=L, n_heads=nh, n_kv_heads=nkv, vocab_size=V,
                seq_len=a.seq_len, head_size=hs, norm_eps=DEFAULT_EPS, rope_theta=DEFAULT_THETA,
                shared_classifier=int(a.shared), norm_bias=int(a.norm_bias),
-               qkv_bias=int(a.qkv_bias), qk_norm=int(a.qk_norm))
+               qkv_bias=int(a.qkv_bias), qk_norm=int(a.qk_norm),
+               out_norm=int(a.norm_pos in ("peri", "out")))
     validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
     src = Source(f"random model (seed {a.seed})", cfg)
     plan = tensor_plan(dict(cfg, weight_type=WT_F32, group_size=0))
@@ -2482,7 +2495,8 @@ def gguf_metadata(cfg, vocab, want):
     if cfg["vocab_size"] != len(pieces):
         raise ExportError(f"the tokenizer has {len(pieces)} tokens, the model's vocab_size is "
                           f"{cfg['vocab_size']}")
-    why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), ("--norm-pos post", cfg["norm_pos"] == 0),
+    why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), (f"--norm-pos {NORM_POS_NAMES[cfg['norm_pos']]}", cfg["norm_pos"] == 0),
+                          ("output norms", not cfg.get("out_norm")),
                           ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
            if not ok]
     if why:
@@ -2610,6 +2624,7 @@ other commands:
   %(prog)s random [--dim 64 --hidden-dim 172 --layers 2 --heads 4 --kv-heads 2
       --vocab 97 --seq-len 128 --head-size N --seed 0 --shared|--unshared
       --norm-bias --qkv-bias --qk-norm] [model options] OUTPUT
+      (--norm-pos peri or out also stores random output norms)
       a seeded random checkpoint (see `%(prog)s random --help`).
 
 A conversion that runs longer than a second shows its progress on stderr (tensor n
@@ -2638,9 +2653,11 @@ def add_model_options(p, converting=True):
                    help="norm type written to the header: rms or layer (default: rms, "
                         "or layer when the input has norm biases)")
     g.add_argument("--norm-pos", choices=list(NORM_POS), default=None,
-                   help="pre- or post-norm blocks (default pre)")
+                   help="norm placement: pre (x + F(N(x))), post (N(x + F(x))), peri "
+                        "(x + N(F(N(x))), Gemma 2/3) or out (x + N(F(x)), OLMo 2) (default: "
+                        "the input's, else pre). `random` stores the output norms for peri and out")
     g.add_argument("--final-norm", choices=list(ONOFF), default=None,
-                   help="apply the final norm before the LM head (default on)")
+                   help="apply the final norm before the LM head (default: the input's, else on)")
     g.add_argument("--norm-eps", type=float, default=None, metavar="E",
                    help="norm epsilon (default: the input's; 1e-5 for llama2.c files)")
     if converting:
@@ -2694,9 +2711,10 @@ def do_export(src, out, a):
         gs += f" (rows of {', '.join(map(str, narrow))} as q4_0: not whole superblocks of 256)"
     feats = "".join([f", {ROPE_SCALING_NAMES[cfg['rope_scaling']]} rope scaling x{cfg['rope_factor']:g}"
                      if cfg["rope_scaling"] else "", ", q/k/v biases" if cfg["qkv_bias"] else "",
-                     ", q/k norms" if cfg["qk_norm"] else ""])
+                     ", q/k norms" if cfg["qk_norm"] else "",
+                     ", output norms" if cfg["out_norm"] else ""])
     log(f"wrote {out}: LLMW v{cfg['version']}, {size} bytes, {DTYPE_NAMES[cfg['weight_type']]}{gs}, "
-        f"norm {'layer' if cfg['norm_type'] else 'rms'} {'post' if cfg['norm_pos'] else 'pre'}, "
+        f"norm {'layer' if cfg['norm_type'] else 'rms'} {NORM_POS_NAMES[cfg['norm_pos']]}, "
         f"final norm {'on' if cfg['final_norm'] else 'off'}, eps {cfg['norm_eps']:g}, "
         f"theta {cfg['rope_theta']:g}{feats}{extra}")
 

@@ -23,9 +23,13 @@
  *   llm_forward(&m, &s, &next, 1, n_prompt, LLM_LOGITS_LAST);    // one decode step
  *   // logits of the last token: s.logits (vocab_size floats)
  *
- * The block (norm position and type come from the checkpoint or the caller):
- *   pre-norm:  h = x + attn(norm(x));  y = h + ffn(norm(h))
- *   post-norm: h = norm(x + attn(x));  y = norm(h + ffn(h))
+ * The block (norm placement and type come from the checkpoint or the caller):
+ *   pre:  h = x + attn(N1(x));          y = h + ffn(N3(h))
+ *   post: h = N1(x + attn(x));          y = N3(h + ffn(h))
+ *   peri: h = x + N2(attn(N1(x)));      y = h + N4(ffn(N3(h)))   (Gemma 2/3)
+ *   out:  h = x + N2(attn(x));          y = h + N4(ffn(h))       (OLMo 2)
+ * N1, N3 are attn_norm, ffn_norm; N2, N4 attn_out_norm, ffn_out_norm (weight
+ * 1 where the checkpoint has none, LayerNorm's bias 0 where it has none);
  * then an optional final norm and the LM head. Attention: RoPE, grouped-query
  * heads, a KV cache. FFN: SwiGLU.
  *
@@ -56,7 +60,7 @@ typedef enum llm_status {
 } llm_status;
 
 enum llm_norm_type { LLM_NORM_RMS = 0, LLM_NORM_LAYER = 1 };
-enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1 };
+enum llm_norm_pos { LLM_NORM_PRE = 0, LLM_NORM_POST = 1, LLM_NORM_PERI = 2, LLM_NORM_OUT = 3 };
 /* The weight types: each is one row of the engine's traits table (engine/types.h). */
 typedef enum llm_type { LLM_TYPE_F32 = 0, LLM_TYPE_F16 = 1, LLM_TYPE_Q8_0 = 2,
     /* GGUF's types, read in place in GGUF's block layouts (engine/gguf.h) */
@@ -96,7 +100,7 @@ typedef struct llm_config {
     int seq_len;        /* the model's context length                  */
     int head_size;      /* usually dim / n_heads; q is n_heads*head_size */
     int norm_type;      /* llm_norm_type                               */
-    int norm_pos;       /* llm_norm_pos                                */
+    int norm_pos;       /* llm_norm_pos: the block's norm placement    */
     int final_norm;     /* 1: norm before the LM head                  */
     float norm_eps;
     float rope_theta;
@@ -114,6 +118,7 @@ typedef struct llm_config {
     int qkv_bias;       /* 1: q, k and v biases are stored (Qwen2)     */
     int qk_norm;        /* 1: RMSNorm over each head's q and k before
                            RoPE (Qwen3); the weights are stored        */
+    int out_norm;       /* 1: attn_out_norm, ffn_out_norm are stored    */
 } llm_config;
 
 /* One tensor, read in place: (rows, cols) values of its type, row-major.
@@ -141,10 +146,18 @@ typedef struct llm_layer {
     llm_tensor q_norm, k_norm;      /* (head_size,) f32, with qk_norm     */
 } llm_layer;
 
+/* peri's and out's N2, N4 of layer l: out_norms[4 l + LLM_OUT_*] */
+enum { LLM_OUT_ATTN, LLM_OUT_ATTN_BIAS, LLM_OUT_FFN, LLM_OUT_FFN_BIAS };
+
 typedef struct llm_weights {
     llm_tensor tok_embeddings;      /* (vocab, dim)                       */
     llm_layer *layers;              /* (n_layers,) in the model arena     */
     llm_tensor final_norm, final_norm_bias;  /* (dim,)                    */
+    const float **out_norms;        /* with out_norm: (n_layers, 4) (dim,) f32 vectors
+                                       (biases NULL without norm_bias) in the model
+                                       arena; NULL without. Apart from llm_layer, so a
+                                       checkpoint without them pays no RAM: the compact
+                                       Cortex-M build has under 200 bytes to spare */
     llm_tensor classifier;          /* (vocab, dim)                       */
 } llm_weights;
 

@@ -163,6 +163,7 @@ typedef struct options {
     int wait;                              /* WAIT_*: how idle threads wait */
     int tokenizer_given;                   /* -z was on the command line */
     int special;                           /* --special: text may produce special tokens */
+    int verbose_prompt;                    /* --verbose-prompt: the prompt's ids and pieces to stderr */
     long long seed;
     int norm_type, norm_pos, final_norm;   /* -1: the checkpoint's */
     int qk_norm;                           /* -1: the checkpoint's */
@@ -201,8 +202,11 @@ static void usage(FILE *out) {
         "  --ctx N      context length (KV cache positions), default the model's seq_len\n"
         "  --kv f32|f16|q8  KV cache storage (q8: int8 with a scale per head), default f32\n"
         "  --norm rms|layer        norm type (default: the checkpoint's)\n"
-        "  --norm-pos pre|post     norm position (default: the checkpoint's)\n"
-        "  --final-norm on|off     norm before the LM head (default: on for pre, off for post)\n"
+        "  --norm-pos pre|post|peri|out  norm placement (default: the checkpoint's):\n"
+        "               pre  h = x + attn(N(x))           post h = N(x + attn(x))\n"
+        "               peri h = x + N(attn(N(x)))        out  h = x + N(attn(x))\n"
+        "               (the same around the FFN; a norm the checkpoint lacks has weight 1)\n"
+        "  --final-norm on|off     norm before the LM head (default: off for post, else on)\n"
         "  --norm-eps E            norm epsilon (default: the checkpoint's, 1e-5 for llama2.c files)\n"
         "  --qk-norm on|off        RMSNorm of each head's q and k before RoPE (Qwen3); on only\n"
         "               where the checkpoint has the weights (default: on where it has them)\n"
@@ -224,6 +228,8 @@ static void usage(FILE *out) {
         "               today: the current date\n"
         "  --special    special tokens (<|eot_id|>, <|im_start|>, ...) in -i/-f text are\n"
         "               matched as those tokens; default: encoded as plain text\n"
+        "  --verbose-prompt  print the prompt's ids and pieces, as the model is fed them, to\n"
+        "               stderr (generate: the prompt; chat: each turn in its template)\n"
         "  --host H, --port N   serve mode: the address (default 127.0.0.1:8080; port 0: any free one)\n"
         "  --parallel K slots decoded together, each with its own KV cache (default 4)\n"
         "  --queue Q    requests waiting for a slot, more get 503 (default 64)\n"
@@ -397,6 +403,7 @@ static options parse_options(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         if (!strcmp(a, "--info")) { o.info = 1; continue; }
         if (!strcmp(a, "--special")) { o.special = 1; continue; }
+        if (!strcmp(a, "--verbose-prompt")) { o.verbose_prompt = 1; continue; }
         if (a[0] != '-' || a[1] == '\0') {
             if (o.checkpoint) die(2, "unexpected argument '%s' (one checkpoint only; see --help)", a);
             o.checkpoint = a;
@@ -429,7 +436,7 @@ static options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--norm")) {
             if ((o.norm_type = llm_parse_norm_type(v)) < 0) die(2, "--norm expects rms or layer, got '%s'", v);
         } else if (!strcmp(a, "--norm-pos")) {
-            if ((o.norm_pos = llm_parse_norm_pos(v)) < 0) die(2, "--norm-pos expects pre or post, got '%s'", v);
+            if ((o.norm_pos = llm_parse_norm_pos(v)) < 0) die(2, "--norm-pos expects pre, post, peri or out, got '%s'", v);
         } else if (!strcmp(a, "--final-norm")) {
             if ((o.final_norm = llm_parse_on_off(v)) < 0) die(2, "--final-norm expects on or off, got '%s'", v);
         } else if (!strcmp(a, "--qk-norm")) {
@@ -962,7 +969,7 @@ static void apply_norm_options(llm_model *m, const options *o) {
     if (o->norm_type >= 0) c->norm_type = o->norm_type;
     if (o->norm_pos >= 0) c->norm_pos = o->norm_pos;
     if (o->final_norm >= 0) c->final_norm = o->final_norm;
-    else if (pos_changed) c->final_norm = c->norm_pos == LLM_NORM_PRE; /* on for pre, off for post */
+    else if (pos_changed) c->final_norm = c->norm_pos != LLM_NORM_POST; /* off for post, else on */
     if (o->norm_eps > 0.0f) c->norm_eps = o->norm_eps;
     if (o->qk_norm == 1 && !m->w.layers[0].q_norm.data)
         die(2, "--qk-norm on: this checkpoint has no q/k norm weights (q_norm, k_norm)");
@@ -978,9 +985,13 @@ static void print_config(const engine *e, const options *o, FILE *out) {
             c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_size, c->vocab_size,
             c->seq_len, llm_type_name(c->weight_type), c->shared_classifier ? ", shared classifier" : "",
             c->format == LLM_FORMAT_LEGACY ? " (llama2.c format)" : "");
-    fprintf(out, "norm: %s, %s-norm, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
-            llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos), c->final_norm ? "on" : "off",
-            (double)c->norm_eps, c->norm_bias ? ", with biases" : "", so->ctx_len,
+    /* the placement, and for peri and out whether the output norms are the checkpoint's */
+    int outs = c->norm_pos == LLM_NORM_PERI || c->norm_pos == LLM_NORM_OUT;
+    int stored = e->model.w.out_norms != NULL;
+    fprintf(out, "norm: %s, %s-norm%s, final norm %s, eps %g%s | context %d, %s KV cache, threads %d%s, %s kernels\n",
+            llm_norm_type_name(c->norm_type), llm_norm_pos_name(c->norm_pos),
+            !outs ? "" : stored ? " (output norms stored)" : " (output norms: weight 1, not in the checkpoint)",
+            c->final_norm ? "on" : "off", (double)c->norm_eps, c->norm_bias ? ", with biases" : "", so->ctx_len,
             llm_kv_type_name(so->kv_type), o->threads,
 #ifdef _OPENMP
             o->threads == 1 ? "" : o->wait == WAIT_SPIN ? " (idle threads spin)" : " (idle threads sleep)",
@@ -1237,6 +1248,23 @@ static void print_token(engine *e, int prev, int token) {
     print_piece(piece, len);
 }
 
+/* --verbose-prompt: what the model is fed, one id and its piece (the raw
+ * bytes, \xNN for a byte that is not printable ASCII, \\ and \') a line. */
+static void print_prompt_ids(const engine *e, const char *what, const int *ids, int n) {
+    fprintf(stderr, "verbose prompt, %s: %d tokens\n", what, n);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const unsigned char *p = (const unsigned char *)tok_decode(&e->tok, -1, ids[i], &len);
+        fprintf(stderr, "%6d -> '", ids[i]);
+        for (size_t k = 0; k < len; k++) {
+            if (p[k] == '\\' || p[k] == '\'') fprintf(stderr, "\\%c", p[k]);
+            else if (p[k] < 0x20 || p[k] >= 0x7f) fprintf(stderr, "\\x%02x", p[k]);
+            else fputc(p[k], stderr);
+        }
+        fputs("'\n", stderr);
+    }
+}
+
 /* ===================================================================== */
 /* Modes                                                                  */
 /* ===================================================================== */
@@ -1365,7 +1393,7 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
     const char *date = chat_date(o, today, sizeof today);
     char *line = NULL;
     size_t line_cap = 0;
-    int pos = 0, first = 1, cut = 0, stop = end_id;
+    int pos = 0, first = 1, cut = 0, stop = end_id, n_turns = 0;
     const char *given = o->prompt && o->prompt[0] ? o->prompt : NULL;
     while (pos < steps) {
         if (!given && !read_line("User: ", &line, &line_cap)) break;
@@ -1374,6 +1402,11 @@ static void chat(engine *e, const options *o, llm_sampler *smp) {
         given = NULL;
         int n;
         int *ids = encode_turn(e, &turn, &n);
+        if (o->verbose_prompt) {
+            char what[48];
+            snprintf(what, sizeof what, "turn %d in its template", ++n_turns);
+            print_prompt_ids(e, what, ids, n);
+        }
         if (pos + n >= steps) {
             free(ids);
             free(line);
@@ -1571,6 +1604,7 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "generate") && e.tok_file.data) {
         prompt = encode_text(&e, o.prompt, e.tok.add_bos, 0, &n_prompt);
         if (n_prompt == 0 && !o.info) die(2, "the prompt is empty and this tokenizer adds no BOS: give a prompt with -i");
+        if (o.verbose_prompt) print_prompt_ids(&e, "the prompt", prompt, n_prompt);
     }
     if (is_eval && e.tok_file.data) prompt = read_eval_tokens(&e, o.eval_file, &n_prompt);
     int max_batch = is_eval ? 64 : !strcmp(o.mode, "chat") ? 256 : n_prompt;

@@ -1273,6 +1273,9 @@ static size_t utf8_replace(unsigned char *out, const unsigned char *s, size_t n)
 
 #define NFC_CP(w) ((w) & 0x1FFFFFu)
 #define NFC_CCC(w) ((w) >> 24)
+/* Hangul syllables by arithmetic (UAX #15), on the ranges the tables give */
+#define NFC_V_COUNT (TOK_HANGUL_V_LAST - TOK_HANGUL_V_FIRST + 1)
+#define NFC_LV_STEP (TOK_HANGUL_T_LAST - TOK_HANGUL_T_FIRST + 2)   /* the T jamo and none */
 
 static unsigned nfc_ccc(uint32_t c)
 {
@@ -1291,10 +1294,11 @@ static unsigned nfc_ccc(uint32_t c)
 static uint32_t nfc_compose(uint32_t a, uint32_t b)
 {
     size_t lo = 0, hi = sizeof tok__comp / sizeof tok__comp[0];
-    if (a >= 0x1100 && a <= 0x1112 && b >= 0x1161 && b <= 0x1175)
-        return 0xAC00 + ((a - 0x1100) * 21 + (b - 0x1161)) * 28;
-    if (a >= 0xAC00 && a <= 0xD7A3 && (a - 0xAC00) % 28 == 0 && b >= 0x11A8 && b <= 0x11C2)
-        return a + (b - 0x11A7);
+    if (a >= TOK_HANGUL_L_FIRST && a <= TOK_HANGUL_L_LAST && b >= TOK_HANGUL_V_FIRST && b <= TOK_HANGUL_V_LAST)
+        return TOK_HANGUL_S_FIRST + ((a - TOK_HANGUL_L_FIRST) * NFC_V_COUNT + (b - TOK_HANGUL_V_FIRST)) * NFC_LV_STEP;
+    if (a >= TOK_HANGUL_S_FIRST && a <= TOK_HANGUL_S_LAST && (a - TOK_HANGUL_S_FIRST) % NFC_LV_STEP == 0 &&
+        b >= TOK_HANGUL_T_FIRST && b <= TOK_HANGUL_T_LAST)
+        return a + (b - TOK_HANGUL_T_FIRST + 1);
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (tok__comp[mid][0] < a || (tok__comp[mid][0] == a && tok__comp[mid][1] < b)) lo = mid + 1;
@@ -1308,12 +1312,12 @@ static uint32_t nfc_compose(uint32_t a, uint32_t b)
 static size_t nfc_decompose(uint32_t c, uint32_t *w)
 {
     size_t lo = 0, hi = sizeof tok__decomp / sizeof tok__decomp[0], k, n;
-    if (c >= 0xAC00 && c <= 0xD7A3) {
-        uint32_t s = c - 0xAC00;
-        w[0] = 0x1100 + s / 588;
-        w[1] = 0x1161 + (s % 588) / 28;
-        if (s % 28 == 0) return 2;
-        w[2] = 0x11A7 + s % 28;
+    if (c >= TOK_HANGUL_S_FIRST && c <= TOK_HANGUL_S_LAST) {
+        uint32_t s = c - TOK_HANGUL_S_FIRST;
+        w[0] = TOK_HANGUL_L_FIRST + s / (NFC_V_COUNT * NFC_LV_STEP);
+        w[1] = TOK_HANGUL_V_FIRST + (s % (NFC_V_COUNT * NFC_LV_STEP)) / NFC_LV_STEP;
+        if (s % NFC_LV_STEP == 0) return 2;
+        w[2] = TOK_HANGUL_T_FIRST + s % NFC_LV_STEP - 1;
         return 3;
     }
     while (lo < hi) {
@@ -1419,6 +1423,17 @@ static size_t nfc_inplace(unsigned char *s, size_t len, uint32_t *work)
     }
     for (i = 0, out = 0; i < m; i++) out += put_utf8(s + out, NFC_CP(work[i]));
     return out;
+}
+
+size_t tok_nfc_scratch_size(size_t n)
+{
+    return n <= TOK_MAX_TEXT ? 72 * n + 4 : 0;   /* 2 * 3 * (3n) code points */
+}
+
+size_t tok_nfc(char *out, const char *text, size_t n, void *scratch)
+{
+    size_t len = utf8_replace((unsigned char *)out, (const unsigned char *)text, n);
+    return len ? nfc_inplace((unsigned char *)out, len, (uint32_t *)scratch) : 0;
 }
 
 /* Entries of the merge cache for a text of n bytes: a power of two, at most

@@ -123,6 +123,14 @@ size_t tok_max_tokens(size_t text_len);
 const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len);
 
 const char *tok_error(const tok_tokenizer *t);
+
+/* The byte-level normalizer's NFC (Unicode TOK_UNICODE_VERSION, tables from
+ * its data: tools/gen_unicode_tables.py) of text[0..n), each maximal invalid
+ * UTF-8 subpart first becoming U+FFFD as tok_encode reads it. out has room
+ * for 3n bytes, scratch tok_nfc_scratch_size(n) bytes (0: too long) aligned
+ * for uint32_t. Returns the length written (not NUL-terminated). */
+size_t tok_nfc_scratch_size(size_t n);
+size_t tok_nfc(char *out, const char *text, size_t n, void *scratch);
 const char *tok_status_text(int status);
 
 /* What a tokenizer file holds (tok_tokenizer.kind). */

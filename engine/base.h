@@ -104,6 +104,8 @@ int llm_parse_norm_type(const char *s) {
 int llm_parse_norm_pos(const char *s) {
     if (!strcmp(s, "pre")) return LLM_NORM_PRE;
     if (!strcmp(s, "post")) return LLM_NORM_POST;
+    if (!strcmp(s, "peri")) return LLM_NORM_PERI;
+    if (!strcmp(s, "out")) return LLM_NORM_OUT;
     return -1;
 }
 int llm_parse_on_off(const char *s) {
@@ -112,7 +114,9 @@ int llm_parse_on_off(const char *s) {
     return -1;
 }
 const char *llm_norm_type_name(int t) { return t == LLM_NORM_LAYER ? "layer" : "rms"; }
-const char *llm_norm_pos_name(int p) { return p == LLM_NORM_POST ? "post" : "pre"; }
+const char *llm_norm_pos_name(int p) {
+    return p == LLM_NORM_POST ? "post" : p == LLM_NORM_PERI ? "peri" : p == LLM_NORM_OUT ? "out" : "pre";
+}
 const char *llm_kv_type_name(int t) { return t == LLM_KV_F16 ? "f16" : t == LLM_KV_Q8 ? "q8" : "f32"; }
 int llm_parse_kv_type(const char *s) {
     if (!strcmp(s, "f32")) return LLM_KV_F32;

@@ -2,7 +2,7 @@
  * the KV cache, attention, the SwiGLU FFN, and llm_forward, which reads
  * like the block equations. */
 
-/* out (T,n) = norm(x (T,n)) token by token, with weight g and optional bias b */
+/* out (T,n) = norm(x (T,n)) token by token, with weight g (NULL: 1) and bias b (NULL: 0) */
 static void llm__norm_batch(float *out, const float *x, const float *g, const float *b, int T, int n,
                             const llm_config *c, const llm_state *s) {
     LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * n * 8 >= s->parallel_min_work,
@@ -359,10 +359,15 @@ static void llm__attend_heads(float *out, const float *q, const llm__kv_view *kv
 /* Forward                                                                */
 /* ===================================================================== */
 
-/* norm(x) with layer l's attention or FFN norm weights */
+/* norm(x) with one of layer l's norms (weights 1 and bias 0 where the checkpoint has none) */
 static void llm__layer_norm_batch(float *out, const float *x, const llm_tensor *g, const llm_tensor *b,
                                   int T, const llm_model *m, const llm_state *s) {
     llm__norm_batch(out, x, (const float *)g->data, (const float *)b->data, T, m->cfg.dim, &m->cfg, s);
+}
+/* the same with an output norm's f32 weights (w.out_norms, model.h) */
+static void llm__out_norm_batch(float *out, const float *x, const float *g, const float *b, int T,
+                                const llm_model *m, const llm_state *s) {
+    llm__norm_batch(out, x, g, b, T, m->cfg.dim, &m->cfg, s);
 }
 
 /* Attention for T tokens at pos..pos+T-1, input a (T,dim) -> s->xb2 (T,dim).
@@ -505,25 +510,27 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
 
     for (int l = 0; l < c->n_layers; l++) {
         const llm_layer *L = &m->w.layers[l];
-        if (c->norm_pos == LLM_NORM_PRE) {
-            /* h = x + attn(norm_att(x)) */
-            llm__layer_norm_batch(s->xb, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
-            llm__attention(m, s, l, s->xb, T, pos);
-            llm__residual_add(s->x, s->xb2, T, D, s);
-            /* y = h + ffn(norm_ffn(h)) */
-            llm__layer_norm_batch(s->xb, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
-            llm__ffn(m, s, l, s->xb, T);
-            llm__residual_add(s->x, s->xb2, T, D, s);
-        } else {
-            /* h = norm_att(x + attn(x)) */
-            llm__attention(m, s, l, s->x, T, pos);
-            llm__residual_add(s->x, s->xb2, T, D, s);
-            llm__layer_norm_batch(s->x, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
-            /* y = norm_ffn(h + ffn(h)) */
-            llm__ffn(m, s, l, s->x, T);
-            llm__residual_add(s->x, s->xb2, T, D, s);
-            llm__layer_norm_batch(s->x, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
-        }
+        /* the placements (model.h):  pre  h = x + attn(N1(x))      post h = N1(x + attn(x))
+         *                            peri h = x + N2(attn(N1(x)))  out  h = x + N2(attn(x)) */
+        int in = c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_PERI;    /* N1, N3 */
+        int out = c->norm_pos == LLM_NORM_PERI || c->norm_pos == LLM_NORM_OUT;   /* N2, N4 */
+        int post = c->norm_pos == LLM_NORM_POST;
+        /* pre, peri: a = N1(x); post, out: a = x */
+        const float *a = s->x;
+        if (in) { llm__layer_norm_batch(s->xb, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s); a = s->xb; }
+        llm__attention(m, s, l, a, T, pos);
+        /* peri, out: h = x + N2(attn(a)); pre: h = x + attn(a); post: h = N1(x + attn(x)) */
+        const float *const *on = m->w.out_norms ? m->w.out_norms + (size_t)l * 4 : NULL;   /* N2, N4 or none (1) */
+        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_ATTN] : NULL, on ? on[LLM_OUT_ATTN_BIAS] : NULL, T, m, s);
+        llm__residual_add(s->x, s->xb2, T, D, s);
+        if (post) llm__layer_norm_batch(s->x, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
+        /* the same around the FFN with N3, N4: y = h + N4(ffn(N3(h))) and its parts */
+        a = s->x;
+        if (in) { llm__layer_norm_batch(s->xb, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s); a = s->xb; }
+        llm__ffn(m, s, l, a, T);
+        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_FFN] : NULL, on ? on[LLM_OUT_FFN_BIAS] : NULL, T, m, s);
+        llm__residual_add(s->x, s->xb2, T, D, s);
+        if (post) llm__layer_norm_batch(s->x, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
     }
 
     /* logits = classifier @ final_norm(x), for every token or just the last */

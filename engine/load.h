@@ -25,7 +25,7 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     LLM__CHECK(c->head_size > 0 && c->head_size % 2 == 0, "head size %d must be even", c->head_size);
     LLM__CHECK(c->head_size <= LLM_MAX_HEAD_SIZE, "head size %d above this build's LLM_MAX_HEAD_SIZE %d", c->head_size, LLM_MAX_HEAD_SIZE);
     LLM__CHECK(c->norm_type == LLM_NORM_RMS || c->norm_type == LLM_NORM_LAYER, "norm_type %d unknown", c->norm_type);
-    LLM__CHECK(c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_POST, "norm_pos %d unknown", c->norm_pos);
+    LLM__CHECK(c->norm_pos >= LLM_NORM_PRE && c->norm_pos <= LLM_NORM_OUT, "norm_pos %d unknown (0 pre, 1 post, 2 peri, 3 out)", c->norm_pos);
     LLM__CHECK(c->final_norm == 0 || c->final_norm == 1, "final_norm %d must be 0 or 1", c->final_norm);
     LLM__CHECK(c->norm_eps > 0.0f && c->norm_eps < 1.0f, "norm eps %g out of range (0, 1)", (double)c->norm_eps);
     LLM__CHECK(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX, "rope_theta %g must be positive and finite", (double)c->rope_theta);
@@ -43,6 +43,7 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     }
     LLM__CHECK(c->qkv_bias == 0 || c->qkv_bias == 1, "qkv_bias %d must be 0 or 1", c->qkv_bias);
     LLM__CHECK(c->qk_norm == 0 || c->qk_norm == 1, "qk_norm %d must be 0 or 1", c->qk_norm);
+    LLM__CHECK(c->out_norm == 0 || c->out_norm == 1, "out_norm %d must be 0 or 1", c->out_norm);
 #undef LLM__CHECK
     return LLM_OK;
 }
@@ -60,8 +61,11 @@ int llm_check_config(llm_model *m) {
 
 /* Bytes of the model arena: the layer table and the RoPE frequencies, each
  * aligned, and room to align the arena itself. */
+static uint64_t llm__out_norms_bytes(const llm_config *c) {
+    return c->out_norm ? llm__align(llm__mul((uint64_t)c->n_layers * 4, sizeof(const float *))) : 0;
+}
 static uint64_t llm__model_bytes(const llm_config *c) {
-    return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) +
+    return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) + llm__out_norms_bytes(c) +
            llm__align(llm__mul((uint64_t)(c->head_size / 2), sizeof(float)));
 }
 
@@ -84,7 +88,8 @@ static float llm__scaled_freq(const llm_config *c, float freq) {
 }
 
 /* Once the file is validated: carve the layer table (zeroed: a tensor the
- * file lacks stays NULL) and the RoPE frequencies from the arena. The
+ * file lacks stays NULL), the output norms' table when the file has them,
+ * and the RoPE frequencies from the arena. The
  * frequencies in float as llama2.c computes them, 1 / theta^(i/hs), the
  * power in double, then rounded: float libms differ between glibc and a
  * microcontroller's newlib, double ones agree to the float bit. */
@@ -99,9 +104,11 @@ static int llm__model_arena(llm_model *m, void *arena, size_t arena_size) {
     unsigned char *a = (unsigned char *)arena;
     a += (LLM_ALIGN - (uintptr_t)a % LLM_ALIGN) % LLM_ALIGN;
     size_t layers = (size_t)llm__align((uint64_t)c->n_layers * sizeof(llm_layer));
-    memset(a, 0, layers);
+    size_t outs = (size_t)llm__out_norms_bytes(c);
+    memset(a, 0, layers + outs);
     m->w.layers = (llm_layer *)(void *)a;
-    m->rope_freq = (float *)(void *)(a + layers);
+    m->w.out_norms = outs ? (const float **)(void *)(a + layers) : NULL;
+    m->rope_freq = (float *)(void *)(a + layers + outs);
     int hs = c->head_size;
     for (int i = 0; i < hs; i += 2)
         m->rope_freq[i / 2] = llm__scaled_freq(c, 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs)));
@@ -218,37 +225,45 @@ static uint64_t llm__matrix_bytes(const llm_config *c, uint64_t rows, uint64_t c
 enum { LLM__K_TOK_EMBEDDINGS, LLM__K_ATTN_NORM, LLM__K_ATTN_NORM_BIAS, LLM__K_WQ, LLM__K_WK, LLM__K_WV,
        LLM__K_Q_BIAS, LLM__K_K_BIAS, LLM__K_V_BIAS, LLM__K_Q_NORM, LLM__K_K_NORM, LLM__K_WO, LLM__K_FFN_NORM,
        LLM__K_FFN_NORM_BIAS, LLM__K_W1, LLM__K_W2, LLM__K_W3, LLM__K_FINAL_NORM, LLM__K_FINAL_NORM_BIAS,
-       LLM__K_CLASSIFIER, LLM__K_COUNT };
+       LLM__K_CLASSIFIER, LLM__K_ATTN_OUT_NORM, LLM__K_ATTN_OUT_NORM_BIAS, LLM__K_FFN_OUT_NORM,
+       LLM__K_FFN_OUT_NORM_BIAS, LLM__K_COUNT };
 enum { LLM__S_1, LLM__S_DIM, LLM__S_HIDDEN, LLM__S_VOCAB, LLM__S_Q, LLM__S_KV, LLM__S_HEAD };   /* sizes */
-enum { LLM__IF_ALWAYS, LLM__IF_NORM_BIAS, LLM__IF_UNSHARED, LLM__IF_QKV_BIAS, LLM__IF_QK_NORM };  /* presence */
+enum { LLM__IF_ALWAYS, LLM__IF_NORM_BIAS, LLM__IF_UNSHARED, LLM__IF_QKV_BIAS, LLM__IF_QK_NORM,   /* presence */
+       LLM__IF_OUT_NORM, LLM__IF_OUT_NORM_BIAS };
 typedef struct llm__kind {
     const char *name;
     unsigned char per_layer, matrix, rows, cols, when;
     unsigned short field;   /* offsetof in llm_layer (per layer) or llm_weights */
+    unsigned char bare;     /* 1: an entry of w.out_norms (kind - LLM__K_ATTN_OUT_NORM), not a field */
 } llm__kind;
 #define LLM__L(f) (unsigned short)offsetof(llm_layer, f)
 #define LLM__W(f) (unsigned short)offsetof(llm_weights, f)
 static const llm__kind llm__kinds[LLM__K_COUNT] = {
-    { "tok_embeddings", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(tok_embeddings) },
-    { "attn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(attn_norm) },
-    { "attn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(attn_norm_bias) },
-    { "wq", 1, 1, LLM__S_Q, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wq) },
-    { "wk", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wk) },
-    { "wv", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wv) },
-    { "q_bias", 1, 0, LLM__S_1, LLM__S_Q, LLM__IF_QKV_BIAS, LLM__L(q_bias) },
-    { "k_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(k_bias) },
-    { "v_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(v_bias) },
-    { "q_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(q_norm) },
-    { "k_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(k_norm) },
-    { "wo", 1, 1, LLM__S_DIM, LLM__S_Q, LLM__IF_ALWAYS, LLM__L(wo) },
-    { "ffn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(ffn_norm) },
-    { "ffn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(ffn_norm_bias) },
-    { "w1", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w1) },
-    { "w2", 1, 1, LLM__S_DIM, LLM__S_HIDDEN, LLM__IF_ALWAYS, LLM__L(w2) },
-    { "w3", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w3) },
-    { "final_norm", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(final_norm) },
-    { "final_norm_bias", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__W(final_norm_bias) },
-    { "classifier", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_UNSHARED, LLM__W(classifier) },
+    { "tok_embeddings", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(tok_embeddings), 0 },
+    { "attn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(attn_norm), 0 },
+    { "attn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(attn_norm_bias), 0 },
+    { "wq", 1, 1, LLM__S_Q, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wq), 0 },
+    { "wk", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wk), 0 },
+    { "wv", 1, 1, LLM__S_KV, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(wv), 0 },
+    { "q_bias", 1, 0, LLM__S_1, LLM__S_Q, LLM__IF_QKV_BIAS, LLM__L(q_bias), 0 },
+    { "k_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(k_bias), 0 },
+    { "v_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(v_bias), 0 },
+    { "q_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(q_norm), 0 },
+    { "k_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(k_norm), 0 },
+    { "wo", 1, 1, LLM__S_DIM, LLM__S_Q, LLM__IF_ALWAYS, LLM__L(wo), 0 },
+    { "ffn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(ffn_norm), 0 },
+    { "ffn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(ffn_norm_bias), 0 },
+    { "w1", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w1), 0 },
+    { "w2", 1, 1, LLM__S_DIM, LLM__S_HIDDEN, LLM__IF_ALWAYS, LLM__L(w2), 0 },
+    { "w3", 1, 1, LLM__S_HIDDEN, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(w3), 0 },
+    { "final_norm", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__W(final_norm), 0 },
+    { "final_norm_bias", 0, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__W(final_norm_bias), 0 },
+    { "classifier", 0, 1, LLM__S_VOCAB, LLM__S_DIM, LLM__IF_UNSHARED, LLM__W(classifier), 0 },
+    /* added later, so numbered after the model's last tensors; in a layer they come after w3 */
+    { "attn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, 0, 1 },
+    { "attn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, 0, 1 },
+    { "ffn_out_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM, 0, 1 },
+    { "ffn_out_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_OUT_NORM_BIAS, 0, 1 },
 };
 #undef LLM__L
 #undef LLM__W
@@ -272,6 +287,8 @@ static int llm__kind_present(const llm_config *c, int kind) {
     case LLM__IF_UNSHARED: return !c->shared_classifier;
     case LLM__IF_QKV_BIAS: return c->qkv_bias;
     case LLM__IF_QK_NORM: return c->qk_norm;
+    case LLM__IF_OUT_NORM: return c->out_norm;
+    case LLM__IF_OUT_NORM_BIAS: return c->out_norm && c->norm_bias;
     }
     return 1;
 }
@@ -304,8 +321,8 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
     const llm_config *c = &m->cfg;
     uint32_t count = llm__u32(b + 96);
     uint64_t dir = llm__u64(b + 104), want = 0;
-    for (int i = 136; i < LLM_HEADER_SIZE; i++)
-        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 136..255 are not zero");
+    for (int i = 140; i < LLM_HEADER_SIZE; i++)
+        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 140..255 are not zero");
     for (int k = 0; k < LLM__K_COUNT; k++)
         if (llm__kind_present(c, k)) want += llm__kinds[k].per_layer ? (uint64_t)c->n_layers : 1;
     if ((uint64_t)count != want) {
@@ -334,7 +351,7 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
 #define LLM__BAD(...) do { llm__fmt(why, sizeof why, __VA_ARGS__); \
                            llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u): %s", name, (unsigned)i, why); \
                            return LLM_ERR_FORMAT; } while (0)
-        if (!llm__kind_present(c, (int)kind)) LLM__BAD("not expected with the header's flags (norm_bias, shared_classifier, qkv_bias, qk_norm)");
+        if (!llm__kind_present(c, (int)kind)) LLM__BAD("not expected with the header's flags (norm_bias, shared_classifier, qkv_bias, qk_norm, out_norm)");
         if (k->per_layer ? layer >= (uint32_t)c->n_layers : layer != LLM__NO_LAYER)
             LLM__BAD("layer %u out of range", (unsigned)layer);
         uint64_t at = llm__entry_key(c, (int)kind, layer);
@@ -384,9 +401,13 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
         const llm__kind *k = &llm__kinds[llm__u32(e)];
         uint64_t so = llm__u64(e + 32);
         unsigned char *base = k->per_layer ? (unsigned char *)&m->w.layers[llm__u32(e + 4)] : (unsigned char *)&m->w;
-        *(llm_tensor *)(void *)(base + k->field) =
-            llm__tensor(b + (size_t)llm__u64(e + 24), so ? (const float *)(const void *)(b + (size_t)so) : NULL,
-                        (int)llm__u32(e + 8), (int)llm__u32(e + 16), (int)llm__u32(e + 20), c->group_size);
+        if (k->bare)
+            m->w.out_norms[(size_t)llm__u32(e + 4) * 4 + (size_t)(llm__u32(e) - LLM__K_ATTN_OUT_NORM)] =
+                (const float *)(const void *)(b + (size_t)llm__u64(e + 24));
+        else
+            *(llm_tensor *)(void *)(base + k->field) =
+                llm__tensor(b + (size_t)llm__u64(e + 24), so ? (const float *)(const void *)(b + (size_t)so) : NULL,
+                            (int)llm__u32(e + 8), (int)llm__u32(e + 16), (int)llm__u32(e + 20), c->group_size);
     }
     if (c->shared_classifier) m->w.classifier = m->w.tok_embeddings;
     return LLM_OK;
@@ -421,6 +442,7 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
         c->rope_factor = llm__f32(b + 112); c->rope_low_freq_factor = llm__f32(b + 116);
         c->rope_high_freq_factor = llm__f32(b + 120); c->rope_orig_ctx = llm__i32(b + 124);
         c->qkv_bias = (int)llm__u32(b + 128); c->qk_norm = (int)llm__u32(b + 132);
+        c->out_norm = (int)llm__u32(b + 136);
     }
     /* f32, f16, q8_0, and two of GGUF's block layouts: q4_0 and q4_K */
     int wt = c->weight_type;

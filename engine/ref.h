@@ -3,15 +3,15 @@
  * (simd.h and the ISA files) has its twin here, and the tests compare them;
  * where an ISA file has no fast version, simd.h maps the name to the twin. */
 
-/* y = g * x / sqrt(mean(x^2) + eps)          x (n,) -> out (n,) */
+/* y = g * x / sqrt(mean(x^2) + eps)          x (n,) -> out (n,); g NULL: 1 */
 void llm_rmsnorm(float *out, const float *x, const float *g, int n, float eps) {
     float ss = 0.0f;
     for (int i = 0; i < n; i++) ss += x[i] * x[i];
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = 0; i < n; i++) out[i] = g[i] * (x[i] * inv);
+    for (int i = 0; i < n; i++) out[i] = (g ? g[i] : 1.0f) * (x[i] * inv);
 }
 
-/* y = g * (x - mean) / sqrt(var + eps) + b, biased var   x (n,) -> out (n,) */
+/* y = g * (x - mean) / sqrt(var + eps) + b, biased var   x (n,) -> out (n,); g NULL: 1, b NULL: 0 */
 void llm_layernorm(float *out, const float *x, const float *g, const float *b, int n, float eps) {
     float mean = 0.0f, var = 0.0f;
     for (int i = 0; i < n; i++) mean += x[i];
@@ -19,7 +19,7 @@ void llm_layernorm(float *out, const float *x, const float *g, const float *b, i
     for (int i = 0; i < n; i++) { float d = x[i] - mean; var += d * d; }
     var /= (float)n;
     float inv = 1.0f / sqrtf(var + eps);
-    for (int i = 0; i < n; i++) out[i] = g[i] * ((x[i] - mean) * inv) + (b ? b[i] : 0.0f);
+    for (int i = 0; i < n; i++) out[i] = (g ? g[i] : 1.0f) * ((x[i] - mean) * inv) + (b ? b[i] : 0.0f);
 }
 
 /* e^x in float, the engine's own so that every platform (and its vector

@@ -4,6 +4,8 @@
  *   bpe_tool info TOKFILE            bos/eos/eot ids, add_bos, template, default system prompt
  *   bpe_tool piece TOKFILE TEXT      tok_piece_id(TEXT), and the bytes tok_decode gives for it
  *   bpe_tool bench TOKFILE [MB]      encode 1 MB (or MB) of several texts, print ids and CPU time
+ *   bpe_tool nfc < IN > OUT          tok_nfc of each line of IN (lines end in '\n', a starter
+ *                                    NFC never joins to anything), one output line each
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +50,42 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* stdin's lines through tok_nfc to stdout, one call per line */
+static int nfc_lines(void)
+{
+    size_t cap = 1 << 20, n = 0, got, i, start, longest = 0;
+    unsigned char *in = (unsigned char *)malloc(cap);
+    char *out;
+    void *scratch;
+    while (in && (got = fread(in + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n == cap) in = (unsigned char *)realloc(in, cap *= 2);
+    }
+    if (!in) return 1;
+    for (i = start = 0; i < n; i++)
+        if (in[i] == '\n') { if (i - start > longest) longest = i - start; start = i + 1; }
+    if (n - start > longest) longest = n - start;
+    out = (char *)malloc(3 * longest + 1);
+    scratch = malloc(tok_nfc_scratch_size(longest) + 1);
+    if (!out || !scratch) return 1;
+    for (i = start = 0; i <= n; i++) {
+        if (i < n && in[i] != '\n') continue;
+        fwrite(out, 1, tok_nfc(out, (const char *)in + start, i - start, scratch), stdout);
+        if (i < n) putchar('\n');
+        start = i + 1;
+    }
+    return fflush(stdout) != 0;
+}
+
 int main(int argc, char **argv)
 {
     tok_tokenizer t;
     size_t n, need;
     unsigned char *file;
     void *arena;
+    if (argc == 2 && !strcmp(argv[1], "nfc")) return nfc_lines();
     if (argc < 3) {
-        fprintf(stderr, "usage: bpe_tool info|piece|bench TOKFILE [ARG]\n");
+        fprintf(stderr, "usage: bpe_tool info|piece|bench TOKFILE [ARG] | bpe_tool nfc\n");
         return 2;
     }
     file = slurp(argv[2], &n);

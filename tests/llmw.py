@@ -7,7 +7,7 @@ Written from the format's description (FORMAT.md), not from export.py's code:
   - a 256-byte little-endian header (struct.unpack of the fields below);
     version 1 keeps bytes 96..255 zero, version 2 adds tensor_count,
     rope_scaling, directory_offset, the rope factors and original context,
-    qkv_bias and qk_norm at 96..135 and keeps 136..255 zero;
+    qkv_bias and qk_norm at 96..135, out_norm at 136 and keeps 140..255 zero;
   - version 1: every tensor at the next multiple of 64 after the header
     (zero padding before it): tok_embeddings, per layer attn_norm
     [attn_norm_bias] wq wk wv wo ffn_norm [ffn_norm_bias] w1 w2 w3, then
@@ -16,7 +16,9 @@ Written from the format's description (FORMAT.md), not from export.py's code:
   - version 2: a directory of 40-byte entries (kind, layer, type, group, rows,
     cols, values offset, scales offset) at directory_offset, listing each
     tensor with its own type and offsets, in the canonical order (per layer
-    also q_bias k_bias v_bias after wv, q_norm k_norm before wo);
+    also q_bias k_bias v_bias after wv, q_norm k_norm before wo, and with
+    out_norm attn_out_norm [attn_out_norm_bias] ffn_out_norm
+    [ffn_out_norm_bias] after w3: kinds 20..23);
   - the file ends right after the last tensor and the header's file_size says so;
   - norm vectors are always float32; matrices are (rows, cols) row-major in
     the header's weight_type: 0 f32, 1 f16, 2 q8_0 = int8 q[rows*cols], then at
@@ -50,11 +52,12 @@ F32, F16, Q8_0, Q4_0, Q4_K = 0, 1, 2, 5, 6
 BLOCKS = {Q4_0: (32, 18), Q4_K: (256, 144)}   # values, bytes per block
 HEADER_V2 = [("tensor_count", "I"), ("rope_scaling", "I"), ("directory_offset", "Q"),
              ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
-             ("rope_orig_ctx", "i"), ("qkv_bias", "I"), ("qk_norm", "I")]
+             ("rope_orig_ctx", "i"), ("qkv_bias", "I"), ("qk_norm", "I"), ("out_norm", "I")]
 # version 2's tensor kinds, by number (FORMAT.md's table)
 KINDS = ["tok_embeddings", "attn_norm", "attn_norm_bias", "wq", "wk", "wv", "q_bias", "k_bias",
          "v_bias", "q_norm", "k_norm", "wo", "ffn_norm", "ffn_norm_bias", "w1", "w2", "w3",
-         "final_norm", "final_norm_bias", "classifier"]
+         "final_norm", "final_norm_bias", "classifier",
+         "attn_out_norm", "attn_out_norm_bias", "ffn_out_norm", "ffn_out_norm_bias"]
 ENTRY = "<6I2Q"
 
 
@@ -77,11 +80,11 @@ def read_header(data):
         for name, fmt in HEADER_V2:
             (h[name],) = struct.unpack_from("<" + fmt, data, off)
             off += struct.calcsize(fmt)
-        assert off == 136, off
+        assert off == 140, off
     else:
         h.update(tensor_count=0, rope_scaling=0, directory_offset=0, rope_factor=0.0,
                  rope_low_freq_factor=0.0, rope_high_freq_factor=0.0, rope_orig_ctx=0,
-                 qkv_bias=0, qk_norm=0)
+                 qkv_bias=0, qk_norm=0, out_norm=0)
     assert data[off:HEADER_SIZE] == b"\0" * (HEADER_SIZE - off), f"reserved header bytes {off}..255 must be zero"
     return h
 
@@ -105,6 +108,8 @@ def tensor_list(h):
         out.append((p + "wo", (d, nh * hs), True))
         out += [(p + "ffn_norm" + b, (d,), False) for b in [""] + bias]
         out += [(p + "w1", (hid, d), True), (p + "w2", (d, hid), True), (p + "w3", (hid, d), True)]
+        if h.get("out_norm"):
+            out += [(p + n + b, (d,), False) for n in ("attn_out_norm", "ffn_out_norm") for b in [""] + bias]
     out += [("final_norm" + b, (d,), False) for b in [""] + bias]
     if not h["shared_classifier"]:
         out.append(("classifier", (V, d), True))

@@ -1,7 +1,7 @@
 /* tests/logits.c -- dump the engine's logits for a token sequence, for
  * comparison with the PyTorch reference (tests/reference.py).
  *
- *   build/logits CKPT --tokens 1,5,9 [--norm rms|layer] [--norm-pos pre|post]
+ *   build/logits CKPT --tokens 1,5,9 [--norm rms|layer] [--norm-pos pre|post|peri|out]
  *                [--final-norm on|off] [--norm-eps E] [--qk-norm on|off] [--mode prefill|decode|chunked]
  *                [--threads N] [--kv f32|f16|q8] [--ctx N] [--repack on|off] --out FILE
  * Writes float32 (T, vocab) row-major. prefill: one batch from position 0;
@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
     void *model_arena = malloc(model_bytes ? model_bytes : 1);
     if (llm_load(&m, bytes, n, model_arena, model_bytes) != LLM_OK) fail(ckpt, m.error);
     if (norm >= 0) m.cfg.norm_type = norm;
-    if (pos_ >= 0) { m.cfg.norm_pos = pos_; m.cfg.final_norm = pos_ == LLM_NORM_PRE; }
+    if (pos_ >= 0) { m.cfg.norm_pos = pos_; m.cfg.final_norm = pos_ != LLM_NORM_POST; }
     if (fin >= 0) m.cfg.final_norm = fin;
     if (eps > 0.0f) m.cfg.norm_eps = eps;
     if (qk >= 0) m.cfg.qk_norm = qk;

@@ -5,7 +5,7 @@ Written from the model's math, not from the C code. Needs numpy and torch,
 which here come from Debian: run it with /usr/bin/python3.
 
   /usr/bin/python3 tests/reference.py CKPT --tokens 1,5,9 [--norm rms|layer]
-      [--norm-pos pre|post] [--final-norm on|off] [--norm-eps E] [--qk-norm on|off] --out FILE
+      [--norm-pos pre|post|peri|out] [--final-norm on|off] [--norm-eps E] [--qk-norm on|off] --out FILE
 
 writes the logits of every position as raw little-endian float32, shape
 (T, vocab), row-major; the tokens sit at positions 0..T-1.
@@ -13,9 +13,13 @@ writes the logits of every position as raw little-endian float32, shape
 Model (x is one token's hidden vector, positions 0..T-1, all at once with a
 causal mask):
   x = embedding[token]
-  per layer:  pre-norm   h = x + attn(norm_att(x));  y = h + ffn(norm_ffn(h))
-              post-norm  h = norm_att(x + attn(x));  y = norm_ffn(h + ffn(h))
-  optional final norm (default on for pre, off for post); logits = classifier @ x
+  per layer:  pre   h = x + attn(N1(x));        y = h + ffn(N3(h))
+              post  h = N1(x + attn(x));        y = N3(h + ffn(h))
+              peri  h = x + N2(attn(N1(x)));    y = h + N4(ffn(N3(h)))
+              out   h = x + N2(attn(x));        y = h + N4(ffn(h))
+              N1, N3 with att_norm, ffn_norm; N2, N4 with att_out_norm,
+              ffn_out_norm, ones (and zero biases) where the checkpoint has none
+  optional final norm (default off for post, else on); logits = classifier @ x
   RMSNorm   g * x / sqrt(mean(x^2) + eps)   (no bias, even if the checkpoint has one)
   LayerNorm g * (x - mean) / sqrt(biased var + eps) + b  (torch layer_norm)
             b = 0 unless the checkpoint provides norm biases (legacy never does)
@@ -177,7 +181,7 @@ def load_llmw(path, data):
         raise ValueError(f"{path}: the reference rotates interleaved pairs only (rope_layout 0)")
     w = _empty_weights({k: h[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
                                           "vocab_size", "seq_len", "shared_classifier", "head_size")})
-    w["config"].update(norm=("rms", "layer")[h["norm_type"]], norm_pos=("pre", "post")[h["norm_pos"]],
+    w["config"].update(norm=("rms", "layer")[h["norm_type"]], norm_pos=("pre", "post", "peri", "out")[h["norm_pos"]],
                        final_norm=bool(h["final_norm"]), norm_eps=h["norm_eps"], rope_theta=h["rope_theta"])
     scaling = {0: None, 1: "linear", 2: "llama3"}[h["rope_scaling"]]
     if scaling:
@@ -198,6 +202,8 @@ def load_llmw(path, data):
             "w1": f64(p + "w1"), "w2": f64(p + "w2"), "w3": f64(p + "w3"),
             "q_bias": f64(p + "q_bias"), "k_bias": f64(p + "k_bias"), "v_bias": f64(p + "v_bias"),
             "q_norm": f64(p + "q_norm"), "k_norm": f64(p + "k_norm"),
+            "att_out_norm": f64(p + "attn_out_norm"), "att_out_norm_bias": f64(p + "attn_out_norm_bias"),
+            "ffn_out_norm": f64(p + "ffn_out_norm"), "ffn_out_norm_bias": f64(p + "ffn_out_norm_bias"),
         })
     return w
 
@@ -372,11 +378,11 @@ def forward(weights, tokens, norm=None, norm_pos=None, final_norm=None, eps=None
     norm = norm or cfg.get("norm", "rms")
     norm_pos = norm_pos or cfg.get("norm_pos", "pre")
     if final_norm is None:
-        final_norm = cfg.get("final_norm", norm_pos == "pre")
+        final_norm = cfg.get("final_norm", norm_pos != "post")
     final_norm = _on_off(final_norm)
     eps = cfg.get("norm_eps", DEFAULT_EPS) if eps is None else float(eps)
     theta = cfg.get("rope_theta", DEFAULT_THETA)
-    if norm_pos not in ("pre", "post"):
+    if norm_pos not in ("pre", "post", "peri", "out"):
         raise ValueError(f"unknown norm position {norm_pos!r}")
     tokens = [int(t) for t in tokens]
     if not tokens:
@@ -393,12 +399,26 @@ def forward(weights, tokens, norm=None, norm_pos=None, final_norm=None, eps=None
 
             def n_ffn(z):
                 return norm_apply(z, lw["ffn_norm"], lw.get("ffn_norm_bias"), norm, eps)
+
+            def n_out(z, which):   # the output norms: weight 1 where the checkpoint has none
+                g = lw.get(which)
+                g = torch.ones(z.shape[-1], dtype=DTYPE) if g is None else g
+                return norm_apply(z, g, lw.get(which + "_bias"), norm, eps)
+
+            def att(z):
+                return attention(z, lw, cfg, theta, eps, qk_norm)
             if norm_pos == "pre":
-                h = x + attention(n_att(x), lw, cfg, theta, eps, qk_norm)
+                h = x + att(n_att(x))
                 x = h + ffn(n_ffn(h), lw)
-            else:
-                h = n_att(x + attention(x, lw, cfg, theta, eps, qk_norm))
+            elif norm_pos == "post":
+                h = n_att(x + att(x))
                 x = n_ffn(h + ffn(h, lw))
+            elif norm_pos == "peri":
+                h = x + n_out(att(n_att(x)), "att_out_norm")
+                x = h + n_out(ffn(n_ffn(h), lw), "ffn_out_norm")
+            else:  # out
+                h = x + n_out(att(x), "att_out_norm")
+                x = h + n_out(ffn(h, lw), "ffn_out_norm")
         if final_norm:
             x = norm_apply(x, weights["final_norm"], weights.get("final_norm_bias"), norm, eps)
         return x @ weights["classifier"].T
@@ -477,7 +497,7 @@ def main(argv=None):
     ap.add_argument("checkpoint")
     ap.add_argument("--tokens", type=parse_tokens, required=True)
     ap.add_argument("--norm", choices=("rms", "layer"), default=None)
-    ap.add_argument("--norm-pos", choices=("pre", "post"), default=None)
+    ap.add_argument("--norm-pos", choices=("pre", "post", "peri", "out"), default=None)
     ap.add_argument("--final-norm", choices=("on", "off"), default=None)
     ap.add_argument("--norm-eps", type=float, default=None)
     ap.add_argument("--qk-norm", choices=("on", "off"), default=None)

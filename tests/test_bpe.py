@@ -35,7 +35,8 @@ WORK = os.path.join(common.BUILD, "bpe")
 # per text), slow in asan and under the scalar kernels. Every build still
 # runs the corpus on the small Qwen2 and SmolLM vocabularies (the same merge
 # and pre-tokenizer code), the hostile LTOK files and test_tokenizer.py.
-FIRST_BUILD_ONLY = ("test_header_and_ids", "test_piece_id_and_decode", "test_1mb_degenerate_inputs_encode") + \
+FIRST_BUILD_ONLY = ("test_header_and_ids", "test_piece_id_and_decode", "test_1mb_degenerate_inputs_encode",
+                   "test_nfc_every_code_point") + \
     tuple(f"test_against_huggingface_tokenizers[{n}{s}]" for n in ("llama3", "gpt2") for s in ("", "-special"))
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
@@ -520,3 +521,75 @@ def test_generate_and_eval_without_bos():
     ids = tokenize(qwen, b"hello world, it is a test of the scoring")
     rc, out, err = common.run([ckpt, "-z", qwen, "-m", "eval", "-f", text])
     assert rc == 0 and out.split()[1] == str(len(ids) - 1).encode(), (out, ids)   # no BOS: n - 1 scored
+
+
+# ---------------------------------------------------------------- NFC, every code point
+
+def nfc_kinds():
+    """What follows each code point in the sweep, chosen from Python's
+    unicodedata (the reference): one mark of each canonical combining class
+    (one that is a composition's second part where the class has one), every
+    starter that is a composition's second part (Indic and Brahmic vowel
+    signs), the conjoining jamo that compose algorithmically (a vowel, a
+    trailing consonant, both), and two marks out of canonical order."""
+    import unicodedata as u
+    seconds = set()
+    for cp in range(0x110000):
+        d = u.decomposition(chr(cp))
+        if d and not d.startswith("<") and len(d.split()) == 2:
+            seconds.add(int(d.split()[1], 16))
+    by_class = {}
+    for cp in range(0x300, 0x110000):
+        c = u.combining(chr(cp))
+        if c and (c not in by_class or (cp in seconds and by_class[c] not in seconds)):
+            by_class[c] = cp
+    kinds = [chr(cp) for _, cp in sorted(by_class.items())]
+    kinds += [chr(cp) for cp in sorted(seconds) if not u.combining(chr(cp))]
+    kinds += ["\u1161", "\u11a8", "\u1161\u11a8", "\u0301\u0323", "\u0345\u0301\u031b"]
+    return kinds
+
+
+def test_nfc_every_code_point():
+    """tok_nfc (the byte-level normalizer, through `bpe_tool nfc`) equals Python's
+    unicodedata.normalize('NFC') on every code point alone and on every
+    assigned one followed by each kind of nfc_kinds() (the unassigned and
+    private-use ones, which decompose and compose with nothing, by three
+    kinds): one process, one text per line ('\n', the line end, is a starter
+    that composes with nothing, so each line's NFC is its own), a line of
+    U+0000 between the groups. Before the Hangul V and T jamo were among
+    the characters the quick check looks for, L V, L V T and LV T stayed
+    apart (437 texts)."""
+    import unicodedata as u
+    header = open(os.path.join(common.ROOT, "tokenizer_unicode.h"), encoding="utf-8").read()
+    assert f'TOK_UNICODE_VERSION "{u.unidata_version}"' in header, \
+        f"this Python's Unicode is {u.unidata_version}: run the tests with /usr/bin/python3 (the tables' version)"
+    every = [chr(cp) for cp in range(1, 0x110000) if not 0xD800 <= cp <= 0xDFFF and cp != 0x0A]   # U+0000, U+000A: the separators
+    assigned = [c for c in every if u.category(c) not in ("Cn", "Co")]
+    kinds = nfc_kinds()
+    groups = [("alone", every, "")] + [(f"+ {' '.join(f'U+{ord(k):04X}' for k in m)}", assigned, m) for m in kinds]
+    groups += [(f"unassigned + U+{ord(m[0]):04X}", [c for c in every if u.category(c) in ("Cn", "Co")], m)
+               for m in ("\u0301", "\u1161", "\u11a8")]
+    # the groups one after another, a line holding U+0000 alone between two
+    texts = [(m + "\n").join(cps) + m for _, cps, m in groups]
+    data = "\n\0\n".join(texts).encode("utf-8")
+    del texts
+    assert os.path.exists(TOOL), f"{TOOL} missing: make build/bpe_tool"
+    p = subprocess.run([TOOL, "nfc"], input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    got = p.stdout.split(b"\n\0\n")
+    assert len(got) == len(groups), f"bpe_tool nfc gave {len(got)} groups for {len(groups)}"
+    lines = sum(len(cps) for _, cps, _ in groups)
+    bad = []
+    for (name, cps, m), mine in zip(groups, got):
+        want = u.normalize("NFC", (m + "\n").join(cps) + m).encode("utf-8")
+        if mine != want:
+            want, mine = want.decode("utf-8").split("\n"), mine.decode("utf-8").split("\n")
+            assert len(mine) == len(want), f"{name}: {len(mine)} lines for {len(want)}"
+            wrong = [(i, w, g) for i, (w, g) in enumerate(zip(want, mine)) if w != g]
+            bad.append(f"{name}: {len(wrong)} differ, e.g. " + "; ".join(
+                f"{' '.join(f'U+{ord(c):04X}' for c in cps[i] + m)} -> engine "
+                f"{' '.join(f'U+{ord(c):04X}' for c in g)}, unicodedata {' '.join(f'U+{ord(c):04X}' for c in w)}"
+                for i, w, g in wrong[:3]))
+    print(f"   {lines} texts ({len(data)} bytes), {len(kinds)} kinds after each assigned code point: "
+          f"{len(groups) - len(bad)} of {len(groups)} groups equal")
+    assert not bad, "\n".join(bad[:20])

@@ -443,3 +443,49 @@ def test_chatml_turns_with_a_byte_level_vocabulary():
     later = seg["\n"] + [start] + seg["user\nMore <|im_end|> text"] + [end] + seg["\n"] + [start] + seg["assistant\n"]
     assert turns == [first, later], (turns, [first, later])
     assert end not in seg["user\nMore <|im_end|> text"]   # the user's text never becomes the token
+
+
+def verbose_prompts(err):
+    """[(label, [(id, piece bytes)])] of --verbose-prompt's blocks on stderr."""
+    blocks, lines = [], err.splitlines()
+    for i, line in enumerate(lines):
+        m = re.fullmatch(r"verbose prompt, (.*): (\d+) tokens", line)
+        if not m:
+            continue
+        rows = []
+        for row in lines[i + 1:i + 1 + int(m.group(2))]:
+            r = re.fullmatch(r" *(\d+) -> '(.*)'", row)
+            assert r, f"not an id and its piece: {row!r}"
+            piece = re.sub(r"\\x([0-9a-f]{2})|\\(.)", lambda x: chr(int(x.group(1), 16)) if x.group(1) else x.group(2),
+                           r.group(2)).encode("latin-1")
+            rows.append((int(r.group(1)), piece))
+        blocks.append((m.group(1), rows))
+    return blocks
+
+
+def test_verbose_prompt():
+    """--verbose-prompt prints on stderr the ids the model is fed and each
+    one's piece: in generate mode the prompt (BOS, the dummy-prefix space,
+    one id per character of the test vocabulary), in chat mode each turn as
+    its template renders it (the ids written out by hand from the published
+    ChatML template, as above). stdout is the same as without it."""
+    ckpt = chat_ckpt()
+    gen = [ckpt, "-z", VOCAB, "-i", "Hi 'there' \\ ok", "-n", "40", "-t", "1", "-s", "3"]
+    rc, plain, err = run(gen)
+    assert rc == 0, err
+    rc, out, err = run(gen + ["--verbose-prompt"])
+    assert rc == 0 and out == plain, (out, plain, err)
+    want = expected_ids("Hi 'there' \\ ok", bos=True)
+    assert verbose_prompts(err) == [("the prompt", [(i, PIECES[i]) for i in want])], err
+    users = ("\n".join(USERS) + "\n").encode()
+    args = [ckpt, "-z", VOCAB, "-m", "chat", "--template", "chatml", "-t", "1", "-p", "0.9", "-s", "9",
+            "-n", "240", "-y", SYSTEM]
+    rc, plain, err = run(args, input=users)
+    assert rc == 0, err
+    rc, out, err = run(args + ["--verbose-prompt"], input=users)
+    assert rc == 0 and out == plain, (out, plain, err)
+    turns = [expected_ids(t) for t in hand_turns("chatml", SYSTEM)]
+    got = verbose_prompts(err)
+    assert [label for label, _ in got] == [f"turn {k} in its template" for k in (1, 2, 3)], err
+    for k, ((_, rows), ids) in enumerate(zip(got, turns)):
+        assert rows == [(i, PIECES[i]) for i in ids], f"turn {k + 1}:\n got  {rows}\n want {ids}"

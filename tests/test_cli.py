@@ -170,6 +170,25 @@ def test_info_prints_plan():
     assert "norm: rms, pre-norm, final norm on, eps 1e-05" in err, err
 
 
+def test_norm_placements_info():
+    """--norm-pos pre|post|peri|out on stories260K (a llama2.c file: no output
+    norms, so peri and out run them with weight 1): --info names the placement
+    and where the output norms come from; the final norm defaults to off for
+    post only; each placement gives its own text; a bad name is refused."""
+    texts = {}
+    for pos, outs, final in (("pre", "", "on"), ("post", "", "off"),
+                             ("peri", " (output norms: weight 1, not in the checkpoint)", "on"),
+                             ("out", " (output norms: weight 1, not in the checkpoint)", "on")):
+        rc, out, err = run(BASE + ["--info", "--norm-pos", pos])
+        assert rc == 0, err
+        assert f"norm: rms, {pos}-norm{outs}, final norm {final}, eps 1e-05" in err, err
+        rc, texts[pos], err = run(BASE + ["-t", "0", "-n", "30", "--norm-pos", pos])
+        assert rc == 0 and texts[pos], err
+    assert len(set(texts.values())) == 4, texts
+    rc, out, err = run(BASE + ["--norm-pos", "sandwich"])
+    assert rc == 2 and "--norm-pos expects pre, post, peri or out, got 'sandwich'" in err, err
+
+
 def test_chat_mode():
     """A story model never says EOS, so the first answer runs to the step limit."""
     rc, out, err = run(BASE + ["-m", "chat", "-t", "0", "-n", "120", "-y", "You are kind."], input=b"Hi there\n")

@@ -158,7 +158,12 @@ def test_header_and_alignment():
                    dim=40, n_heads=5, n_kv_heads=1, head_size=8, hidden_dim=50, vocab_size=33)),
              ("random_headsize_f16", ["random", "--dim", "48", "--heads", "4", "--kv-heads", "2",
                                       "--head-size", "16", "--dtype", "f16"],
-              dict(head_size=16, dim=48, weight_type=1))]
+              dict(head_size=16, dim=48, weight_type=1)),
+             ("stories_peri", [stories(), "--norm-pos", "peri"], dict(norm_pos=2, out_norm=0)),
+             ("random_peri_bias", ["random", "--norm-pos", "peri", "--norm-bias", "--qk-norm"],
+              dict(norm_pos=2, out_norm=1, norm_bias=1, qk_norm=1)),
+             ("random_out_q8", ["random", "--norm-pos", "out", "--dtype", "q8_0"],
+              dict(norm_pos=3, out_norm=1, norm_bias=0, weight_type=2))]
     for name, args, expect in cases:
         def check(name=name, args=args, expect=expect):
             out = os.path.join(d, name + ".bin")
@@ -666,6 +671,36 @@ def test_random_checkpoints():
                     export_ok(*args, out2)
                     assert open(out, "rb").read() != open(out2, "rb").read(), "seed ignored"
                 yield name, check
+
+
+def test_random_output_norms():
+    """`random --norm-pos peri|out` stores each layer's attn_out_norm and
+    ffn_out_norm (with --norm-bias their biases), random around 1, in the
+    directory after w3 (kinds 20..23); pre and post store none; version 1
+    cannot hold them and says so; a re-export keeps them bit for bit."""
+    d = scratch_dir("outnorm")
+    names = ("attn_out_norm", "attn_out_norm_bias", "ffn_out_norm", "ffn_out_norm_bias")
+    for pos in ("pre", "post", "peri", "out"):
+        out = os.path.join(d, pos + ".bin")
+        export_ok("random", "--layers", "3", "--norm-pos", pos, "--norm-bias", out)
+        h, t = llmw.read(out)
+        stored = pos in ("peri", "out")
+        assert h["out_norm"] == int(stored) and h["norm_pos"] == ("pre", "post", "peri", "out").index(pos), h
+        for l in range(3):
+            for n in names:
+                assert (f"layers.{l}.{n}" in t) == stored, (pos, l, n, sorted(t))
+        if stored:
+            g = t["layers.1.ffn_out_norm"]
+            assert g.shape == (64,) and (np.abs(g - 1) <= 0.2).all() and g.std() > 0.01, g
+            b = t["layers.2.attn_out_norm_bias"]
+            assert (np.abs(b) >= 0.049).all() and (np.abs(b) <= 0.2).all(), b
+            assert not np.array_equal(t["layers.0.attn_out_norm"], t["layers.0.ffn_out_norm"])
+    again = os.path.join(d, "again.bin")
+    export_ok(os.path.join(d, "peri.bin"), again)
+    assert open(again, "rb").read() == open(os.path.join(d, "peri.bin"), "rb").read(), "re-export differs"
+    rc, _, err = run_export("random", "--norm-pos", "out", "--llmw-version", "1", os.path.join(d, "v1.bin"))
+    assert rc == 1 and "version 1 cannot hold out_norm" in err, (rc, err)
+    assert not os.path.exists(os.path.join(d, "v1.bin"))
 
 
 def test_reexport_llmw():

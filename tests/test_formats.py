@@ -329,8 +329,13 @@ def test_malformed_llmw_refused():
                                        124, "<i", -5), "original context"),
         "v2_qkv_bias_without_tensors": (patched(128, "<I", 1), "tensor_count"),
         "v2_qk_norm_flag": (patched(132, "<I", 2), "qk_norm"),
+        "v2_out_norm_flag": (patched(136, "<I", 2), "out_norm"),
+        "v2_out_norm_without_tensors": (patched(136, "<I", 1), "tensor_count"),
+        "v2_reserved_after_out_norm": (patched(140, "<B", 1), "reserved"),
+        "norm_pos": (patched(52, "<I", 4), "norm_pos"),
         # its directory entries
         "v2_kind": (patched(entry(1, 0), "<I", 99), "kind"),
+        "v2_kind_out_norm_not_flagged": (patched(entry(1, 0), "<I", 20), "flags"),
         "v2_kind_not_flagged": (patched(entry(1, 0), "<I", 6), "flags"),
         "v2_layer": (patched(entry(1, 4), "<I", 7), "layer"),
         "v2_model_level_layer": (patched(entry(0, 4), "<I", 0), "layer"),

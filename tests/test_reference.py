@@ -3,9 +3,10 @@
 build/logits (env LOGITS) writes float32 (T, vocab) logits for a token list;
 the reference computes the same in float64 with PyTorch. For stories260K and
 for a random checkpoint with awkward sizes, an unshared classifier and
-grouped-query heads, every norm variant (rms/layer x pre/post x final norm
-on/off) must match in both prefill and decode mode within
-max |c - ref| <= 1e-4 * max |ref|.
+grouped-query heads, and for an LLMW one (export.py random) that stores the
+output norms of peri and out with LayerNorm biases and q/k norms, every norm
+variant (rms/layer x pre/post/peri/out x final norm on/off: 16) must match
+in both prefill and decode mode within max |c - ref| <= 1e-4 * max |ref|.
 
 This file is stdlib-only, so any python3 can run it; numpy and torch work is
 done by /usr/bin/python3 (env REF_PYTHON), where Debian's numpy/torch live.
@@ -25,11 +26,16 @@ LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
 TOL = 1e-4                     # max |c - ref| <= TOL * max |ref|
 N_TOKENS = 48                  # >= 40 positions per sequence
 
-COMBOS = [(n, p, f) for n in ("rms", "layer") for p in ("pre", "post") for f in ("on", "off")]
+COMBOS = [(n, p, f) for n in ("rms", "layer") for p in ("pre", "post", "peri", "out") for f in ("on", "off")]
 
 # the random checkpoint: awkward sizes, unshared classifier, 3 query heads per kv head
 RANDOM_CKPT = dict(dim=48, hidden_dim=100, n_layers=3, n_heads=6, n_kv_heads=2,
                    vocab=97, seq_len=64, seed=1234, shared_classifier=False)
+# the same shape in LLMW, with every optional norm tensor: peri's and out's output
+# norms (random weights 1 +- 0.2), LayerNorm biases, per-head q/k norms
+OUTNORM_ARGS = ["random", "--dim", "48", "--hidden-dim", "100", "--layers", "3", "--heads", "6",
+                "--kv-heads", "2", "--vocab", "97", "--seq-len", "64", "--seed", "26", "--unshared",
+                "--norm-bias", "--qk-norm", "--norm-pos", "peri"]
 
 
 # ---------------------------------------------------------------- helpers
@@ -79,6 +85,12 @@ def checkpoint(which):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
             assert p.returncode == 0, p.stderr.decode()
             _ckpts[which] = (path, vocab)
+        elif which == "outnorm":
+            path = common.scratch("ref_outnorm.llmw")
+            p = subprocess.run([REF_PYTHON, os.path.join(common.ROOT, "export.py")] + OUTNORM_ARGS + [path],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+            assert p.returncode == 0, p.stderr.decode()
+            _ckpts[which] = (path, 97)
         elif which == "stories260K":
             _ckpts[which] = (common.model("stories260K.bin"), 512)
         else:
@@ -139,7 +151,7 @@ def check_against_reference(which, combo, mode, threads=None):
 # ---------------------------------------------------------------- tests
 
 def test_logits_match_reference():
-    for which in ("stories260K", "random"):
+    for which in ("stories260K", "random", "outnorm"):
         for combo in COMBOS:
             for mode in ("prefill", "decode"):
                 yield (f"{which}-{'-'.join(combo)}-{mode}",
@@ -164,7 +176,7 @@ def test_prefill_equals_decode_every_variant():
     q4_0 (rows of 64 and 172, of 48 and 100: zero-padded blocks; q4_K in a
     version 1 file, since version 2 stores rows that are not whole
     superblocks of 256 as q4_0)."""
-    for which in ("stories260K", "random", "stories260K-q4_k@v1", "random-q4_0"):
+    for which in ("stories260K", "random", "outnorm", "stories260K-q4_k@v1", "random-q4_0"):
         for combo in COMBOS:
             def one(which=which, combo=combo):
                 path, vocab = checkpoint(which)
@@ -203,18 +215,26 @@ def test_batch_of_sequences_compact_kv_caches():
 
 
 # Compact KV caches against the float64 reference: max |c - ref| / max |ref|
-# over the 8 norm variants, measured on the opt build (largest variant in
+# over the 16 norm variants, measured on the opt build (largest variant in
 # brackets) with the limit about 15% above it; every build passes within it.
 TOL_KV = {("stories260K", "f16"): 1e-3,     # (8.0e-4, rms/pre/on)
           ("stories260K", "q8"): 0.075,     # (0.0657, rms/pre/on)
           ("random", "f16"): 4.5e-4,        # (3.9e-4, layer/pre/on)
           ("random", "q8"): 7.5e-3}         # (6.6e-3, rms/pre/on)
+# peri and out normalize each sublayer's output, which scales the cache's
+# rounding up where that output is small: their own bounds, measured the same way
+TOL_KV_OUT = {("stories260K", "f16"): 1.5e-3,  # (1.3e-3, layer/peri/off)
+              ("stories260K", "q8"): 0.075,    # (0.0658, layer/peri/off)
+              ("random", "f16"): 5.6e-4,       # (4.86e-4, layer/peri/on)
+              ("random", "q8"): 0.014}         # (0.0122, layer/out/on)
 
 
 def test_compact_kv_cache_against_reference():
     """--kv f16 and --kv q8 logits within their measured bound of the reference."""
-    for (which, kv), tol in TOL_KV.items():
+    for (which, kv), tol_in in TOL_KV.items():
         for combo in COMBOS:
+            tol = TOL_KV_OUT[(which, kv)] if combo[1] in ("peri", "out") else tol_in
+
             def one(which=which, kv=kv, tol=tol, combo=combo):
                 toks, vocab, refs = reference_logits(which)
                 path, _ = checkpoint(which)
@@ -273,7 +293,10 @@ def test_tolerance_catches_errors():
                 ("LayerNorm instead of RMSNorm (pre)", ("rms", "pre", "on"), ("layer", "pre", "on")),
                 ("RMSNorm instead of LayerNorm (post)", ("layer", "post", "off"), ("rms", "post", "off")),
                 ("final norm skipped", ("rms", "pre", "on"), ("rms", "pre", "off")),
-                ("pre-norm instead of post-norm", ("rms", "post", "off"), ("rms", "pre", "off"))]:
+                ("pre-norm instead of post-norm", ("rms", "post", "off"), ("rms", "pre", "off")),
+                ("peri-norm without its output norms (pre)", ("rms", "peri", "on"), ("rms", "pre", "on")),
+                ("out-norm instead of peri-norm", ("rms", "peri", "on"), ("rms", "out", "on")),
+                ("out-norm's input left unnormed (post)", ("layer", "out", "on"), ("layer", "post", "on"))]:
             wrong[name] = (refs[other], refs[good])
         for name, w in wrong.items():
             got, ref = (w, refs[("rms", "pre", "on")]) if not isinstance(w, tuple) else w
@@ -286,6 +309,27 @@ def test_tolerance_catches_errors():
             assert rel > need, (f"{which}: '{name}' changes the logits by only {rel:.3g} "
                                 f"relative (need > {need:g}); the test could not tell")
     print("error -> relative difference: " + "; ".join(report))
+
+
+def test_stored_output_norms_matter():
+    """The output norms' stored weights and biases move the logits far past the
+    tolerance (so the match above shows the engine reads them): the reference
+    with them against the reference with weight 1 and bias 0 in their place."""
+    path, vocab = checkpoint("outnorm")
+    toks, _, refs = reference_logits("outnorm")
+    report = []
+    for combo in (("rms", "peri", "on"), ("layer", "peri", "on"), ("layer", "out", "off")):
+        out = common.scratch(f"ref_outnorm_ones_{'_'.join(combo)}.f32")
+        _py("import reference\n"
+            f"w = reference.load_checkpoint({path!r})\n"
+            "for lw in w['layers']:\n"
+            "    for k in ('att_out_norm', 'att_out_norm_bias', 'ffn_out_norm', 'ffn_out_norm_bias'):\n"
+            "        lw[k] = None\n"
+            f"reference.forward(w, {toks!r}, *{combo!r}, 1e-5).numpy().astype('<f4').tofile({out!r})\n")
+        rel = rel_diff(read_f32(out, len(toks), vocab), refs[combo])[0]
+        report.append(f"{'/'.join(combo)}: {rel:.3g}")
+        assert rel > 100 * TOL, f"{'/'.join(combo)}: the stored output norms change the logits by only {rel:.3g}"
+    print("output norms as weight 1 -> relative difference: " + "; ".join(report))
 
 
 # ---------------------------------------------------------------- llama2.c's published output
