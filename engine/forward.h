@@ -370,71 +370,81 @@ static void llm__out_norm_batch(float *out, const float *x, const float *g, cons
     llm__norm_batch(out, x, g, b, T, m->cfg.dim, &m->cfg, s);
 }
 
-/* Attention for T tokens at pos..pos+T-1, input a (T,dim) -> s->xb2 (T,dim).
- * Writes this layer's keys and values into the cache first, so token t sees
- * the cache up to its own position: causal within the batch and over the past. */
-static void llm__attention(const llm_model *m, llm_state *s, int l, const float *a, int T, int pos) {
-    const llm_config *c = &m->cfg;
-    int hs = c->head_size, kvd = c->n_kv_heads * hs, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads;
-    int nt = s->n_threads;
-    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * c->n_kv_heads;
+/* The kv view of layer l of state s's cache */
+static llm__kv_view llm__kv_view_of(const llm_config *c, const llm_state *s, int l) {
+    size_t kvd = (size_t)c->n_kv_heads * (size_t)c->head_size;
+    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * (size_t)c->n_kv_heads;
     size_t eb = llm__kv_elem_bytes(s->kv_type);
     llm__kv_view kv;
-    kv.k = (const unsigned char *)s->key_cache + l * layer_elems * eb;
-    kv.v = (const unsigned char *)s->value_cache + l * layer_elems * eb;
-    kv.k_scale = s->key_scale ? s->key_scale + l * layer_scales : NULL;
-    kv.v_scale = s->value_scale ? s->value_scale + l * layer_scales : NULL;
-    kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = hs;
-    kv.prefetch = T == 1;   /* a batch takes one head's tokens in turn, its rows already in cache */
+    kv.k = (const unsigned char *)s->key_cache + (size_t)l * layer_elems * eb;
+    kv.v = (const unsigned char *)s->value_cache + (size_t)l * layer_elems * eb;
+    kv.k_scale = s->key_scale ? s->key_scale + (size_t)l * layer_scales : NULL;
+    kv.v_scale = s->value_scale ? s->value_scale + (size_t)l * layer_scales : NULL;
+    kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = c->head_size;
+    kv.prefetch = 0;
+    return kv;
+}
+
+/* One sequence's n tokens at pos..pos+n-1, rows o.. of the work state w's
+ * q, k_new, v_new (its rope rows the same): per token, q, k, v += their
+ * biases (Qwen2); q, k = rmsnorm of each head (Qwen3); RoPE on q and k at
+ * the token's position; k and v into the cache rows of state s. The same
+ * code for every batch size, so prefill and decode agree bit for bit. */
+static void llm__qkv_into_cache(const llm_model *m, llm_state *w, llm_state *s, int l, int o, int n, int pos) {
+    const llm_config *c = &m->cfg;
     const llm_layer *L = &m->w.layers[l];
-
-    /* q, k, v = Wq a, Wk a, Wv a (a quantized once where the three take it alike) */
-    llm__matmul(s->q, &L->wq, a, T, s);
-    llm__matmul_after(s->k_new, &L->wk, a, T, s, &L->wq);
-    llm__matmul_after(s->v_new, &L->wv, a, T, s, &L->wk);
-
-    /* per token: q, k, v += their biases (Qwen2); q, k = rmsnorm of each head
-     * (Qwen3); RoPE on q and k at the token's position; k and v into the
-     * cache rows pos..pos+T-1. The same code for every batch size, so
-     * prefill and decode agree bit for bit. */
+    int hs = c->head_size, kvd = c->n_kv_heads * hs, qd = c->n_heads * hs;
+    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * c->n_kv_heads;
+    size_t eb = llm__kv_elem_bytes(s->kv_type);
+    float *q = w->q + (size_t)o * qd, *k_new = w->k_new + (size_t)o * kvd, *v_new = w->v_new + (size_t)o * kvd;
+    const float *rope = w->rope + (size_t)o * hs;
     int bias = c->qkv_bias && L->q_bias.data, qk_norm = c->qk_norm && L->q_norm.data;
-    LLM__PARALLEL_FOR(nt, (int64_t)T * qd * 8 >= s->parallel_min_work,
-    for (int t = 0; t < T; t++) {
+    LLM__PARALLEL_FOR(w->n_threads, (int64_t)n * qd * 8 >= w->parallel_min_work,
+    for (int t = 0; t < n; t++) {
         if (bias) {
-            llm__add_bias(s->q + (size_t)t * qd, (const float *)L->q_bias.data, qd);
-            llm__add_bias(s->k_new + (size_t)t * kvd, (const float *)L->k_bias.data, kvd);
-            llm__add_bias(s->v_new + (size_t)t * kvd, (const float *)L->v_bias.data, kvd);
+            llm__add_bias(q + (size_t)t * qd, (const float *)L->q_bias.data, qd);
+            llm__add_bias(k_new + (size_t)t * kvd, (const float *)L->k_bias.data, kvd);
+            llm__add_bias(v_new + (size_t)t * kvd, (const float *)L->v_bias.data, kvd);
         }
         if (qk_norm) {
             for (int h = 0; h < c->n_heads; h++) {
-                float *qh = s->q + (size_t)t * qd + (size_t)h * hs;
+                float *qh = q + (size_t)t * qd + (size_t)h * hs;
                 llm_rmsnorm(qh, qh, (const float *)L->q_norm.data, hs, c->norm_eps);
             }
             for (int h = 0; h < c->n_kv_heads; h++) {
-                float *kh = s->k_new + (size_t)t * kvd + (size_t)h * hs;
+                float *kh = k_new + (size_t)t * kvd + (size_t)h * hs;
                 llm_rmsnorm(kh, kh, (const float *)L->k_norm.data, hs, c->norm_eps);
             }
         }
-        llm__rope(s->q + (size_t)t * qd, c->n_heads, s->rope + (size_t)t * hs, c);
-        llm__rope(s->k_new + (size_t)t * kvd, c->n_kv_heads, s->rope + (size_t)t * hs, c);
+        llm__rope(q + (size_t)t * qd, c->n_heads, rope + (size_t)t * hs, c);
+        llm__rope(k_new + (size_t)t * kvd, c->n_kv_heads, rope + (size_t)t * hs, c);
         llm__kv_store((unsigned char *)s->key_cache + l * layer_elems * eb, s->key_scale ? s->key_scale + l * layer_scales : NULL,
-                      s->kv_type, (size_t)(pos + t), s->k_new + (size_t)t * kvd, c->n_kv_heads, hs);
+                      s->kv_type, (size_t)(pos + t), k_new + (size_t)t * kvd, c->n_kv_heads, hs);
         llm__kv_store((unsigned char *)s->value_cache + l * layer_elems * eb, s->value_scale ? s->value_scale + l * layer_scales : NULL,
-                      s->kv_type, (size_t)(pos + t), s->v_new + (size_t)t * kvd, c->n_kv_heads, hs);
+                      s->kv_type, (size_t)(pos + t), v_new + (size_t)t * kvd, c->n_kv_heads, hs);
     });
+}
 
-    /* per (token, head): softmax(q K^T / sqrt(hs)) V over positions 0..pos+t.
-     * A group of query heads shares each pass over its kv head's keys; where
-     * each kv head has one query head, two consecutive tokens share it. */
-    int per = group > 1 ? 1 : 2, items = (T + per - 1) / per;
-    if (T == 1) { /* decode: the kv heads in nt shares, each share's heads side by side */
-        int parts = (int64_t)qd * (pos + 1) * 2 >= s->parallel_min_work && nt > 1 ? nt : 1;
+/* per (token, head) of one sequence: softmax(q K^T / sqrt(hs)) V over
+ * positions 0..pos+t of state s's cache, q from rows o.. of w->q, out to
+ * rows o.. of w->xb. A group of query heads shares each pass over its kv
+ * head's keys; where each kv head has one query head, two consecutive
+ * tokens share it. */
+static void llm__attend_sequence(const llm_model *m, llm_state *w, const llm_state *s, int l, int o, int n, int pos) {
+    const llm_config *c = &m->cfg;
+    int hs = c->head_size, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads, nt = w->n_threads;
+    float *q = w->q + (size_t)o * qd, *xb = w->xb + (size_t)o * qd;
+    llm__kv_view kv = llm__kv_view_of(c, s, l);
+    int per = group > 1 ? 1 : 2, items = (n + per - 1) / per;
+    if (n == 1) { /* decode: the kv heads in nt shares, each share's heads side by side */
+        kv.prefetch = 1;   /* a batch takes one head's tokens in turn, its rows already in cache */
+        int parts = (int64_t)qd * (pos + 1) * 2 >= w->parallel_min_work && nt > 1 ? nt : 1;
         if (parts > c->n_kv_heads) parts = c->n_kv_heads;
         LLM__PARALLEL_FOR(nt, parts > 1,
         for (int i = 0; i < parts; i++)
-            llm__attend_heads(s->xb, s->q, &kv, c->n_kv_heads * i / parts, c->n_kv_heads * (i + 1) / parts, group, pos););
+            llm__attend_heads(xb, q, &kv, c->n_kv_heads * i / parts, c->n_kv_heads * (i + 1) / parts, group, pos););
     } else {
-        LLM__PARALLEL_FOR(nt, (int64_t)T * qd * (pos + T) * 2 >= s->parallel_min_work,
+        LLM__PARALLEL_FOR(nt, (int64_t)n * qd * (pos + n) * 2 >= w->parallel_min_work,
         for (int it = 0; it < items * c->n_kv_heads; it++) {
             /* one kv head's tokens after another, so the head's keys and values
              * stay in cache for all of them; the items in the order 0, last, 1,
@@ -442,13 +452,30 @@ static void llm__attention(const llm_model *m, llm_state *s, int l, const float 
              * causal triangle alike */
             int k = it % items, i = k % 2 ? items - 1 - k / 2 : k / 2, kvh = it / items, t = i * per;
             size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
-            if (per == 1) llm__attend_rows(s->xb + at, s->q + at, (size_t)hs, &kv, kvh, group, pos + t, 0);
-            else llm__attend_rows(s->xb + at, s->q + at, (size_t)qd, &kv, kvh, T - t < 2 ? 1 : 2, pos + t, 1);
+            if (per == 1) llm__attend_rows(xb + at, q + at, (size_t)hs, &kv, kvh, group, pos + t, 0);
+            else llm__attend_rows(xb + at, q + at, (size_t)qd, &kv, kvh, n - t < 2 ? 1 : 2, pos + t, 1);
         });
     }
+}
 
+/* Attention for the T tokens of the batch's sequences (llm_forward: one,
+ * its cache the work state's own), input a (T,dim) -> w->xb2 (T,dim).
+ * Writes this layer's keys and values into each sequence's cache first, so
+ * token t sees the cache up to its own position: causal within the batch
+ * and over the past. */
+static void llm__attention(const llm_model *m, llm_state *w, int l, const float *a, int T,
+                           const llm_batch_item *items, int n_items) {
+    const llm_layer *L = &m->w.layers[l];
+    /* q, k, v = Wq a, Wk a, Wv a (a quantized once where the three take it alike) */
+    llm__matmul(w->q, &L->wq, a, T, w);
+    llm__matmul_after(w->k_new, &L->wk, a, T, w, &L->wq);
+    llm__matmul_after(w->v_new, &L->wv, a, T, w, &L->wk);
+    for (int i = 0, o = 0; i < n_items; o += items[i].n, i++) {
+        llm__qkv_into_cache(m, w, items[i].state, l, o, items[i].n, items[i].pos);
+        llm__attend_sequence(m, w, items[i].state, l, o, items[i].n, items[i].pos);
+    }
     /* out = Wo concat(heads) */
-    llm__matmul(s->xb2, &L->wo, s->xb, T, s);
+    llm__matmul(w->xb2, &L->wo, w->xb, T, w);
 }
 
 /* SwiGLU FFN for T tokens: a (T,dim) -> s->xb2 (T,dim) = W2 (silu(W1 a) * W3 a) */
@@ -464,6 +491,45 @@ static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, in
         llm__swiglu(g, u, H);
     });
     llm__matmul(s->xb2, &L->w2, s->hb, T, s);
+}
+
+/* The blocks over the T tokens of the items' sequences, in the work state
+ * s's activations: x (T,dim) = the embeddings, then each layer's block. */
+static void llm__blocks(const llm_model *m, llm_state *s, int T, const llm_batch_item *items, int n_items) {
+    const llm_config *c = &m->cfg;
+    int D = c->dim;
+    /* x = embedding[token]; each sequence's RoPE angles at its own positions */
+    const llm_tensor *emb = &m->w.tok_embeddings;
+    for (int i = 0, o = 0; i < n_items; o += items[i].n, i++) {
+        for (int t = 0; t < items[i].n; t++)
+            llm__traits[emb->type].dequant_row(s->x + (size_t)(o + t) * D, emb, items[i].tokens[t]);
+        llm__rope_table(s->rope + (size_t)o * c->head_size, items[i].pos, items[i].n, m);
+    }
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const llm_layer *L = &m->w.layers[l];
+        /* the placements (model.h):  pre  h = x + attn(N1(x))      post h = N1(x + attn(x))
+         *                            peri h = x + N2(attn(N1(x)))  out  h = x + N2(attn(x)) */
+        int in = c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_PERI;    /* N1, N3 */
+        int out = c->norm_pos == LLM_NORM_PERI || c->norm_pos == LLM_NORM_OUT;   /* N2, N4 */
+        int post = c->norm_pos == LLM_NORM_POST;
+        /* pre, peri: a = N1(x); post, out: a = x */
+        const float *a = s->x;
+        if (in) { llm__layer_norm_batch(s->xb, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s); a = s->xb; }
+        llm__attention(m, s, l, a, T, items, n_items);
+        /* peri, out: h = x + N2(attn(a)); pre: h = x + attn(a); post: h = N1(x + attn(x)) */
+        const float *const *on = m->w.out_norms ? m->w.out_norms + (size_t)l * 4 : NULL;   /* N2, N4 or none (1) */
+        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_ATTN] : NULL, on ? on[LLM_OUT_ATTN_BIAS] : NULL, T, m, s);
+        llm__residual_add(s->x, s->xb2, T, D, s);
+        if (post) llm__layer_norm_batch(s->x, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
+        /* the same around the FFN with N3, N4: y = h + N4(ffn(N3(h))) and its parts */
+        a = s->x;
+        if (in) { llm__layer_norm_batch(s->xb, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s); a = s->xb; }
+        llm__ffn(m, s, l, a, T);
+        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_FFN] : NULL, on ? on[LLM_OUT_FFN_BIAS] : NULL, T, m, s);
+        llm__residual_add(s->x, s->xb2, T, D, s);
+        if (post) llm__layer_norm_batch(s->x, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
+    }
 }
 
 /* The fields that sized the state's buffers. */
@@ -503,35 +569,10 @@ int llm_forward(const llm_model *m, llm_state *s, const int *tokens, int T, int 
     }
     s->n_threads = nt;
 
-    /* x = embedding[token] */
-    const llm_tensor *emb = &m->w.tok_embeddings;
-    for (int t = 0; t < T; t++) llm__traits[emb->type].dequant_row(s->x + (size_t)t * D, emb, tokens[t]);
-    llm__rope_table(s->rope, pos, T, m);
-
-    for (int l = 0; l < c->n_layers; l++) {
-        const llm_layer *L = &m->w.layers[l];
-        /* the placements (model.h):  pre  h = x + attn(N1(x))      post h = N1(x + attn(x))
-         *                            peri h = x + N2(attn(N1(x)))  out  h = x + N2(attn(x)) */
-        int in = c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_PERI;    /* N1, N3 */
-        int out = c->norm_pos == LLM_NORM_PERI || c->norm_pos == LLM_NORM_OUT;   /* N2, N4 */
-        int post = c->norm_pos == LLM_NORM_POST;
-        /* pre, peri: a = N1(x); post, out: a = x */
-        const float *a = s->x;
-        if (in) { llm__layer_norm_batch(s->xb, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s); a = s->xb; }
-        llm__attention(m, s, l, a, T, pos);
-        /* peri, out: h = x + N2(attn(a)); pre: h = x + attn(a); post: h = N1(x + attn(x)) */
-        const float *const *on = m->w.out_norms ? m->w.out_norms + (size_t)l * 4 : NULL;   /* N2, N4 or none (1) */
-        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_ATTN] : NULL, on ? on[LLM_OUT_ATTN_BIAS] : NULL, T, m, s);
-        llm__residual_add(s->x, s->xb2, T, D, s);
-        if (post) llm__layer_norm_batch(s->x, s->x, &L->attn_norm, &L->attn_norm_bias, T, m, s);
-        /* the same around the FFN with N3, N4: y = h + N4(ffn(N3(h))) and its parts */
-        a = s->x;
-        if (in) { llm__layer_norm_batch(s->xb, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s); a = s->xb; }
-        llm__ffn(m, s, l, a, T);
-        if (out) llm__out_norm_batch(s->xb2, s->xb2, on ? on[LLM_OUT_FFN] : NULL, on ? on[LLM_OUT_FFN_BIAS] : NULL, T, m, s);
-        llm__residual_add(s->x, s->xb2, T, D, s);
-        if (post) llm__layer_norm_batch(s->x, s->x, &L->ffn_norm, &L->ffn_norm_bias, T, m, s);
-    }
+    /* x = embedding[token]; the blocks */
+    llm_batch_item one;
+    one.state = s; one.tokens = tokens; one.n = T; one.pos = pos;
+    llm__blocks(m, s, T, &one, 1);
 
     /* logits = classifier @ final_norm(x), for every token or just the last */
     int first = which_logits == LLM_LOGITS_ALL ? 0 : T - 1, n_out = T - first;
