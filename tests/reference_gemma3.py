@@ -44,6 +44,8 @@ import struct
 import numpy as np
 import torch
 
+from reference import read_safetensors   # the same file format as the other families
+
 DTYPE = torch.float64
 MISTAKES = {
     "weight_not_offset": "norm weights w instead of 1 + w",
@@ -70,24 +72,6 @@ def dtype_round(x, dtype):
     if dtype == "float16":
         return float(np.float16(x))
     return float(np.float32(x))
-
-
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack_from("<Q", data, 0)
-    meta = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in meta.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        raw = data[8 + n + b:8 + n + e]
-        if info["dtype"] == "BF16":
-            a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            a = np.frombuffer(raw, {"F32": "<f4", "F16": "<f2"}[info["dtype"]])
-        out[name] = torch.from_numpy(a.astype(np.float64).reshape(info["shape"]))
-    return out
 
 
 def layer_types(conf):
