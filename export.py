@@ -2413,8 +2413,17 @@ def _gguf_kv(key, vtype, value):
     return out + struct.pack(fmt, value)
 
 
+def gguf_arch(cfg):
+    """The llama.cpp architecture that holds `cfg`: qwen2 (q/k/v biases), qwen3 (per-head
+    q/k norms) or llama (neither)."""
+    if cfg.get("qkv_bias") and cfg.get("qk_norm"):
+        raise ExportError("--format gguf: q/k/v biases and q/k norms together fit no llama.cpp "
+                          "architecture (qwen2 has the biases, qwen3 the norms): write LLMW for this model")
+    return "qwen2" if cfg.get("qkv_bias") else "qwen3" if cfg.get("qk_norm") else "llama"
+
+
 def gguf_tensor_name(name):
-    """The engine's canonical tensor name -> llama.cpp's."""
+    """The engine's canonical tensor name -> llama.cpp's (llama, qwen2 and qwen3 share them)."""
     fixed = {"tok_embeddings": "token_embd.weight", "final_norm": "output_norm.weight",
              "classifier": "output.weight"}
     if name in fixed:
@@ -2422,10 +2431,28 @@ def gguf_tensor_name(name):
     _, l, part = name.split(".", 2)
     per_layer = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "attn_k.weight",
                  "wv": "attn_v.weight", "wo": "attn_output.weight", "ffn_norm": "ffn_norm.weight",
-                 "w1": "ffn_gate.weight", "w2": "ffn_down.weight", "w3": "ffn_up.weight"}
+                 "w1": "ffn_gate.weight", "w2": "ffn_down.weight", "w3": "ffn_up.weight",
+                 "q_bias": "attn_q.bias", "k_bias": "attn_k.bias", "v_bias": "attn_v.bias",
+                 "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight"}
     if part not in per_layer:
-        raise ExportError(f"tensor {name} has no place in a GGUF llama model")
+        raise ExportError(f"tensor {name} has no place in a GGUF model")
     return f"blk.{l}.{per_layer[part]}"
+
+
+def gguf_rows(arch, cfg, name, arr):
+    """`arr` in the row order llama.cpp expects. The engine keeps q/k rows (and the q/k
+    biases, and a head's q/k norm weights) as interleaved rotary pairs, which is what
+    llama.cpp's llama holds; qwen2 and qwen3 rotate halves (NEOX) on rows in Hugging
+    Face's order, so those go back to it."""
+    part = name.rsplit(".", 1)[-1]
+    heads = {"wq": cfg["n_heads"], "wk": cfg["n_kv_heads"], "q_bias": cfg["n_heads"],
+             "k_bias": cfg["n_kv_heads"], "q_norm": 1, "k_norm": 1}
+    if arch == "llama" or part not in heads:
+        return arr
+    a = np.asarray(arr, dtype=np.float32)
+    if a.ndim == 1:
+        return permute_rotary(a.reshape(-1, 1), heads[part], cfg["head_size"]).reshape(-1)
+    return permute_rotary(a, heads[part], cfg["head_size"])
 
 
 def tokenizer_bin_vocab(path):
@@ -2491,55 +2518,60 @@ def gguf_vocab(path):
 
 
 def gguf_metadata(cfg, vocab, want):
-    _, pieces, scores, types, bos, eos = vocab
-    if cfg["vocab_size"] != len(pieces):
-        raise ExportError(f"the tokenizer has {len(pieces)} tokens, the model's vocab_size is "
+    """The key/value pairs of the file; `vocab` None: no tokenizer (tokenizer.ggml.model
+    "none", which llama.cpp loads as a model without a vocabulary)."""
+    if vocab is not None and cfg["vocab_size"] != len(vocab[1]):
+        raise ExportError(f"the tokenizer has {len(vocab[1])} tokens, the model's vocab_size is "
                           f"{cfg['vocab_size']}")
     why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), (f"--norm-pos {NORM_POS_NAMES[cfg['norm_pos']]}", cfg["norm_pos"] == 0),
                           ("output norms", not cfg.get("out_norm")),
                           ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
            if not ok]
     if why:
-        raise ExportError(f"GGUF's llama architecture is pre-RMSNorm with a final norm: it cannot hold "
-                          f"{', '.join(why)}")
-    later = [k for k, on in (("rope scaling", cfg.get("rope_scaling")), ("q/k/v biases", cfg.get("qkv_bias")),
-                             ("q/k norms", cfg.get("qk_norm"))) if on]
-    if later:
-        raise ExportError(f"--format gguf writes the llama architecture without {', '.join(later)} so far: "
-                          f"write LLMW for this model")
-    kv = [("general.architecture", GV_STRING, "llama"),
+        raise ExportError(f"GGUF's llama, qwen2 and qwen3 architectures are pre-RMSNorm with a final norm: "
+                          f"they cannot hold {', '.join(why)}")
+    arch = gguf_arch(cfg)
+    if cfg.get("rope_scaling"):
+        raise ExportError(f"--format gguf writes {arch} without rope scaling so far: write LLMW for this model")
+    a = arch
+    kv = [("general.architecture", GV_STRING, arch),
           ("general.name", GV_STRING, "export.py"),
           ("general.alignment", GV_UINT32, GGUF_ALIGN),
           ("general.file_type", GV_UINT32, GGUF_FILE_TYPE[want]),
-          ("llama.vocab_size", GV_UINT32, cfg["vocab_size"]),
-          ("llama.context_length", GV_UINT32, cfg["seq_len"]),
-          ("llama.embedding_length", GV_UINT32, cfg["dim"]),
-          ("llama.block_count", GV_UINT32, cfg["n_layers"]),
-          ("llama.feed_forward_length", GV_UINT32, cfg["hidden_dim"]),
-          ("llama.attention.head_count", GV_UINT32, cfg["n_heads"]),
-          ("llama.attention.head_count_kv", GV_UINT32, cfg["n_kv_heads"]),
-          ("llama.attention.key_length", GV_UINT32, cfg["head_size"]),
-          ("llama.attention.value_length", GV_UINT32, cfg["head_size"]),
-          ("llama.rope.dimension_count", GV_UINT32, cfg["head_size"]),
-          ("llama.rope.freq_base", GV_FLOAT32, cfg["rope_theta"]),
-          ("llama.attention.layer_norm_rms_epsilon", GV_FLOAT32, cfg["norm_eps"]),
-          ("tokenizer.ggml.model", GV_STRING, "llama"),
-          ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, pieces)),
-          ("tokenizer.ggml.scores", GV_ARRAY, (GV_FLOAT32, scores)),
-          ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
-          ("tokenizer.ggml.bos_token_id", GV_UINT32, bos),
-          ("tokenizer.ggml.eos_token_id", GV_UINT32, eos),
-          ("tokenizer.ggml.add_bos_token", GV_BOOL, True),
-          ("tokenizer.ggml.add_eos_token", GV_BOOL, False)]
+          (f"{a}.vocab_size", GV_UINT32, cfg["vocab_size"]),
+          (f"{a}.context_length", GV_UINT32, cfg["seq_len"]),
+          (f"{a}.embedding_length", GV_UINT32, cfg["dim"]),
+          (f"{a}.block_count", GV_UINT32, cfg["n_layers"]),
+          (f"{a}.feed_forward_length", GV_UINT32, cfg["hidden_dim"]),
+          (f"{a}.attention.head_count", GV_UINT32, cfg["n_heads"]),
+          (f"{a}.attention.head_count_kv", GV_UINT32, cfg["n_kv_heads"]),
+          (f"{a}.attention.key_length", GV_UINT32, cfg["head_size"]),
+          (f"{a}.attention.value_length", GV_UINT32, cfg["head_size"]),
+          (f"{a}.rope.dimension_count", GV_UINT32, cfg["head_size"]),
+          (f"{a}.rope.freq_base", GV_FLOAT32, cfg["rope_theta"]),
+          (f"{a}.attention.layer_norm_rms_epsilon", GV_FLOAT32, cfg["norm_eps"])]
+    if vocab is None:
+        return kv + [("tokenizer.ggml.model", GV_STRING, "none")]
+    _, pieces, scores, types, bos, eos = vocab
+    kv += [("tokenizer.ggml.model", GV_STRING, "llama"),
+           ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, pieces)),
+           ("tokenizer.ggml.scores", GV_ARRAY, (GV_FLOAT32, scores)),
+           ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
+           ("tokenizer.ggml.bos_token_id", GV_UINT32, bos),
+           ("tokenizer.ggml.eos_token_id", GV_UINT32, eos),
+           ("tokenizer.ggml.add_bos_token", GV_BOOL, True),
+           ("tokenizer.ggml.add_eos_token", GV_BOOL, False)]
     if TT_UNKNOWN in types:
         kv.append(("tokenizer.ggml.unknown_token_id", GV_UINT32, types.index(TT_UNKNOWN)))
     return kv
 
 
 def write_gguf(path, cfg, src, want, tok_path):
-    """Write `src` as a GGUF llama model with its tokenizer; returns (bytes, max abs error)."""
+    """Write `src` as a GGUF llama, qwen2 or qwen3 model with its tokenizer (tok_path None:
+    none); returns (bytes, max abs error)."""
     validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
-    vocab = gguf_vocab(tok_path)
+    vocab = gguf_vocab(tok_path) if tok_path else None
+    arch = gguf_arch(cfg)
     kv = gguf_metadata(cfg, vocab, want)
     plan = tensor_plan(dict(cfg, norm_bias=0))
     src.check([(n, s) for n, s, _ in plan])
@@ -2575,6 +2607,7 @@ def write_gguf(path, cfg, src, want, tok_path):
                                   f"expected {list(shape)}")
             if not np.isfinite(arr).all():
                 raise ExportError(f"tensor {src.src_name(name)} contains NaN or Inf")
+            arr = gguf_rows(arch, cfg, name, arr)
             raw = gguf_tensor_bytes(name, arr, gtype)
             if len(raw) != nbytes:   # a bug, not bad input
                 raise ExportError(f"internal error: {name} is {len(raw)} bytes, planned {nbytes}")
@@ -2585,7 +2618,10 @@ def write_gguf(path, cfg, src, want, tok_path):
             f.write(raw)
             del arr, raw
         size = f.tell()
-    log(f"tokenizer for the GGUF: {vocab[0]} ({len(vocab[1])} tokens, BOS {vocab[4]}, EOS {vocab[5]})")
+    if vocab:
+        log(f"tokenizer for the GGUF: {vocab[0]} ({len(vocab[1])} tokens, BOS {vocab[4]}, EOS {vocab[5]})")
+    else:
+        log("note: no tokenizer in the GGUF (tokenizer.ggml.model \"none\"): give --tokenizer to embed one")
     return size, max_err
 
 
@@ -2724,12 +2760,16 @@ def do_export_gguf(src, out, a):
         raise ExportError("--group-size is for LLMW's q8_0; GGUF's blocks hold 32 values")
     want = GGUF_DTYPES[a.dtype]
     cfg = header_cfg(src.cfg, argparse.Namespace(**dict(vars(a), dtype="f32")))
+    arch = gguf_arch(cfg)
     tok = a.tokenizer or (a.input if os.path.isdir(a.input) else None)
-    if tok is None:
-        raise ExportError(f"{a.input} holds no tokenizer and a GGUF needs one: give --tokenizer")
+    if tok and not a.tokenizer and arch != "llama" and not any(
+            os.path.exists(os.path.join(tok, n)) for n in ("tokenizer.model", "tokenizer.json", "tokenizer.bin")):
+        tok = None     # a qwen2/qwen3 folder without a tokenizer: the weights alone
+    if tok is None and arch == "llama":
+        raise ExportError(f"{a.input} holds no tokenizer and a GGUF llama model needs one: give --tokenizer")
     size, err = write_gguf(out, cfg, src, want, tok)
     extra = f", max abs rounding error {err:.3g}" if want != GG_F32 else ""
-    log(f"wrote {out}: {size} bytes, GGUF v{GGUF_VERSION} llama, {a.dtype}{extra}")
+    log(f"wrote {out}: {size} bytes, GGUF v{GGUF_VERSION} {arch}, {a.dtype}{extra}")
 
 
 def cmd_convert(argv):
@@ -2744,7 +2784,8 @@ def cmd_convert(argv):
     p.add_argument("output", metavar="OUTPUT", help="the LLMW (or GGUF) file to write")
     p.add_argument("--format", choices=("llmw", "gguf"), default="llmw",
                    help="llmw (default): the engine's own format; gguf: llama.cpp's, with the "
-                        "tokenizer inside (architecture llama, tensors in f32/f16/q8_0/q4_0)")
+                        "tokenizer inside (architecture llama, qwen2 or qwen3 as the model's q/k/v biases and "
+                        "q/k norms say; tensors in f32/f16/q8_0/q4_0)")
     p.add_argument("--tokenizer", metavar="TOK", default=None,
                    help="with --format gguf: the tokenizer to embed (tokenizer.model, a "
                         "Llama-2-style tokenizer.json, llama2.c's tokenizer.bin, or a folder); "
