@@ -2308,7 +2308,7 @@ GV_UINT32, GV_INT32, GV_FLOAT32, GV_BOOL, GV_STRING, GV_ARRAY = 4, 5, 6, 7, 8, 9
 GGUF_FILE_TYPE = {GG_F32: 0, GG_F16: 1, GG_Q4_0: 2, GG_Q8_0: 7}
 GGUF_DTYPES = {"f32": GG_F32, "f16": GG_F16, "q8_0": GG_Q8_0, "q4_0": GG_Q4_0}
 # token types of tokenizer.ggml.token_type
-TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_BYTE = 1, 2, 3, 6
+TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_USER_DEFINED, TT_UNUSED, TT_BYTE = 1, 2, 3, 4, 5, 6
 
 
 def _f16_bits(x):
@@ -2482,9 +2482,10 @@ def tokenizer_bin_vocab(path):
 
 
 def gguf_vocab(path):
-    """(pieces, scores, token types, bos, eos) for tokenizer.ggml.model "llama" from any
+    """(path, pieces, scores, token types, bos, eos) for tokenizer.ggml.model "llama" from any
     sentencepiece-style tokenizer input: tokenizer.model, a Llama-2-style tokenizer.json,
-    llama2.c's tokenizer.bin, or a folder holding one."""
+    llama2.c's tokenizer.bin, or a folder holding one; ("gpt2", path, {...}) from a
+    byte-level BPE tokenizer.json (gguf_byte_level_vocab)."""
     if os.path.isdir(path):
         for name in ("tokenizer.model", "tokenizer.json", "tokenizer.bin"):
             if os.path.exists(os.path.join(path, name)):
@@ -2497,6 +2498,8 @@ def gguf_vocab(path):
         raise ExportError(f"tokenizer {path} does not exist")
     with open(path, "rb") as fh:
         first = fh.read(64).lstrip()
+    if first[:1] == b"{" and is_byte_level(_json(path)):
+        return gguf_byte_level_vocab(path)
     if first[:1] == b"{":
         pieces, scores, bos, eos = hf_tokenizer_vocab(path)
     elif path.endswith(".model"):
@@ -2517,12 +2520,70 @@ def gguf_vocab(path):
     return path, pieces, scores, types, bos, eos
 
 
+GGUF_PRE_NAMES = {PRE_GPT2: "gpt-2", PRE_LLAMA3: "llama-bpe", PRE_QWEN2: "qwen2", PRE_SMOLLM: "smollm"}
+
+
+def gguf_byte_level_vocab(path):
+    """A byte-level BPE tokenizer.json (GPT-2, Llama 3, Qwen2, SmolLM2) as llama.cpp's
+    "gpt2" tokenizer: pieces in GPT-2's byte-to-character spelling (added tokens as their
+    text), token types 1 normal / 3 control (special added) / 4 user-defined (other added),
+    the merges as "left right" strings in rank order, and tokenizer.ggml.pre naming the
+    pre-tokenizer as llama.cpp names it. Returns ("gpt2", path, {...})."""
+    t = byte_level_tokenizer(path, _json(path))
+    spell = bytes_to_unicode()
+    tokens = [p.decode("utf-8") if f else "".join(spell[b] for b in p) for p, f in zip(t["pieces"], t["flags"])]
+    types = [{0: TT_NORMAL, 1: TT_CONTROL, 2: TT_USER_DEFINED}[f] for f in t["flags"]]
+    merges = [f"{tokens[a]} {tokens[b]}" for (a, b), _ in sorted(t["merges"].items(), key=lambda kv: kv[1][0])]
+    tc = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer_config.json")
+    template = (_json(tc) if os.path.exists(tc) else {}).get("chat_template")
+    if isinstance(template, list):   # [{"name": ..., "template": ...}]
+        template = next((x.get("template") for x in template if isinstance(x, dict) and x.get("name") == "default"), None)
+    return "gpt2", path, dict(tokens=tokens, types=types, merges=merges, pre=GGUF_PRE_NAMES[t["pre"]],
+                              bos=t["bos"], eos=t["eos"], eot=t["eot"], add_bos=t["add_bos"],
+                              template=template if isinstance(template, str) else None)
+
+
+def gguf_tokenizer_kv(vocab, vocab_size):
+    """The tokenizer.ggml.* pairs of gguf_vocab()'s result for a model of vocab_size rows."""
+    if len(vocab) == 3:   # ("gpt2", path, {...})
+        v = vocab[2]
+        n = len(v["tokens"])
+        if n > vocab_size:
+            raise ExportError(f"the tokenizer has {n} tokens, more than the model's vocab_size {vocab_size}")
+        # the model's extra rows, as llama.cpp's converter fills them: [PADi], type unused
+        tokens = v["tokens"] + [f"[PAD{i}]" for i in range(n, vocab_size)]
+        types = v["types"] + [TT_UNUSED] * (vocab_size - n)
+        kv = [("tokenizer.ggml.model", GV_STRING, "gpt2"),
+              ("tokenizer.ggml.pre", GV_STRING, v["pre"]),
+              ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, tokens)),
+              ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
+              ("tokenizer.ggml.merges", GV_ARRAY, (GV_STRING, v["merges"])),
+              ("tokenizer.ggml.add_bos_token", GV_BOOL, bool(v["add_bos"]))]
+        for key, i in (("bos", v["bos"]), ("eos", v["eos"]), ("eot", v["eot"])):
+            if i >= 0:
+                kv.append((f"tokenizer.ggml.{key}_token_id", GV_UINT32, i))
+        if v["template"]:
+            kv.append(("tokenizer.chat_template", GV_STRING, v["template"]))
+        return kv
+    _, pieces, scores, types, bos, eos = vocab
+    if vocab_size != len(pieces):
+        raise ExportError(f"the tokenizer has {len(pieces)} tokens, the model's vocab_size is {vocab_size}")
+    kv = [("tokenizer.ggml.model", GV_STRING, "llama"),
+          ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, pieces)),
+          ("tokenizer.ggml.scores", GV_ARRAY, (GV_FLOAT32, scores)),
+          ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
+          ("tokenizer.ggml.bos_token_id", GV_UINT32, bos),
+          ("tokenizer.ggml.eos_token_id", GV_UINT32, eos),
+          ("tokenizer.ggml.add_bos_token", GV_BOOL, True),
+          ("tokenizer.ggml.add_eos_token", GV_BOOL, False)]
+    if TT_UNKNOWN in types:
+        kv.append(("tokenizer.ggml.unknown_token_id", GV_UINT32, types.index(TT_UNKNOWN)))
+    return kv
+
+
 def gguf_metadata(cfg, vocab, want):
     """The key/value pairs of the file; `vocab` None: no tokenizer (tokenizer.ggml.model
     "none", which llama.cpp loads as a model without a vocabulary)."""
-    if vocab is not None and cfg["vocab_size"] != len(vocab[1]):
-        raise ExportError(f"the tokenizer has {len(vocab[1])} tokens, the model's vocab_size is "
-                          f"{cfg['vocab_size']}")
     why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), (f"--norm-pos {NORM_POS_NAMES[cfg['norm_pos']]}", cfg["norm_pos"] == 0),
                           ("output norms", not cfg.get("out_norm")),
                           ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
@@ -2552,18 +2613,7 @@ def gguf_metadata(cfg, vocab, want):
           (f"{a}.attention.layer_norm_rms_epsilon", GV_FLOAT32, cfg["norm_eps"])]
     if vocab is None:
         return kv + [("tokenizer.ggml.model", GV_STRING, "none")]
-    _, pieces, scores, types, bos, eos = vocab
-    kv += [("tokenizer.ggml.model", GV_STRING, "llama"),
-           ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, pieces)),
-           ("tokenizer.ggml.scores", GV_ARRAY, (GV_FLOAT32, scores)),
-           ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
-           ("tokenizer.ggml.bos_token_id", GV_UINT32, bos),
-           ("tokenizer.ggml.eos_token_id", GV_UINT32, eos),
-           ("tokenizer.ggml.add_bos_token", GV_BOOL, True),
-           ("tokenizer.ggml.add_eos_token", GV_BOOL, False)]
-    if TT_UNKNOWN in types:
-        kv.append(("tokenizer.ggml.unknown_token_id", GV_UINT32, types.index(TT_UNKNOWN)))
-    return kv
+    return kv + gguf_tokenizer_kv(vocab, cfg["vocab_size"])
 
 
 def write_gguf(path, cfg, src, want, tok_path):
@@ -2619,7 +2669,9 @@ def write_gguf(path, cfg, src, want, tok_path):
             del arr, raw
         size = f.tell()
     if vocab:
-        log(f"tokenizer for the GGUF: {vocab[0]} ({len(vocab[1])} tokens, BOS {vocab[4]}, EOS {vocab[5]})")
+        v = vocab[2] if len(vocab) == 3 else dict(tokens=vocab[1], bos=vocab[4], eos=vocab[5], pre="")
+        log(f"tokenizer for the GGUF: {vocab[1] if len(vocab) == 3 else vocab[0]} ({len(v['tokens'])} tokens"
+            f"{', byte-level BPE, pre-tokenizer ' + v['pre'] if v['pre'] else ''}, BOS {v['bos']}, EOS {v['eos']})")
     else:
         log("note: no tokenizer in the GGUF (tokenizer.ggml.model \"none\"): give --tokenizer to embed one")
     return size, max_err
@@ -2787,7 +2839,7 @@ def cmd_convert(argv):
                         "tokenizer inside (architecture llama, qwen2 or qwen3 as the model's q/k/v biases and "
                         "q/k norms say; tensors in f32/f16/q8_0/q4_0)")
     p.add_argument("--tokenizer", metavar="TOK", default=None,
-                   help="with --format gguf: the tokenizer to embed (tokenizer.model, a "
+                   help="with --format gguf: the tokenizer to embed (tokenizer.model, a byte-level BPE or a "
                         "Llama-2-style tokenizer.json, llama2.c's tokenizer.bin, or a folder); "
                         "default: the one in the input folder")
     add_model_options(p)
