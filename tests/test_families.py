@@ -8,6 +8,11 @@ no permutation) and applies the rope scaling by HF's formulas, the biases and
 the q/k norms. Prefill and decode within TOL x max |logit|, and bit for bit
 against each other.
 
+test_families_gguf writes the qwen2 and qwen3 folders as GGUF (export.py
+--format gguf), checks the keys, llama.cpp's tensor names and each tensor
+against the HF file (HF's row order: these architectures rotate halves) with
+test_gguf_export's reader, and runs them to the LLMW's and the reference's logits.
+
 The checks that need no C build (export.py's permutations, the tolerance's
 reach, refusals, pytorch_model.bin, progress) are in test_families_export.py.
 
@@ -31,7 +36,8 @@ REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
 # q8_0 of the families in the first build only (run_tests.py): the other builds
 # check the q8_0 kernels in test_kernels and whole q8_0 models in test_formats
 # (the same text in every build); f32 and f16 run in every build.
-FIRST_BUILD_ONLY = tuple(f"test_families_compact_weights[{n}-q8_0]" for n in ("qwen3", "qwen2", "llama3"))
+FIRST_BUILD_ONLY = tuple(f"test_families_compact_weights[{n}-q8_0]" for n in ("qwen3", "qwen2", "llama3")) + \
+    tuple(f"test_families_gguf[{n}-q8_0]" for n in ("qwen2", "qwen3"))
 LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
 EXPORT = os.path.join(common.ROOT, "export.py")
 TOL = 1e-4          # max |c - ref| <= TOL * max |ref|, as in test_reference.py
@@ -393,4 +399,22 @@ def test_families_gguf():
                 got = engine(out, name, mode)
                 compare(got, engine(llmw, name, mode), f"{name} gguf vs llmw {mode}")
                 compare(got, reference(name), f"{name} gguf vs reference {mode}")
+
+        def q8(name=name):
+            folder, _ = converted(name)
+            out = scratch(f"fam_{name}_q8_0.gguf")
+            rc, err = export("--format", "gguf", "--dtype", "q8_0", folder, out)
+            assert rc == 0, err
+            meta, tensors, _ = tg.read_gguf(out)
+            hf = read_safetensors(os.path.join(folder, "model.safetensors"))
+            for g, h in gguf_expected(name).items():
+                dims, t, raw = tensors[g]
+                assert t == (8 if len(dims) == 2 else 0), (g, t)
+                got = tg.dequant(dims, t, raw).reshape(hf[h].shape)
+                # Q8_0: within half a step (amax/127 of the block) and d's f16 rounding
+                step = np.repeat(np.abs(hf[h]).reshape(-1, 32).max(axis=1) / 127, 32).reshape(hf[h].shape) \
+                    if t == 8 else 0
+                assert (np.abs(got - hf[h]) <= 0.51 * step + 127 * step / 1024 + 1e-7).all(), g
+            compare(engine(out, name, "prefill"), reference(name), f"{name} gguf q8_0 prefill", TOL_Q8)
         yield name, one
+        yield f"{name}-q8_0", q8
