@@ -2308,7 +2308,7 @@ GV_UINT32, GV_INT32, GV_FLOAT32, GV_BOOL, GV_STRING, GV_ARRAY = 4, 5, 6, 7, 8, 9
 GGUF_FILE_TYPE = {GG_F32: 0, GG_F16: 1, GG_Q4_0: 2, GG_Q8_0: 7}
 GGUF_DTYPES = {"f32": GG_F32, "f16": GG_F16, "q8_0": GG_Q8_0, "q4_0": GG_Q4_0}
 # token types of tokenizer.ggml.token_type
-TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_BYTE = 1, 2, 3, 6
+TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_USER_DEFINED, TT_UNUSED, TT_BYTE = 1, 2, 3, 4, 5, 6
 
 
 def _f16_bits(x):
@@ -2413,8 +2413,17 @@ def _gguf_kv(key, vtype, value):
     return out + struct.pack(fmt, value)
 
 
+def gguf_arch(cfg):
+    """The llama.cpp architecture that holds `cfg`: qwen2 (q/k/v biases), qwen3 (per-head
+    q/k norms) or llama (neither)."""
+    if cfg.get("qkv_bias") and cfg.get("qk_norm"):
+        raise ExportError("--format gguf: q/k/v biases and q/k norms together fit no llama.cpp "
+                          "architecture (qwen2 has the biases, qwen3 the norms): write LLMW for this model")
+    return "qwen2" if cfg.get("qkv_bias") else "qwen3" if cfg.get("qk_norm") else "llama"
+
+
 def gguf_tensor_name(name):
-    """The engine's canonical tensor name -> llama.cpp's."""
+    """The engine's canonical tensor name -> llama.cpp's (llama, qwen2 and qwen3 share them)."""
     fixed = {"tok_embeddings": "token_embd.weight", "final_norm": "output_norm.weight",
              "classifier": "output.weight"}
     if name in fixed:
@@ -2422,10 +2431,28 @@ def gguf_tensor_name(name):
     _, l, part = name.split(".", 2)
     per_layer = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "attn_k.weight",
                  "wv": "attn_v.weight", "wo": "attn_output.weight", "ffn_norm": "ffn_norm.weight",
-                 "w1": "ffn_gate.weight", "w2": "ffn_down.weight", "w3": "ffn_up.weight"}
+                 "w1": "ffn_gate.weight", "w2": "ffn_down.weight", "w3": "ffn_up.weight",
+                 "q_bias": "attn_q.bias", "k_bias": "attn_k.bias", "v_bias": "attn_v.bias",
+                 "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight"}
     if part not in per_layer:
-        raise ExportError(f"tensor {name} has no place in a GGUF llama model")
+        raise ExportError(f"tensor {name} has no place in a GGUF model")
     return f"blk.{l}.{per_layer[part]}"
+
+
+def gguf_rows(arch, cfg, name, arr):
+    """`arr` in the row order llama.cpp expects. The engine keeps q/k rows (and the q/k
+    biases, and a head's q/k norm weights) as interleaved rotary pairs, which is what
+    llama.cpp's llama holds; qwen2 and qwen3 rotate halves (NEOX) on rows in Hugging
+    Face's order, so those go back to it."""
+    part = name.rsplit(".", 1)[-1]
+    heads = {"wq": cfg["n_heads"], "wk": cfg["n_kv_heads"], "q_bias": cfg["n_heads"],
+             "k_bias": cfg["n_kv_heads"], "q_norm": 1, "k_norm": 1}
+    if arch == "llama" or part not in heads:
+        return arr
+    a = np.asarray(arr, dtype=np.float32)
+    if a.ndim == 1:
+        return permute_rotary(a.reshape(-1, 1), heads[part], cfg["head_size"]).reshape(-1)
+    return permute_rotary(a, heads[part], cfg["head_size"])
 
 
 def tokenizer_bin_vocab(path):
@@ -2455,9 +2482,10 @@ def tokenizer_bin_vocab(path):
 
 
 def gguf_vocab(path):
-    """(pieces, scores, token types, bos, eos) for tokenizer.ggml.model "llama" from any
+    """(path, pieces, scores, token types, bos, eos) for tokenizer.ggml.model "llama" from any
     sentencepiece-style tokenizer input: tokenizer.model, a Llama-2-style tokenizer.json,
-    llama2.c's tokenizer.bin, or a folder holding one."""
+    llama2.c's tokenizer.bin, or a folder holding one; ("gpt2", path, {...}) from a
+    byte-level BPE tokenizer.json (gguf_byte_level_vocab)."""
     if os.path.isdir(path):
         for name in ("tokenizer.model", "tokenizer.json", "tokenizer.bin"):
             if os.path.exists(os.path.join(path, name)):
@@ -2470,6 +2498,8 @@ def gguf_vocab(path):
         raise ExportError(f"tokenizer {path} does not exist")
     with open(path, "rb") as fh:
         first = fh.read(64).lstrip()
+    if first[:1] == b"{" and is_byte_level(_json(path)):
+        return gguf_byte_level_vocab(path)
     if first[:1] == b"{":
         pieces, scores, bos, eos = hf_tokenizer_vocab(path)
     elif path.endswith(".model"):
@@ -2490,40 +2520,55 @@ def gguf_vocab(path):
     return path, pieces, scores, types, bos, eos
 
 
-def gguf_metadata(cfg, vocab, want):
+GGUF_PRE_NAMES = {PRE_GPT2: "gpt-2", PRE_LLAMA3: "llama-bpe", PRE_QWEN2: "qwen2", PRE_SMOLLM: "smollm"}
+
+
+def gguf_byte_level_vocab(path):
+    """A byte-level BPE tokenizer.json (GPT-2, Llama 3, Qwen2, SmolLM2) as llama.cpp's
+    "gpt2" tokenizer: pieces in GPT-2's byte-to-character spelling (added tokens as their
+    text), token types 1 normal / 3 control (special added) / 4 user-defined (other added),
+    the merges as "left right" strings in rank order, and tokenizer.ggml.pre naming the
+    pre-tokenizer as llama.cpp names it. Returns ("gpt2", path, {...})."""
+    t = byte_level_tokenizer(path, _json(path))
+    spell = bytes_to_unicode()
+    tokens = [p.decode("utf-8") if f else "".join(spell[b] for b in p) for p, f in zip(t["pieces"], t["flags"])]
+    types = [{0: TT_NORMAL, 1: TT_CONTROL, 2: TT_USER_DEFINED}[f] for f in t["flags"]]
+    merges = [f"{tokens[a]} {tokens[b]}" for (a, b), _ in sorted(t["merges"].items(), key=lambda kv: kv[1][0])]
+    tc = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer_config.json")
+    template = (_json(tc) if os.path.exists(tc) else {}).get("chat_template")
+    if isinstance(template, list):   # [{"name": ..., "template": ...}]
+        template = next((x.get("template") for x in template if isinstance(x, dict) and x.get("name") == "default"), None)
+    return "gpt2", path, dict(tokens=tokens, types=types, merges=merges, pre=GGUF_PRE_NAMES[t["pre"]],
+                              bos=t["bos"], eos=t["eos"], eot=t["eot"], add_bos=t["add_bos"],
+                              template=template if isinstance(template, str) else None)
+
+
+def gguf_tokenizer_kv(vocab, vocab_size):
+    """The tokenizer.ggml.* pairs of gguf_vocab()'s result for a model of vocab_size rows."""
+    if len(vocab) == 3:   # ("gpt2", path, {...})
+        v = vocab[2]
+        n = len(v["tokens"])
+        if n > vocab_size:
+            raise ExportError(f"the tokenizer has {n} tokens, more than the model's vocab_size {vocab_size}")
+        # the model's extra rows, as llama.cpp's converter fills them: [PADi], type unused
+        tokens = v["tokens"] + [f"[PAD{i}]" for i in range(n, vocab_size)]
+        types = v["types"] + [TT_UNUSED] * (vocab_size - n)
+        kv = [("tokenizer.ggml.model", GV_STRING, "gpt2"),
+              ("tokenizer.ggml.pre", GV_STRING, v["pre"]),
+              ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, tokens)),
+              ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
+              ("tokenizer.ggml.merges", GV_ARRAY, (GV_STRING, v["merges"])),
+              ("tokenizer.ggml.add_bos_token", GV_BOOL, bool(v["add_bos"]))]
+        for key, i in (("bos", v["bos"]), ("eos", v["eos"]), ("eot", v["eot"])):
+            if i >= 0:
+                kv.append((f"tokenizer.ggml.{key}_token_id", GV_UINT32, i))
+        if v["template"]:
+            kv.append(("tokenizer.chat_template", GV_STRING, v["template"]))
+        return kv
     _, pieces, scores, types, bos, eos = vocab
-    if cfg["vocab_size"] != len(pieces):
-        raise ExportError(f"the tokenizer has {len(pieces)} tokens, the model's vocab_size is "
-                          f"{cfg['vocab_size']}")
-    why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), (f"--norm-pos {NORM_POS_NAMES[cfg['norm_pos']]}", cfg["norm_pos"] == 0),
-                          ("output norms", not cfg.get("out_norm")),
-                          ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
-           if not ok]
-    if why:
-        raise ExportError(f"GGUF's llama architecture is pre-RMSNorm with a final norm: it cannot hold "
-                          f"{', '.join(why)}")
-    later = [k for k, on in (("rope scaling", cfg.get("rope_scaling")), ("q/k/v biases", cfg.get("qkv_bias")),
-                             ("q/k norms", cfg.get("qk_norm"))) if on]
-    if later:
-        raise ExportError(f"--format gguf writes the llama architecture without {', '.join(later)} so far: "
-                          f"write LLMW for this model")
-    kv = [("general.architecture", GV_STRING, "llama"),
-          ("general.name", GV_STRING, "export.py"),
-          ("general.alignment", GV_UINT32, GGUF_ALIGN),
-          ("general.file_type", GV_UINT32, GGUF_FILE_TYPE[want]),
-          ("llama.vocab_size", GV_UINT32, cfg["vocab_size"]),
-          ("llama.context_length", GV_UINT32, cfg["seq_len"]),
-          ("llama.embedding_length", GV_UINT32, cfg["dim"]),
-          ("llama.block_count", GV_UINT32, cfg["n_layers"]),
-          ("llama.feed_forward_length", GV_UINT32, cfg["hidden_dim"]),
-          ("llama.attention.head_count", GV_UINT32, cfg["n_heads"]),
-          ("llama.attention.head_count_kv", GV_UINT32, cfg["n_kv_heads"]),
-          ("llama.attention.key_length", GV_UINT32, cfg["head_size"]),
-          ("llama.attention.value_length", GV_UINT32, cfg["head_size"]),
-          ("llama.rope.dimension_count", GV_UINT32, cfg["head_size"]),
-          ("llama.rope.freq_base", GV_FLOAT32, cfg["rope_theta"]),
-          ("llama.attention.layer_norm_rms_epsilon", GV_FLOAT32, cfg["norm_eps"]),
-          ("tokenizer.ggml.model", GV_STRING, "llama"),
+    if vocab_size != len(pieces):
+        raise ExportError(f"the tokenizer has {len(pieces)} tokens, the model's vocab_size is {vocab_size}")
+    kv = [("tokenizer.ggml.model", GV_STRING, "llama"),
           ("tokenizer.ggml.tokens", GV_ARRAY, (GV_STRING, pieces)),
           ("tokenizer.ggml.scores", GV_ARRAY, (GV_FLOAT32, scores)),
           ("tokenizer.ggml.token_type", GV_ARRAY, (GV_INT32, types)),
@@ -2536,10 +2581,47 @@ def gguf_metadata(cfg, vocab, want):
     return kv
 
 
+def gguf_metadata(cfg, vocab, want):
+    """The key/value pairs of the file; `vocab` None: no tokenizer (tokenizer.ggml.model
+    "none", which llama.cpp loads as a model without a vocabulary)."""
+    why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), (f"--norm-pos {NORM_POS_NAMES[cfg['norm_pos']]}", cfg["norm_pos"] == 0),
+                          ("output norms", not cfg.get("out_norm")),
+                          ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
+           if not ok]
+    if why:
+        raise ExportError(f"GGUF's llama, qwen2 and qwen3 architectures are pre-RMSNorm with a final norm: "
+                          f"they cannot hold {', '.join(why)}")
+    arch = gguf_arch(cfg)
+    if cfg.get("rope_scaling"):
+        raise ExportError(f"--format gguf writes {arch} without rope scaling so far: write LLMW for this model")
+    a = arch
+    kv = [("general.architecture", GV_STRING, arch),
+          ("general.name", GV_STRING, "export.py"),
+          ("general.alignment", GV_UINT32, GGUF_ALIGN),
+          ("general.file_type", GV_UINT32, GGUF_FILE_TYPE[want]),
+          (f"{a}.vocab_size", GV_UINT32, cfg["vocab_size"]),
+          (f"{a}.context_length", GV_UINT32, cfg["seq_len"]),
+          (f"{a}.embedding_length", GV_UINT32, cfg["dim"]),
+          (f"{a}.block_count", GV_UINT32, cfg["n_layers"]),
+          (f"{a}.feed_forward_length", GV_UINT32, cfg["hidden_dim"]),
+          (f"{a}.attention.head_count", GV_UINT32, cfg["n_heads"]),
+          (f"{a}.attention.head_count_kv", GV_UINT32, cfg["n_kv_heads"]),
+          (f"{a}.attention.key_length", GV_UINT32, cfg["head_size"]),
+          (f"{a}.attention.value_length", GV_UINT32, cfg["head_size"]),
+          (f"{a}.rope.dimension_count", GV_UINT32, cfg["head_size"]),
+          (f"{a}.rope.freq_base", GV_FLOAT32, cfg["rope_theta"]),
+          (f"{a}.attention.layer_norm_rms_epsilon", GV_FLOAT32, cfg["norm_eps"])]
+    if vocab is None:
+        return kv + [("tokenizer.ggml.model", GV_STRING, "none")]
+    return kv + gguf_tokenizer_kv(vocab, cfg["vocab_size"])
+
+
 def write_gguf(path, cfg, src, want, tok_path):
-    """Write `src` as a GGUF llama model with its tokenizer; returns (bytes, max abs error)."""
+    """Write `src` as a GGUF llama, qwen2 or qwen3 model with its tokenizer (tok_path None:
+    none); returns (bytes, max abs error)."""
     validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
-    vocab = gguf_vocab(tok_path)
+    vocab = gguf_vocab(tok_path) if tok_path else None
+    arch = gguf_arch(cfg)
     kv = gguf_metadata(cfg, vocab, want)
     plan = tensor_plan(dict(cfg, norm_bias=0))
     src.check([(n, s) for n, s, _ in plan])
@@ -2575,6 +2657,7 @@ def write_gguf(path, cfg, src, want, tok_path):
                                   f"expected {list(shape)}")
             if not np.isfinite(arr).all():
                 raise ExportError(f"tensor {src.src_name(name)} contains NaN or Inf")
+            arr = gguf_rows(arch, cfg, name, arr)
             raw = gguf_tensor_bytes(name, arr, gtype)
             if len(raw) != nbytes:   # a bug, not bad input
                 raise ExportError(f"internal error: {name} is {len(raw)} bytes, planned {nbytes}")
@@ -2585,7 +2668,12 @@ def write_gguf(path, cfg, src, want, tok_path):
             f.write(raw)
             del arr, raw
         size = f.tell()
-    log(f"tokenizer for the GGUF: {vocab[0]} ({len(vocab[1])} tokens, BOS {vocab[4]}, EOS {vocab[5]})")
+    if vocab:
+        v = vocab[2] if len(vocab) == 3 else dict(tokens=vocab[1], bos=vocab[4], eos=vocab[5], pre="")
+        log(f"tokenizer for the GGUF: {vocab[1] if len(vocab) == 3 else vocab[0]} ({len(v['tokens'])} tokens"
+            f"{', byte-level BPE, pre-tokenizer ' + v['pre'] if v['pre'] else ''}, BOS {v['bos']}, EOS {v['eos']})")
+    else:
+        log("note: no tokenizer in the GGUF (tokenizer.ggml.model \"none\"): give --tokenizer to embed one")
     return size, max_err
 
 
@@ -2724,12 +2812,16 @@ def do_export_gguf(src, out, a):
         raise ExportError("--group-size is for LLMW's q8_0; GGUF's blocks hold 32 values")
     want = GGUF_DTYPES[a.dtype]
     cfg = header_cfg(src.cfg, argparse.Namespace(**dict(vars(a), dtype="f32")))
+    arch = gguf_arch(cfg)
     tok = a.tokenizer or (a.input if os.path.isdir(a.input) else None)
-    if tok is None:
-        raise ExportError(f"{a.input} holds no tokenizer and a GGUF needs one: give --tokenizer")
+    if tok and not a.tokenizer and arch != "llama" and not any(
+            os.path.exists(os.path.join(tok, n)) for n in ("tokenizer.model", "tokenizer.json", "tokenizer.bin")):
+        tok = None     # a qwen2/qwen3 folder without a tokenizer: the weights alone
+    if tok is None and arch == "llama":
+        raise ExportError(f"{a.input} holds no tokenizer and a GGUF llama model needs one: give --tokenizer")
     size, err = write_gguf(out, cfg, src, want, tok)
     extra = f", max abs rounding error {err:.3g}" if want != GG_F32 else ""
-    log(f"wrote {out}: {size} bytes, GGUF v{GGUF_VERSION} llama, {a.dtype}{extra}")
+    log(f"wrote {out}: {size} bytes, GGUF v{GGUF_VERSION} {arch}, {a.dtype}{extra}")
 
 
 def cmd_convert(argv):
@@ -2744,9 +2836,10 @@ def cmd_convert(argv):
     p.add_argument("output", metavar="OUTPUT", help="the LLMW (or GGUF) file to write")
     p.add_argument("--format", choices=("llmw", "gguf"), default="llmw",
                    help="llmw (default): the engine's own format; gguf: llama.cpp's, with the "
-                        "tokenizer inside (architecture llama, tensors in f32/f16/q8_0/q4_0)")
+                        "tokenizer inside (architecture llama, qwen2 or qwen3 as the model's q/k/v biases and "
+                        "q/k norms say; tensors in f32/f16/q8_0/q4_0)")
     p.add_argument("--tokenizer", metavar="TOK", default=None,
-                   help="with --format gguf: the tokenizer to embed (tokenizer.model, a "
+                   help="with --format gguf: the tokenizer to embed (tokenizer.model, a byte-level BPE or a "
                         "Llama-2-style tokenizer.json, llama2.c's tokenizer.bin, or a folder); "
                         "default: the one in the input folder")
     add_model_options(p)

@@ -8,6 +8,11 @@ no permutation) and applies the rope scaling by HF's formulas, the biases and
 the q/k norms. Prefill and decode within TOL x max |logit|, and bit for bit
 against each other.
 
+test_families_gguf writes the qwen2 and qwen3 folders as GGUF (export.py
+--format gguf), checks the keys, llama.cpp's tensor names and each tensor
+against the HF file (HF's row order: these architectures rotate halves) with
+test_gguf_export's reader, and runs them to the LLMW's and the reference's logits.
+
 The checks that need no C build (export.py's permutations, the tolerance's
 reach, refusals, pytorch_model.bin, progress) are in test_families_export.py.
 
@@ -31,7 +36,8 @@ REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
 # q8_0 of the families in the first build only (run_tests.py): the other builds
 # check the q8_0 kernels in test_kernels and whole q8_0 models in test_formats
 # (the same text in every build); f32 and f16 run in every build.
-FIRST_BUILD_ONLY = tuple(f"test_families_compact_weights[{n}-q8_0]" for n in ("qwen3", "qwen2", "llama3"))
+FIRST_BUILD_ONLY = tuple(f"test_families_compact_weights[{n}-q8_0]" for n in ("qwen3", "qwen2", "llama3")) + \
+    tuple(f"test_families_gguf[{n}-q8_0]" for n in ("qwen2", "qwen3"))
 LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
 EXPORT = os.path.join(common.ROOT, "export.py")
 TOL = 1e-4          # max |c - ref| <= TOL * max |ref|, as in test_reference.py
@@ -297,3 +303,118 @@ def test_v1_files_still_load():
     with open(b, "rb") as f:
         assert struct.unpack_from("<4sI", f.read(8)) == (b"LLMW", 2)
     assert list(engine(a, "llama3")) == list(engine(b, "llama3")), "v1 and v2 files of one model differ"
+
+
+# ---------------------------------------------------------------- --format gguf
+
+def read_safetensors(path):
+    """{name: float32 array} of a safetensors file written by write_safetensors."""
+    data = open(path, "rb").read()
+    n = struct.unpack_from("<Q", data)[0]
+    out = {}
+    for name, h in json.loads(data[8:8 + n]).items():
+        raw = data[8 + n + h["data_offsets"][0]:8 + n + h["data_offsets"][1]]
+        if h["dtype"] == "BF16":
+            a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            a = np.frombuffer(raw, {"F32": "<f4", "F16": "<f2"}[h["dtype"]]).astype(np.float32)
+        out[name] = a.reshape(h["shape"])
+    return out
+
+
+def gguf_expected(name):
+    """llama.cpp's name -> the HF tensor it holds, as llama.cpp's converter writes qwen2 and
+    qwen3: HF's own rows (no q/k permutation: these architectures rotate halves)."""
+    f = FAMILIES[name]
+    want = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
+    per = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
+           "attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight",
+           "attn_output.weight": "self_attn.o_proj.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+           "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+           "ffn_down.weight": "mlp.down_proj.weight"}
+    if name == "qwen2":
+        per.update({f"attn_{k}.bias": f"self_attn.{k}_proj.bias" for k in "qkv"})
+    if name == "qwen3":
+        per.update({"attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"})
+    for l in range(f["L"]):
+        want.update({f"blk.{l}.{g}": f"model.layers.{l}.{h}" for g, h in per.items()})
+    return want
+
+
+def short_tokenizer(n, out):
+    """The first n tokens of tok512.bin as a tokenizer.bin (its max-length field kept)."""
+    data = open(common.model("tok512.bin"), "rb").read()
+    pos = 4
+    for _ in range(n):
+        pos += 8 + struct.unpack_from("<fi", data, pos)[1]
+    with open(out, "wb") as fh:
+        fh.write(data[:pos])
+
+
+def test_families_gguf():
+    """export.py --format gguf of the qwen2 and qwen3 folders: read back by the tests'
+    own GGUF reader (test_gguf_export.read_gguf), every key and tensor as llama.cpp names
+    them, each tensor the HF one bit for bit in HF's row order; run by the engine, the
+    same logits as the LLMW of the folder and as the float64 reference on the HF files.
+    qwen2 gets a tokenizer.bin in its folder (embedded), qwen3 none (model "none")."""
+    import test_gguf_export as tg
+    for name in ("qwen2", "qwen3"):
+        def one(name=name):
+            f = FAMILIES[name]
+            folder, llmw = converted(name)
+            if name == "qwen2":
+                short_tokenizer(f["V"], os.path.join(folder, "tokenizer.bin"))
+            out = scratch(f"fam_{name}.gguf")
+            try:
+                rc, err = export("--format", "gguf", folder, out)
+            finally:
+                if name == "qwen2":
+                    os.remove(os.path.join(folder, "tokenizer.bin"))
+            assert rc == 0, err
+            meta, tensors, _ = tg.read_gguf(out)
+            hs = f["head_dim"] or f["dim"] // f["nh"]
+            a = meta["general.architecture"]
+            assert a == name, a
+            assert (meta[f"{a}.context_length"], meta[f"{a}.embedding_length"], meta[f"{a}.block_count"],
+                    meta[f"{a}.feed_forward_length"], meta[f"{a}.attention.head_count"],
+                    meta[f"{a}.attention.head_count_kv"], meta[f"{a}.attention.key_length"],
+                    meta[f"{a}.attention.value_length"]) == (128, f["dim"], f["L"], f["hidden"], f["nh"], f["nkv"], hs, hs)
+            assert meta[f"{a}.rope.freq_base"] == f["theta"]
+            assert abs(meta[f"{a}.attention.layer_norm_rms_epsilon"] - 1e-6) < 1e-12
+            if name == "qwen2":
+                assert meta["tokenizer.ggml.model"] == "llama" and len(meta["tokenizer.ggml.tokens"]) == f["V"]
+                assert meta["tokenizer.ggml.tokens"][:3] == ["<unk>", "<s>", "</s>"]
+                assert "tokenizer for the GGUF" in err, err
+            else:
+                assert meta["tokenizer.ggml.model"] == "none" and "tokenizer.ggml.tokens" not in meta
+            hf = read_safetensors(os.path.join(folder, "model.safetensors"))
+            want = gguf_expected(name)
+            assert sorted(tensors) == sorted(want), sorted(set(tensors) ^ set(want))
+            for g, h in want.items():
+                dims, t, raw = tensors[g]
+                assert dims == list(reversed(hf[h].shape)) and t == 0, (g, dims, t)
+                got = np.frombuffer(raw, "<f4").reshape(hf[h].shape)
+                assert np.array_equal(got, hf[h]), f"{g} is not {h} in HF's row order"
+            for mode in ("prefill", "decode"):
+                got = engine(out, name, mode)
+                compare(got, engine(llmw, name, mode), f"{name} gguf vs llmw {mode}")
+                compare(got, reference(name), f"{name} gguf vs reference {mode}")
+
+        def q8(name=name):
+            folder, _ = converted(name)
+            out = scratch(f"fam_{name}_q8_0.gguf")
+            rc, err = export("--format", "gguf", "--dtype", "q8_0", folder, out)
+            assert rc == 0, err
+            meta, tensors, _ = tg.read_gguf(out)
+            hf = read_safetensors(os.path.join(folder, "model.safetensors"))
+            for g, h in gguf_expected(name).items():
+                dims, t, raw = tensors[g]
+                assert t == (8 if len(dims) == 2 else 0), (g, t)
+                got = tg.dequant(dims, t, raw).reshape(hf[h].shape)
+                # Q8_0: within half a step (amax/127 of the block) and d's f16 rounding
+                step = np.repeat(np.abs(hf[h]).reshape(-1, 32).max(axis=1) / 127, 32).reshape(hf[h].shape) \
+                    if t == 8 else 0
+                assert (np.abs(got - hf[h]) <= 0.51 * step + 127 * step / 1024 + 1e-7).all(), g
+            compare(engine(out, name, "prefill"), reference(name), f"{name} gguf q8_0 prefill", TOL_Q8)
+        yield name, one
+        yield f"{name}-q8_0", q8

@@ -252,9 +252,10 @@ def test_errors_are_one_line():
          "blocks hold 32", False),
     ]
     qk = os.path.join(d, "qk.llmw")
-    p = subprocess.run([sys.executable, EXPORT, "random", "--qk-norm", "--vocab", "512", qk], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, EXPORT, "random", "--qk-norm", "--qkv-bias", "--vocab", "512", qk],
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    cases.append((["--format", "gguf", "--tokenizer", tok, qk, os.path.join(d, "x.gguf")], "without q/k norms", False))
+    cases.append((["--format", "gguf", "--tokenizer", tok, qk, os.path.join(d, "x.gguf")], "fit no llama.cpp", False))
     for args, needle, _ in cases:
         p = subprocess.run([sys.executable, EXPORT] + args, capture_output=True, text=True)
         lines = p.stderr.strip().splitlines()

@@ -301,3 +301,43 @@ def _refused(what, extra, expect):
         assert rc == 1 and out == b"", f"{what}: exit {rc}, stdout {out[:80]!r}, stderr {err[:300]!r}"
         assert err.startswith("error: checkpoint ") and "\n" not in err and expect in err, \
             f"{what}: {err[:300]!r} does not name {expect!r}"
+
+
+def test_export_py_writes_the_gpt2_tokenizer():
+    """export.py --format gguf --tokenizer TOKENIZER.json (byte-level BPE) of a random qwen2
+    (q/k/v biases) and llama model: the tokenizer arrays and ids as tokenizer_kvs lays them
+    out from the tokenizer.json (the model's extra rows as [PADn], type 5), the end of turn
+    ChatML's <|im_end|>; `run FILE.gguf -m tokenize` with no -z gives the reference's and
+    the LTOK file's ids."""
+    import test_gguf_export as ge
+    for name, arch, flags in (("qwen2", "qwen2", ["--qkv-bias"]), ("smollm", "llama", [])):
+        def one(name=name, arch=arch, flags=flags):
+            folder, ltok = bpe.prepared(name)
+            kvs, vocab = tokenizer_kvs(name)
+            llmw, path = common.scratch(f"gguf_tok_{name}.llmw"), common.scratch(f"gguf_tok_{name}.gguf")
+            export = os.path.join(common.ROOT, "export.py")
+            p = subprocess.run(["/usr/bin/python3", export, "random", "--vocab", str(vocab)] + flags + [llmw],
+                               capture_output=True, text=True)
+            assert p.returncode == 0, p.stderr
+            p = subprocess.run(["/usr/bin/python3", export, "--format", "gguf", "--tokenizer",
+                                os.path.join(folder, "tokenizer.json"), llmw, path], capture_output=True, text=True)
+            assert p.returncode == 0, p.stderr
+            meta, _, _ = ge.read_gguf(path)
+            assert meta["general.architecture"] == arch
+            ids = {t: i for i, t in enumerate(meta["tokenizer.ggml.tokens"])}
+            want = {k: (v[1] if isinstance(v, tuple) else v) for k, _, v in kvs}
+            # tokenizer_kvs sets its own end of turn for qwen2 and none for smollm; both
+            # templates are ChatML's, whose end of turn is <|im_end|>; smollm adds no BOS
+            want["tokenizer.ggml.eot_token_id"] = ids["<|im_end|>"]
+            want["tokenizer.ggml.add_bos_token"] = False
+            got = {k: v for k, v in meta.items() if k.startswith("tokenizer.")}
+            assert sorted(got) == sorted(want), sorted(set(got) ^ set(want))
+            for k in want:
+                assert got[k] == want[k], (k, str(got[k])[:120], str(want[k])[:120])
+            batch = bpe.texts()
+            ref = bpe.reference(name, folder, batch, False)
+            for k in SUBSET:
+                rc, got_ids, err = tokenize(path, batch[k])
+                _, ltok_ids, _ = tokenize(path, batch[k], tok=ltok)
+                assert rc == 0 and got_ids == ref["ids"][k] == ltok_ids, (name, batch[k][:40], got_ids[:10], err)
+        yield name, one
