@@ -425,6 +425,22 @@ def _safe_inv(d):
     return np.where(d != 0, 1.0 / np.where(d != 0, d, 1), 0).astype(np.float32)
 
 
+def _scales_mins(sub, qmax, smax):
+    """A K-quant block with mins (Q2_K, Q5_K), round to nearest: sub (blocks,
+    sub-blocks, elements); per sub-block x ~ d*sc*q - dmin*mi with q in 0..qmax
+    and sc, mi in 0..smax. Returns the f16 bytes of d and dmin, sc, mi, q."""
+    mn = np.maximum(-sub.min(axis=2), 0)
+    scale = (sub.max(axis=2) + mn) / qmax
+    dh, d = _h(scale.max(axis=1) / smax)
+    mh, dmin = _h(mn.max(axis=1) / smax)
+    sc = np.clip(np.round(scale * _safe_inv(d)[:, None]), 0, smax).astype(np.int32)
+    mi = np.clip(np.round(mn * _safe_inv(dmin)[:, None]), 0, smax).astype(np.int32)
+    dl = (d[:, None] * sc).astype(np.float32)
+    ml = (dmin[:, None] * mi).astype(np.float32)
+    q = np.clip(np.round((sub + ml[:, :, None]) * _safe_inv(dl)[:, :, None]), 0, qmax).astype(np.int32)
+    return dh, mh, sc, mi, q
+
+
 def quantize(t, a):
     """(rows, cols) float -> the tensor's bytes in block type t (the types
     after Q6_K), by plain round-to-nearest from the layouts: not ggml's
@@ -458,16 +474,7 @@ def quantize(t, a):
         dh, d = _h(big / -127)
         out[:, 0:2], out[:, 2:18] = dh, _pack_nibbles(_nearest_iq4(x * _safe_inv(d)[:, None]))
     elif t == Q2_K:
-        sub = x.reshape(nb, 16, 16)
-        mn = np.maximum(-sub.min(axis=2), 0)
-        scale = (sub.max(axis=2) + mn) / 3
-        dh, d = _h(scale.max(axis=1) / 15)
-        mh, dmin = _h(mn.max(axis=1) / 15)
-        sc = np.clip(np.round(scale * _safe_inv(d)[:, None]), 0, 15).astype(np.int32)
-        mi = np.clip(np.round(mn * _safe_inv(dmin)[:, None]), 0, 15).astype(np.int32)
-        dl = (d[:, None] * sc).astype(np.float32)
-        ml = (dmin[:, None] * mi).astype(np.float32)
-        q = np.clip(np.round((sub + ml[:, :, None]) * _safe_inv(dl)[:, :, None]), 0, 3).astype(np.int32)
+        dh, mh, sc, mi, q = _scales_mins(x.reshape(nb, 16, 16), 3, 15)
         out[:, 0:16] = (sc | mi << 4).astype(np.uint8)
         out[:, 16:80] = _pack_2bit(q.reshape(nb, 256))
         out[:, 80:82], out[:, 82:84] = dh, mh
@@ -487,16 +494,7 @@ def quantize(t, a):
         out[:, 96:108] = _pack_q3_scales(sc)
         out[:, 108:110] = dh
     elif t == Q5_K:
-        sub = x.reshape(nb, 8, 32)
-        mn = np.maximum(-sub.min(axis=2), 0)
-        scale = (sub.max(axis=2) + mn) / 31
-        dh, d = _h(scale.max(axis=1) / 63)
-        mh, dmin = _h(mn.max(axis=1) / 63)
-        sc = np.clip(np.round(scale * _safe_inv(d)[:, None]), 0, 63).astype(np.int32)
-        mi = np.clip(np.round(mn * _safe_inv(dmin)[:, None]), 0, 63).astype(np.int32)
-        dl = (d[:, None] * sc).astype(np.float32)
-        ml = (dmin[:, None] * mi).astype(np.float32)
-        q = np.clip(np.round((sub + ml[:, :, None]) * _safe_inv(dl)[:, :, None]), 0, 31).astype(np.int32)
+        dh, mh, sc, mi, q = _scales_mins(x.reshape(nb, 8, 32), 31, 63)
         qh = np.zeros((nb, 32), np.int32)
         qs = np.zeros((nb, 128), np.int32)
         for j in range(8):
