@@ -222,15 +222,7 @@ def dequantize(ggml_type, data, rows, cols):
         return (q.astype(np.float32) * d[:, None]).reshape(rows, cols)
     if ggml_type == Q4_K:
         d, dmin = _f16(blk[:, 0:2]), _f16(blk[:, 2:4])
-        s = blk[:, 4:16].astype(np.int32)
-        sc = np.zeros((blk.shape[0], 8), np.int32)
-        m = np.zeros((blk.shape[0], 8), np.int32)
-        for j in range(8):
-            if j < 4:
-                sc[:, j], m[:, j] = s[:, j] & 63, s[:, j + 4] & 63
-            else:
-                sc[:, j] = (s[:, j + 4] & 15) | ((s[:, j - 4] >> 6) << 4)
-                m[:, j] = (s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4)
+        sc, m = _k_scale_min(blk[:, 4:16])
         qs = blk[:, 16:144].astype(np.int32)
         out = np.zeros((blk.shape[0], 256), np.float32)
         for j in range(8):
