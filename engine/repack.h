@@ -109,8 +109,7 @@ size_t llm_repack_size(const llm_model *m, int all_logits) {
 int llm_repack(llm_model *m, void *arena, size_t arena_size, int all_logits) {
     uint64_t need = llm__repack_walk(m, NULL, all_logits);
     if (!need) return LLM_OK;
-    if (!arena || (uintptr_t)arena % LLM_ALIGN || (uint64_t)arena_size < need)
-    {
+    if (!arena || (uintptr_t)arena % LLM_ALIGN || (uint64_t)arena_size < need) {
         llm__fmt(m->error, sizeof m->error, "repacking arena of %zu bytes at %p is too small or not %d-aligned: need %llu",
                  arena_size, arena, LLM_ALIGN, (unsigned long long)need);
         return LLM_ERR_ARENA;

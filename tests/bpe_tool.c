@@ -14,8 +14,7 @@
 
 #include "tokenizer.h"
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
+static unsigned char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     unsigned char *b;
     long len;
@@ -33,8 +32,7 @@ static unsigned char *slurp(const char *path, size_t *n)
     return b;
 }
 
-static void print_escaped(const char *s, size_t n)
-{
+static void print_escaped(const char *s, size_t n) {
     size_t i;
     for (i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -43,16 +41,14 @@ static void print_escaped(const char *s, size_t n)
     }
 }
 
-static double now(void)
-{
+static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);   /* CPU time: the machine is shared */
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* stdin's lines through tok_nfc to stdout, one call per line */
-static int nfc_lines(void)
-{
+static int nfc_lines(void) {
     size_t cap = 1 << 20, n = 0, got, i, start, longest = 0;
     unsigned char *in = (unsigned char *)malloc(cap);
     char *out;
@@ -77,8 +73,7 @@ static int nfc_lines(void)
     return fflush(stdout) != 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     tok_tokenizer t;
     size_t n, need;
     unsigned char *file;

@@ -19,14 +19,12 @@
 
 #include "../tokenizer.h"
 
-static void fail(const char *what, int turn)
-{
+static void fail(const char *what, int turn) {
     printf("FAIL turn %d: %s\n", turn, what);
     exit(3);
 }
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
+static unsigned char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     unsigned char *b;
     long sz;
@@ -42,8 +40,7 @@ static unsigned char *slurp(const char *path, size_t *n)
 }
 
 /* The rendered text, checked against smaller buffers, as hex. */
-static void render(const tok_tokenizer *t, const tok_chat_turn *turn, int k)
-{
+static void render(const tok_tokenizer *t, const tok_chat_turn *turn, int k) {
     size_t len = tok_chat_render(NULL, 0, t, turn), cap, i;
     char *full = (char *)malloc(len + 1);
     if (!len) fail("rendered nothing", k);
@@ -59,8 +56,7 @@ static void render(const tok_tokenizer *t, const tok_chat_turn *turn, int k)
     free(full);
 }
 
-static void encode(tok_tokenizer *t, const tok_chat_turn *turn, int k)
-{
+static void encode(tok_tokenizer *t, const tok_chat_turn *turn, int k) {
     size_t ss = tok_chat_scratch_size(t, turn), most = tok_chat_max_ids(t, turn);
     void *scratch = malloc(ss);
     int *ids = (int *)malloc(most * sizeof(int)), n, i;
@@ -90,8 +86,7 @@ static void encode(tok_tokenizer *t, const tok_chat_turn *turn, int k)
     free(scratch);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *system = NULL, *date = NULL, *dflt = NULL;
     int i, as_text = 0, tmpl, k = 0, close = 0;
     size_t n, need;

@@ -13,8 +13,7 @@
 #include <string.h>
 
 /* The whole file in a malloc'd buffer of exactly its size (1 byte if empty). */
-static uint8_t *read_file(const char *path, size_t *size)
-{
+static uint8_t *read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0, got;
@@ -33,8 +32,7 @@ static uint8_t *read_file(const char *path, size_t *size)
     return (uint8_t *)realloc(buf, len ? len : 1);   /* exact: asan sees overreads */
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s FILE...\n", argv[0]);
         return 2;

@@ -17,8 +17,7 @@
 #include <string.h>
 
 /* llama2.c's text for one turn, malloc'd. */
-static char *llama2_reference(const char *system, const char *user)
-{
+static char *llama2_reference(const char *system, const char *user) {
     const char *with = "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", *without = "[INST] %s [/INST]";
     int has_system = system && system[0];
     int len = has_system ? snprintf(NULL, 0, with, system, user) : snprintf(NULL, 0, without, user);
@@ -30,8 +29,7 @@ static char *llama2_reference(const char *system, const char *user)
 }
 
 /* Render into a buffer of exactly cap bytes: full length back, prefix in the buffer. */
-static void check_cap(size_t cap, const char *system, const char *user, const char *want, size_t want_len)
-{
+static void check_cap(size_t cap, const char *system, const char *user, const char *want, size_t want_len) {
     char *out = cap ? (char *)malloc(cap) : NULL;
     size_t len = tok_render_chat(out, cap, TOK_CHAT_LLAMA2, system, user);
     if (len != want_len) fuzz_fail("buffer of %zu: returned %zu, the text is %zu bytes", cap, len, want_len);
@@ -43,8 +41,7 @@ static void check_cap(size_t cap, const char *system, const char *user, const ch
     free(out);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *input = (char *)malloc(size + 1);
     char out[4] = "xyz";
     if (!input) fuzz_fail("out of memory");

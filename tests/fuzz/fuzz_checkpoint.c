@@ -26,8 +26,7 @@ enum { FUZZ_CTX = 8, FUZZ_BATCH = 2, FUZZ_TOKENS = 3 };
  * allocate gigabytes (there are two states). */
 #define FUZZ_STATE_MAX ((size_t)32 << 20)
 
-static const char *format_name(int format)
-{
+static const char *format_name(int format) {
     switch (format) {
     case LLM_FORMAT_LEGACY: return "legacy";
     case LLM_FORMAT_LLMW: return "LLMW";
@@ -39,8 +38,7 @@ static const char *format_name(int format)
 
 /* A copy of the bytes in a 64-byte-aligned buffer of exactly n bytes, so
  * AddressSanitizer sees any read past the end. */
-static unsigned char *aligned_copy(const uint8_t *data, size_t n)
-{
+static unsigned char *aligned_copy(const uint8_t *data, size_t n) {
     void *p = NULL;
     if (posix_memalign(&p, LLM_ALIGN, n ? n : 1)) return NULL;
     if (n) memcpy(p, data, n);
@@ -49,8 +47,7 @@ static unsigned char *aligned_copy(const uint8_t *data, size_t n)
 
 /* A state carved from a fresh arena, or NULL when the arena is above the
  * bound (outcome says so). A refused arena of the planned size is a bug. */
-static void *open_state(llm_state *s, const llm_model *m, const llm_state_options *o)
-{
+static void *open_state(llm_state *s, const llm_model *m, const llm_state_options *o) {
     size_t need = llm_state_size(&m->cfg, o);
     void *arena = NULL;
     if (llm_state_plan(&m->cfg, o).total != need) fuzz_fail("llm_state_plan and llm_state_size disagree");
@@ -66,15 +63,13 @@ static void *open_state(llm_state *s, const llm_model *m, const llm_state_option
     return arena;
 }
 
-static void forward(const llm_model *m, llm_state *s, const int *tokens, int n, int pos, int which)
-{
+static void forward(const llm_model *m, llm_state *s, const int *tokens, int n, int pos, int which) {
     if (llm_forward(m, s, tokens, n, pos, which) != LLM_OK)
         fuzz_fail("forward of %d tokens at %d failed: %s", n, pos, s->error);
 }
 
 /* Bit-for-bit equal, any NaN matching any NaN. */
-static void expect_same_logits(const float *batched, const float *single, int n, int pos)
-{
+static void expect_same_logits(const float *batched, const float *single, int n, int pos) {
     for (int i = 0; i < n; i++) {
         uint32_t a, b;
         memcpy(&a, &batched[i], 4);
@@ -85,8 +80,7 @@ static void expect_same_logits(const float *batched, const float *single, int n,
 }
 
 /* Run the tokens batched (a batch, then single steps) and one by one, comparing. */
-static void run_both_ways(const llm_model *m, llm_state *batched, llm_state *single, const int *tokens, int n)
-{
+static void run_both_ways(const llm_model *m, llm_state *batched, llm_state *single, const int *tokens, int n) {
     int V = m->cfg.vocab_size, first = n < batched->max_batch ? n : batched->max_batch;
     forward(m, batched, tokens, first, 0, LLM_LOGITS_ALL);
     for (int pos = 0; pos < first; pos++) {
@@ -101,8 +95,7 @@ static void run_both_ways(const llm_model *m, llm_state *batched, llm_state *sin
 }
 
 /* If bit 7 of b is set: bits 0-2 flip the norm type, position and final norm. */
-static void override_norms(llm_model *m, uint8_t b)
-{
+static void override_norms(llm_model *m, uint8_t b) {
     if (!(b & 0x80)) return;
     if (b & 1) m->cfg.norm_type = !m->cfg.norm_type;
     if (b & 2) m->cfg.norm_pos = !m->cfg.norm_pos;
@@ -110,8 +103,7 @@ static void override_norms(llm_model *m, uint8_t b)
     if (llm_check_config(m) != LLM_OK) fuzz_fail("valid norm settings refused: %s", m->error);
 }
 
-static void run_model(const llm_model *m, const uint8_t *data, size_t size)
-{
+static void run_model(const llm_model *m, const uint8_t *data, size_t size) {
     const llm_config *c = &m->cfg;
     int ctx = c->seq_len < FUZZ_CTX ? c->seq_len : FUZZ_CTX;
     int kv_type = data[size - 1] % 3, n = ctx < FUZZ_TOKENS ? ctx : FUZZ_TOKENS, tokens[FUZZ_TOKENS];
@@ -152,27 +144,23 @@ typedef struct {
 } llmw_writer;
 
 /* A small finite weight from the next value byte. */
-static float next_value(llmw_writer *w, float scale)
-{
+static float next_value(llmw_writer *w, float scale) {
     int b = w->n_values ? w->values[w->next++ % w->n_values] : (int)(w->next++ * 37 % 256);
     return (float)(b - 128) / 128.0f * scale;
 }
 
-static void put_bytes(llmw_writer *w, const void *p, size_t n)
-{
+static void put_bytes(llmw_writer *w, const void *p, size_t n) {
     if (w->out) memcpy(w->out + w->at, p, n);
     w->at += n;
 }
 
-static void pad_to_alignment(llmw_writer *w)
-{
+static void pad_to_alignment(llmw_writer *w) {
     static const unsigned char zeros[LLM_ALIGN];
     put_bytes(w, zeros, (LLM_ALIGN - w->at % LLM_ALIGN) % LLM_ALIGN);
 }
 
 /* An f32 vector of n values around `center`. */
-static void put_vector(llmw_writer *w, int n, float center)
-{
+static void put_vector(llmw_writer *w, int n, float center) {
     for (int i = 0; i < n; i++) {
         float v = center + next_value(w, 0.25f);
         put_bytes(w, &v, 4);
@@ -181,8 +169,7 @@ static void put_vector(llmw_writer *w, int n, float center)
 
 /* A (rows, cols) matrix in the weight type: f32, f16, or q8_0 (int8 values,
  * zero padding to 64, then one f32 scale per row group). */
-static void put_matrix(llmw_writer *w, int rows, int cols)
-{
+static void put_matrix(llmw_writer *w, int rows, int cols) {
     const llm_config *c = &w->c;
     size_t n = (size_t)rows * cols;
     for (size_t i = 0; i < n; i++) {
@@ -204,8 +191,7 @@ static void put_matrix(llmw_writer *w, int rows, int cols)
 static void put_u32(unsigned char *h, int off, uint32_t v) { memcpy(h + off, &v, 4); }
 
 /* The 256-byte LLMW header of the writer's config and file size. */
-static void put_header(llmw_writer *w, uint64_t file_size)
-{
+static void put_header(llmw_writer *w, uint64_t file_size) {
     const llm_config *c = &w->c;
     unsigned char h[LLM_HEADER_SIZE];
     int32_t fields[8] = { c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len, c->head_size };
@@ -224,8 +210,7 @@ static void put_header(llmw_writer *w, uint64_t file_size)
 }
 
 /* Header, embedding, the layers, final norm, classifier; every tensor but the last padded to 64. */
-static void write_llmw(llmw_writer *w, uint64_t file_size)
-{
+static void write_llmw(llmw_writer *w, uint64_t file_size) {
     const llm_config *c = &w->c;
     int D = c->dim, qd = c->n_heads * c->head_size, kvd = c->n_kv_heads * c->head_size, H = c->hidden_dim;
     w->at = 0;
@@ -251,8 +236,7 @@ static void write_llmw(llmw_writer *w, uint64_t file_size)
 }
 
 /* The shape the 10 bytes after the magic describe (small: at most dim 192). */
-static llm_config shape_config(const uint8_t *b)
-{
+static llm_config shape_config(const uint8_t *b) {
     llm_config c;
     memset(&c, 0, sizeof c);
     c.head_size = 2 * (1 + b[0] % 16);
@@ -277,8 +261,7 @@ static llm_config shape_config(const uint8_t *b)
 }
 
 /* Write the input's shape as an LLMW file, load it (it must load) and run it. */
-static void run_shape(const uint8_t *data, size_t size)
-{
+static void run_shape(const uint8_t *data, size_t size) {
     llmw_writer w;
     llm_model m;
     memset(&w, 0, sizeof w);
@@ -301,8 +284,7 @@ static void run_shape(const uint8_t *data, size_t size)
     free(w.out);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned char *bytes;
     llm_model m;
     if (size >= 4 + SHAPE_BYTES + 4 && !memcmp(data, SHAPE_MAGIC, 4)) {

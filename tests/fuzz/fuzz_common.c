@@ -7,8 +7,7 @@
 
 char fuzz_outcome[256];
 
-void fuzz_fail(const char *fmt, ...)
-{
+void fuzz_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("fuzz invariant broken: ", stderr);
@@ -18,8 +17,7 @@ void fuzz_fail(const char *fmt, ...)
     abort();
 }
 
-void fuzz_note(const char *fmt, ...)
-{
+void fuzz_note(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(fuzz_outcome, sizeof fuzz_outcome, fmt, ap);
