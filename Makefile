@@ -11,9 +11,9 @@
 #   make fuzz       the libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/README)
 #   make mutation-check   deliberate bugs that the suite must catch (not in CI)
 #   make run        build and tell a story with the default model
-#   make bench      speed against the machine's limits (README's table)
+#   make bench      speed against the machine's limits (BENCHMARKS.md's table)
 #   make serve-bench  a load run of -m serve (1/2/4/8 streams: tok/s, time to first token)
-#   make ppl-table  perplexity and file size per weight type (README's table)
+#   make ppl-table  perplexity and file size per weight type (BENCHMARKS.md's table)
 #   make bench-bpe  byte-level BPE encoding of 1 MB texts (CPU seconds)
 #   make arm-insns  aarch64 instructions per decode token per weight type (qemu-aarch64)
 CC ?= cc
@@ -186,7 +186,7 @@ BPE_TOK ?= build/bpe/llama3/tokenizer.ltok
 bench-bpe: build/bpe_tool
 	build/bpe_tool bench $(BPE_TOK)
 
-# Perplexity of stories260K on tests/data/stories.txt under the 16 norm variants (README's table).
+# Perplexity of stories260K on tests/data/stories.txt under the 16 norm variants (BENCHMARKS.md's table).
 NORM_TEXT ?= tests/data/stories.txt
 norm-table: build/run.stamp
 	@echo "| norm | position | final norm | tokens | mean NLL | perplexity |"
@@ -199,7 +199,7 @@ norm-table: build/run.stamp
 
 # Perplexity of stories260K and of a random 15M-shaped model (export.py random,
 # seed 0) on PPL_TEXT per LLMW weight type (f32 first: the NLL column beside it is
-# the change from f32), with the file sizes (README's table).
+# the change from f32), with the file sizes (BENCHMARKS.md's table).
 # The models are written to build/ppl/ (derived files: never committed).
 PPL_TEXT ?= tests/data/stories.txt
 PPL_DIR = build/ppl
