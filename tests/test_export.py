@@ -1098,3 +1098,28 @@ def test_stories_via_hf_folder_is_byte_identical():
         export_ok(stories(), a, "--dtype", dt)
         export_ok(folder, b, "--dtype", dt)
         assert open(a, "rb").read() == open(b, "rb").read(), f"{dt}: HF route differs from direct"
+
+
+def test_package_layout():
+    """export.py is a thin entry into the exporter package; every module of the package
+    says its job in a docstring, stays under 600 lines, appears in the package's
+    module list (exporter/__init__.py) and imports only modules listed above it."""
+    import ast
+    import re
+    folder = os.path.join(common.ROOT, "exporter")
+    with open(EXPORT) as f:
+        assert len(f.read().splitlines()) <= 40, "export.py must stay a thin entry point"
+    with open(os.path.join(folder, "__init__.py")) as f:
+        listed = re.findall(r"^  ([a-z_0-9]+) {2,}\S", ast.get_docstring(ast.parse(f.read())), re.M)
+    files = sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and f != "__init__.py")
+    assert sorted(listed) == files, f"exporter/__init__.py lists {sorted(listed)}, the folder holds {files}"
+    for i, name in enumerate(listed):
+        with open(os.path.join(folder, name + ".py")) as f:
+            text = f.read()
+        tree = ast.parse(text)
+        assert ast.get_docstring(tree), f"exporter/{name}.py has no docstring"
+        n = len(text.splitlines())
+        assert n <= 600, f"exporter/{name}.py has {n} lines (at most 600)"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.module in listed[:i], f"exporter/{name}.py imports .{node.module}, not listed above it"
