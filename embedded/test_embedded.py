@@ -101,6 +101,13 @@ def run(cmd, timeout=TIMEOUT, **kw):
                                            b"\n(timed out after %d s)" % timeout)
 
 
+def exporter_mtime():
+    """The newest change to export.py or its package (exporter/): a file it wrote before is stale."""
+    folder = os.path.join(ROOT, "exporter")
+    paths = [os.path.join(ROOT, "export.py")] + [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".py")]
+    return max(os.path.getmtime(p) for p in paths)
+
+
 def tail(b, n=400):
     s = b.decode("utf-8", "replace").strip() if isinstance(b, bytes) else str(b)
     return s[-n:].replace("\n", " | ")
@@ -209,7 +216,7 @@ def prepare(r):
         if not r.check("write q5_0 GGUF", p.returncode == 0, tail(p.stderr)):
             return False
     if not os.path.exists(os.path.join(ROOT, QWEN)) or \
-            os.path.getmtime(os.path.join(ROOT, QWEN)) < os.path.getmtime(os.path.join(ROOT, "export.py")):
+            os.path.getmtime(os.path.join(ROOT, QWEN)) < exporter_mtime():
         p = run([sys.executable, "export.py"] + QWEN_ARGS + [QWEN])
         if not r.check("export random qwen-like", p.returncode == 0, tail(p.stderr)):
             return False

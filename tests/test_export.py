@@ -9,7 +9,6 @@ independently of export.py's own layout code, and every value round trip
 reads the written file through that reader, and the llama2.c formats are written here by
 hand, so a shared misunderstanding does not pass unnoticed.
 """
-import importlib.util
 import json
 import math
 import os
@@ -26,9 +25,11 @@ import llmw
 
 BUILD_INDEPENDENT = True  # export.py only: no C build involved
 EXPORT = os.path.join(common.ROOT, "export.py")
-_spec = importlib.util.spec_from_file_location("export", EXPORT)
-export = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(export)
+sys.path.insert(0, common.ROOT)
+import exporter.detect  # noqa: E402
+import exporter.read_hf  # noqa: E402
+import exporter.safetensors  # noqa: E402
+import exporter.tok_sentencepiece  # noqa: E402
 
 
 # ---------------------------------------------------------------- helpers
@@ -131,7 +132,7 @@ def test_legacy_f32_roundtrip_exact():
         assert t[k].dtype == np.float32 and t[k].shape == ref[k].shape, k
         assert np.array_equal(t[k], ref[k]), f"{k} differs after legacy -> f32 -> tests/llmw.py"
     # and read_checkpoint reads the legacy file itself the same way
-    cfg2, t2 = export.read_checkpoint(stories())
+    cfg2, t2 = exporter.detect.read_checkpoint(stories())
     assert cfg2["format"] == "legacy" and cfg2["shared_classifier"] == 1
     for k in ref:
         assert np.array_equal(t2[k], ref[k]), f"read_checkpoint(legacy) {k} differs"
@@ -188,7 +189,7 @@ def test_header_and_alignment():
             last = max(e for _, e, _ in tensors.values())
             assert last == len(data), f"{name}: file continues after the last tensor"
             # the reader in export.py agrees with this independent one
-            cfg, t = export.read_checkpoint(out)
+            cfg, t = exporter.detect.read_checkpoint(out)
             _, mine = llmw.read(out)
             assert sorted(t) == sorted(mine), f"{name}: read_checkpoint names differ"
             for k in mine:
@@ -503,7 +504,7 @@ def test_hf_roundtrip():
                         assert np.array_equal(t[k], w), \
                             f"{name}: {k} is not the known interleaved weight"
                     # and read_checkpoint of the folder itself gives the same
-                    cfg2, t2 = export.read_checkpoint(folder)
+                    cfg2, t2 = exporter.detect.read_checkpoint(folder)
                     for k, w in known.items():
                         assert np.array_equal(t2[k], w), f"{name}: read_checkpoint(folder) {k}"
                 yield name, check
@@ -515,8 +516,8 @@ def test_hf_unpermute_is_inverse_of_hf_permute():
     for nh, hs, dim in ((4, 16, 64), (2, 8, 24), (1, 2, 3)):
         w = rng.standard_normal((nh * hs, dim)).astype(np.float32)
         hfw = hf_permute(torch.from_numpy(w), nh).numpy()
-        assert np.array_equal(export.unpermute_rotary(hfw, nh, hs), w)
-        assert np.array_equal(export.permute_rotary(w, nh, hs), hfw)
+        assert np.array_equal(exporter.read_hf.unpermute_rotary(hfw, nh, hs), w)
+        assert np.array_equal(exporter.read_hf.permute_rotary(w, nh, hs), hfw)
         # interleaved pair (2i, 2i+1) of head 0 sits at rows i and i + hs/2 in HF's layout
         if hs >= 4:
             assert np.array_equal(hfw[1], w[2]) and np.array_equal(hfw[hs // 2], w[1])
@@ -724,8 +725,8 @@ def test_tokenizer_model_byte_identical():
     got = open(out, "rb").read()
     assert got == ref, "tokenizer.model -> tokenizer.bin is not byte-identical to the shared file"
     # the library-free protobuf reader gives the same bytes
-    pieces, scores, _, bos, eos = export.read_sentencepiece_model(common.model("tokenizer.model"))
-    assert export.tokenizer_bin_bytes(pieces, scores, bos, eos) == ref
+    pieces, scores, _, bos, eos = exporter.tok_sentencepiece.read_sentencepiece_model(common.model("tokenizer.model"))
+    assert exporter.tok_sentencepiece.tokenizer_bin_bytes(pieces, scores, bos, eos) == ref
 
 
 def parse_tokenizer_bin(data):
@@ -930,7 +931,7 @@ def test_bad_inputs():
         f = hf_case("dtype")
         p = os.path.join(f, "model.safetensors")
         # rewrite with one tensor stored as F64
-        from_file = export.SafetensorsFile(p)
+        from_file = exporter.safetensors.SafetensorsFile(p)
         tensors = {n: torch.from_numpy(np.array(from_file.load(n))) for n in from_file.tensors}
         tensors["model.layers.0.mlp.gate_proj.weight"] = \
             tensors["model.layers.0.mlp.gate_proj.weight"].to(torch.float64)
@@ -1043,8 +1044,8 @@ def test_hf_unpermute_gives_interleaved_rope():
     wk = rng.standard_normal((nkv * hs, dim))
     hf_q = hf_permute(torch.from_numpy(wq), nh).numpy()
     hf_k = hf_permute(torch.from_numpy(wk), nkv).numpy()
-    q_i = export.unpermute_rotary(hf_q, nh, hs)
-    k_i = export.unpermute_rotary(hf_k, nkv, hs)
+    q_i = exporter.read_hf.unpermute_rotary(hf_q, nh, hs)
+    k_i = exporter.read_hf.unpermute_rotary(hf_k, nkv, hs)
     inv = theta ** (-np.arange(0, hs, 2) / hs)          # (hs/2,)
 
     def rope_hf(v, pos):          # HF: pairs (i, i + hs/2), rotate_half
@@ -1097,3 +1098,28 @@ def test_stories_via_hf_folder_is_byte_identical():
         export_ok(stories(), a, "--dtype", dt)
         export_ok(folder, b, "--dtype", dt)
         assert open(a, "rb").read() == open(b, "rb").read(), f"{dt}: HF route differs from direct"
+
+
+def test_package_layout():
+    """export.py is a thin entry into the exporter package; every module of the package
+    says its job in a docstring, stays under 600 lines, appears in the package's
+    module list (exporter/__init__.py) and imports only modules listed above it."""
+    import ast
+    import re
+    folder = os.path.join(common.ROOT, "exporter")
+    with open(EXPORT) as f:
+        assert len(f.read().splitlines()) <= 40, "export.py must stay a thin entry point"
+    with open(os.path.join(folder, "__init__.py")) as f:
+        listed = re.findall(r"^  ([a-z_0-9]+) {2,}\S", ast.get_docstring(ast.parse(f.read())), re.M)
+    files = sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and f != "__init__.py")
+    assert sorted(listed) == files, f"exporter/__init__.py lists {sorted(listed)}, the folder holds {files}"
+    for i, name in enumerate(listed):
+        with open(os.path.join(folder, name + ".py")) as f:
+            text = f.read()
+        tree = ast.parse(text)
+        assert ast.get_docstring(tree), f"exporter/{name}.py has no docstring"
+        n = len(text.splitlines())
+        assert n <= 600, f"exporter/{name}.py has {n} lines (at most 600)"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.module in listed[:i], f"exporter/{name}.py imports .{node.module}, not listed above it"

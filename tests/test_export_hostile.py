@@ -24,7 +24,6 @@ Run with the Debian interpreter (numpy, torch, sentencepiece):
   /usr/bin/python3 tests/run_tests.py tests/test_export_hostile.py
 """
 import atexit
-import importlib.util
 import json
 import os
 import shutil
@@ -38,9 +37,10 @@ import common
 
 BUILD_INDEPENDENT = True  # export.py only: no C build involved
 EXPORT = os.path.join(common.ROOT, "export.py")
-_spec = importlib.util.spec_from_file_location("export", EXPORT)
-export = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(export)
+sys.path.insert(0, common.ROOT)
+import exporter.llmw  # noqa: E402
+import exporter.read_hf  # noqa: E402
+import exporter.read_pt  # noqa: E402
 
 # Importing torch maps ~600 MiB of address space (measured: `import torch` fails
 # under a 512 MiB RLIMIT_AS and passes under 768 MiB), which every case's process
@@ -58,7 +58,7 @@ I32 = 2**31 - 1
 # ---------------------------------------------------------------- running export.py
 
 # Each case runs export.py in a process of its own, forked from one server that
-# has imported numpy, torch and sentencepiece and compiled export.py once: a
+# has imported numpy, torch, sentencepiece and the exporter package once: a
 # fresh interpreter spent ~0.3 s of CPU on those imports (~2 s with torch) for a
 # case that then takes milliseconds, most of this file's time. The child is
 # what `python3 export.py ARGS` would be: export.py run as __main__ with that
@@ -74,6 +74,11 @@ for name in ("numpy", "sentencepiece", "torch"):   # what every case would impor
         pass
 with open(path) as f:
     code = compile(f.read(), path, "exec")
+sys.path.insert(0, os.path.dirname(path))
+try:
+    import exporter.cli   # export.py's package (all of it), imported once as numpy is
+except ImportError:   # then every case fails as export.py would
+    pass
 
 def child(req):
     status = 1
@@ -191,7 +196,7 @@ def canonical():
     """{canonical name: float32 array}: a seeded random model (unshared classifier)."""
     rng = np.random.default_rng(14)
     out = {}
-    for name, shape, _ in export.tensor_plan(dict(
+    for name, shape, _ in exporter.llmw.tensor_plan(dict(
             dim=DIM, hidden_dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, n_kv_heads=KV_HEADS,
             vocab_size=VOCAB, head_size=HS, norm_bias=0, shared_classifier=0)):
         out[name] = (rng.standard_normal(shape) * 0.3).astype(np.float32)
@@ -211,7 +216,7 @@ def write_llmw(path, **header):
         body += b"\0" * (-(256 + len(body)) % 64) + t[name].astype("<f4").tobytes()
     h["file_size"] = 256 + len(body)
     h.update(header)
-    head = struct.pack(export.HEADER_FMT, *[h[k] for k in export.HEADER_FIELDS])
+    head = struct.pack(exporter.llmw.HEADER_FMT, *[h[k] for k in exporter.llmw.HEADER_FIELDS])
     with open(path, "wb") as fh:
         fh.write(head.ljust(256, b"\0") + body)
 
@@ -257,7 +262,7 @@ def write_ak42(path, version=1, dims=None, group_size=4, shared=0):
 def hf_tensors():
     """[(HF name, float32 array)] of the model (untied lm_head)."""
     t = canonical()
-    names = export.hf_names(LAYERS)
+    names = exporter.read_hf.hf_names(LAYERS)
     return [(names[k], v) for k, v in t.items()]
 
 
@@ -318,7 +323,7 @@ PT_ARGS = dict(dim=DIM, n_layers=LAYERS, n_heads=HEADS, n_kv_heads=KV_HEADS, voc
 
 def state_dict():
     import torch
-    names = export.llama2c_names(LAYERS)
+    names = exporter.read_pt.llama2c_names(LAYERS)
     return {names[k]: torch.from_numpy(v) for k, v in canonical().items()}
 
 

@@ -19,7 +19,9 @@ import llmw
 EXPORT = os.path.join(common.ROOT, "export.py")
 LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
 sys.path.insert(0, common.ROOT)
-import export  # noqa: E402  (the quantizers are unit-tested directly)
+import exporter.common  # noqa: E402
+import exporter.quantizers  # noqa: E402  (the quantizers are unit-tested directly)
+import exporter.read_llmw  # noqa: E402
 
 
 def run_export(*args):
@@ -29,12 +31,12 @@ def run_export(*args):
 
 def q4_0_rows(w):
     """LLMW q4_0 bytes of w -> uint8 (rows, blocks, 18)."""
-    raw = export.quantize_q4_0(np.asarray(w, np.float32))
+    raw = exporter.quantizers.quantize_q4_0(np.asarray(w, np.float32))
     return np.frombuffer(raw, np.uint8).reshape(len(w), -1, 18)
 
 
 def q4_k_rows(w):
-    raw = export.quantize_q4_k(np.asarray(w, np.float32))
+    raw = exporter.quantizers.quantize_q4_k(np.asarray(w, np.float32))
     return np.frombuffer(raw, np.uint8).reshape(len(w), -1, 144)
 
 
@@ -58,7 +60,7 @@ def test_q4_0_block_and_padding_by_hand():
     want1 = bytes([0x00, 0xb4]) + bytes(nib1[j] | nib1[j + 16] << 4 for j in range(16))
     assert b[0, 0].tobytes() == want0, b[0, 0].tobytes().hex()
     assert b[0, 1].tobytes() == want1, b[0, 1].tobytes().hex()
-    back = export.dequantize_q4_0(b.tobytes(), 1, 40)
+    back = exporter.quantizers.dequantize_q4_0(b.tobytes(), 1, 40)
     assert back.shape == (1, 40)
     assert list(back[0, :5]) == [-4.0, 3.5, 0.5, -0.5, 0.0] and list(back[0, 32:34]) == [2.0, -1.0]
 
@@ -89,7 +91,7 @@ def test_q4_k_superblock_by_hand():
         want += bytes(codes[l] | hi[l] << 4 for l in range(32))
     assert blk[16:] == bytes(want), blk[16:].hex()
     # on the grid, so the round trip is exact
-    assert (export.dequantize_q4_k(blk, 1, 256)[0] == x).all()
+    assert (exporter.quantizers.dequantize_q4_k(blk, 1, 256)[0] == x).all()
 
 
 # ---------------------------------------------------------------- bounds, odd sizes, edges
@@ -106,14 +108,14 @@ def test_round_trip_bounds_odd_sizes():
     for cols in (64, 100, 172, 256, 300):
         w = rng.standard_normal((7, cols)).astype(np.float32)
         b = q4_0_rows(w)
-        back = export.dequantize_q4_0(b.tobytes(), 7, cols)
+        back = exporter.quantizers.dequantize_q4_0(b.tobytes(), 7, cols)
         assert (np.abs(back - w) <= q4_0_bound(b, cols) * 1.0001).all(), (cols, float(np.abs(back - w).max()))
         # the padding of the last block: code 8 (decodes to exactly 0)
         pad = np.arange(-(-cols // 32) * 32) >= cols
         codes = np.concatenate([b[:, :, 2:] & 15, b[:, :, 2:] >> 4], axis=2).reshape(7, -1)
         assert (codes[:, pad] == 8).all(), cols
         k = q4_k_rows(w)
-        kb = export.dequantize_q4_k(k.tobytes(), 7, cols)
+        kb = exporter.quantizers.dequantize_q4_k(k.tobytes(), 7, cols)
         # each value within half a step of its sub-block, (d sc) / 2, when it lies inside
         # the sub-block's range [-dmin m, 15 d sc - dmin m]; everywhere within a
         # sixteenth of the row's range (the 6-bit scales cost the rest)
@@ -151,24 +153,24 @@ def llmw_scales(k):
 def test_zero_rows_and_one_huge_value():
     z = np.zeros((2, 172), np.float32)
     b = q4_0_rows(z)
-    assert (b[:, :, 2:] == 0x88).all() and (export.dequantize_q4_0(b.tobytes(), 2, 172) == 0).all()
+    assert (b[:, :, 2:] == 0x88).all() and (exporter.quantizers.dequantize_q4_0(b.tobytes(), 2, 172) == 0).all()
     k = q4_k_rows(z)
     assert (k == 0).all(), "an all-zero q4_K row is all zero bytes"
     w = np.full((1, 64), 0.01, np.float32)
     w[0, 5] = 1000.0
     b = q4_0_rows(w)
-    back = export.dequantize_q4_0(b.tobytes(), 1, 64)
+    back = exporter.quantizers.dequantize_q4_0(b.tobytes(), 1, 64)
     assert back[0, 5] == 1000.0                                       # d = 1000 / -8 = -125, exact
     assert (back[0, :32][np.arange(32) != 5] == 0).all()              # 0.01 / -125 + 8.5 -> code 8 -> 0
     assert (np.abs(back[0, 32:] - 0.01) <= 0.01 / 16).all()           # the other block keeps its own d
-    kb = export.dequantize_q4_k(q4_k_rows(w).tobytes(), 1, 64)
+    kb = exporter.quantizers.dequantize_q4_k(q4_k_rows(w).tobytes(), 1, 64)
     assert abs(kb[0, 5] - 1000.0) <= 1000.0 / 15 / 2 * 1.01, kb[0, 5]
     # too large for an f16 scale: refused, naming the tensor
     big = np.full((1, 32), 1e9, np.float32)
-    for q in (export.quantize_q4_0, export.quantize_q4_k):
+    for q in (exporter.quantizers.quantize_q4_0, exporter.quantizers.quantize_q4_k):
         try:
             q(big, "layers.0.wq")
-        except export.ExportError as e:
+        except exporter.common.ExportError as e:
             assert "layers.0.wq" in str(e) and "f16" in str(e), e
         else:
             raise AssertionError(f"{q.__name__} took a value of 1e9")
@@ -227,6 +229,6 @@ def test_engine_dequant_equals_spec_reader():
             at = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
             assert at.size == 0, f"{path}: {at.size} values differ, first at {at[0]}: {got[at[0]]} vs {want[at[0]]}"
             # and export.py's own reader (re-export) decodes the same
-            src_back = export.load_llmw(path)
+            src_back = exporter.read_llmw.load_llmw(path)
             for n in names:
                 assert (src_back.load(n).view(np.uint32) == weights[n].view(np.uint32)).all(), (path, n)

@@ -26,7 +26,7 @@ import common
 BUILD_INDEPENDENT = True
 EXPORT = os.path.join(common.ROOT, "export.py")
 sys.path.insert(0, common.ROOT)
-import export  # noqa: E402  (the quantizers are unit-tested directly)
+import exporter.quantizers  # noqa: E402  (the quantizers are unit-tested directly)
 
 
 # ---------------------------------------------------------------- a reader from the spec
@@ -139,11 +139,11 @@ def test_q8_0_block_by_hand():
     # 0.49 -> 0, -126.5 -> -127, 1.5 -> 2
     x = np.zeros(32, np.float32)
     x[:7] = [127, -127, 2.5, -2.5, 0.49, -126.5, 1.5]
-    got = export.quantize_gguf_q8_0(x.reshape(1, 32))
+    got = exporter.quantizers.quantize_gguf_q8_0(x.reshape(1, 32))
     want = bytes([0x00, 0x3c]) + bytes(np.array([127, -127, 3, -3, 0, -127, 2] + [0] * 25, np.int8).view(np.uint8))
     assert got == want, (got.hex(), want.hex())
     # an all-zero block: d = 0, every q 0
-    assert export.quantize_gguf_q8_0(np.zeros((1, 32), np.float32)) == b"\0" * 34
+    assert exporter.quantizers.quantize_gguf_q8_0(np.zeros((1, 32), np.float32)) == b"\0" * 34
 
 
 def test_q4_0_block_by_hand():
@@ -151,19 +151,19 @@ def test_q4_0_block_by_hand():
     x = np.zeros(32, np.float32)
     x[0], x[1], x[2], x[3], x[4] = -8.0, 7.0, 7.9, -0.6, 0.5      # nibbles 0, 15, 15 (16 clamped), 7, 9
     x[16], x[17] = 3.0, -3.0                                     # nibbles 11, 5 (high halves of bytes 0, 1)
-    got = export.quantize_gguf_q4_0(x.reshape(1, 32))
+    got = exporter.quantizers.quantize_gguf_q4_0(x.reshape(1, 32))
     nib = [0, 15, 15, 7, 9] + [8] * 11 + [11, 5] + [8] * 14
     want = bytes([0x00, 0x3c]) + bytes(nib[j] | nib[j + 16] << 4 for j in range(16))
     assert got == want, (got.hex(), want.hex())
     # the positive maximum: 8 -> d = -1.0 (f16 0xbc00), so 8 -> trunc(-8 + 8.5) = 0
     y = np.zeros(32, np.float32)
     y[5] = 8.0
-    got = export.quantize_gguf_q4_0(y.reshape(1, 32))
+    got = exporter.quantizers.quantize_gguf_q4_0(y.reshape(1, 32))
     assert got[:2] == bytes([0x00, 0xbc]) and got[2 + 5] & 15 == 0, got.hex()
     # ties of magnitude: the first one sets the sign of d
     z = np.zeros(32, np.float32)
     z[2], z[9] = -4.0, 4.0                                       # d = -4 / -8 = 0.5
-    got = export.quantize_gguf_q4_0(z.reshape(1, 32))
+    got = exporter.quantizers.quantize_gguf_q4_0(z.reshape(1, 32))
     assert np.frombuffer(got[:2], "<f2")[0] == np.float16(0.5), got.hex()
 
 
@@ -173,7 +173,7 @@ def test_block_round_trip_bounds():
     largest level: |q| <= 127 (Q4_0: 8) times d's rounding, at most d * 2^-11."""
     rng = np.random.default_rng(7)
     w = rng.standard_normal((16, 96)).astype(np.float32)
-    for q, t, tol in ((export.quantize_gguf_q8_0, 8, 0.5 + 127 / 2048), (export.quantize_gguf_q4_0, 2, 1.0 + 8 / 2048)):
+    for q, t, tol in ((exporter.quantizers.quantize_gguf_q8_0, 8, 0.5 + 127 / 2048), (exporter.quantizers.quantize_gguf_q4_0, 2, 1.0 + 8 / 2048)):
         raw = q(w)
         back = dequant([96, 16], t, raw)
         size = 34 if t == 8 else 18

@@ -29,7 +29,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-import export  # noqa: E402  (the LLMW and tokenizer.bin writers)
+import exporter.cli  # noqa: E402
+import exporter.tok_byte_level  # noqa: E402
+import exporter.tok_sentencepiece  # noqa: E402
+import exporter.tok_write  # noqa: E402  (the LLMW writer via `random`, tokenizer.bin and LTOK bytes)
 
 # Tiny shapes; every ak42 int8 group used with them fits the rows.
 SHAPE = dict(dim=8, hidden_dim=16, n_layers=2, n_heads=2, n_kv_heads=1, vocab_size=13, seq_len=8)
@@ -114,7 +117,7 @@ def write_llmw(path, s, *options):
             "--seq-len", s["seq_len"]] + list(options)
     log = io.StringIO()
     with contextlib.redirect_stderr(log):
-        status = export.main([str(a) for a in args])
+        status = exporter.cli.main([str(a) for a in args])
     if status != 0:
         raise SystemExit(f"export.py random failed for {path}: {log.getvalue()}")
 
@@ -175,7 +178,7 @@ def tokenizer(pieces):
     """tokenizer.bin for <unk>, <s>, </s> and then `pieces`, later pieces scoring lower."""
     all_pieces = ["<unk>", "<s>", "</s>"] + pieces
     scores = [0.0, 0.0, 0.0] + [-float(i) for i in range(len(pieces))]
-    return export.tokenizer_bin_bytes(all_pieces, scores, 1, 2)
+    return exporter.tok_sentencepiece.tokenizer_bin_bytes(all_pieces, scores, 1, 2)
 
 
 BYTE_TOKENS = ["<0x%02X>" % b for b in range(256)]
@@ -203,16 +206,16 @@ def ltok(pre, normalizer=0, ignore_merges=False, bos=-1, eos=-1):
         merges[(pieces.index(a), pieces.index(b))] = (len(merges), pieces.index(a + b))
     pieces += [b"<|im_start|>", b"<x>"]
     flags = [0] * (len(pieces) - 2) + [1, 2]
-    return export.ltok_bytes(dict(pieces=pieces, flags=flags, merges=merges, pre=pre, normalizer=normalizer,
+    return exporter.tok_write.ltok_bytes(dict(pieces=pieces, flags=flags, merges=merges, pre=pre, normalizer=normalizer,
                                   ignore_merges=ignore_merges, add_bos=bos >= 0, bos=bos, eos=eos,
                                   eot=len(pieces) - 2, chat=2, system=b"Be brief."))
 
 
 TOKENIZERS.update({
-    "ltok_gpt2": ltok(export.PRE_GPT2, bos=len(BYTE_TOKENS) + 4, eos=len(BYTE_TOKENS) + 3),
-    "ltok_llama3": ltok(export.PRE_LLAMA3, ignore_merges=True, bos=0),
-    "ltok_qwen2_nfc": ltok(export.PRE_QWEN2, normalizer=export.NORM_NFC, eos=3),
-    "ltok_smollm": ltok(export.PRE_SMOLLM),
+    "ltok_gpt2": ltok(exporter.tok_byte_level.PRE_GPT2, bos=len(BYTE_TOKENS) + 4, eos=len(BYTE_TOKENS) + 3),
+    "ltok_llama3": ltok(exporter.tok_byte_level.PRE_LLAMA3, ignore_merges=True, bos=0),
+    "ltok_qwen2_nfc": ltok(exporter.tok_byte_level.PRE_QWEN2, normalizer=exporter.tok_byte_level.NORM_NFC, eos=3),
+    "ltok_smollm": ltok(exporter.tok_byte_level.PRE_SMOLLM),
 })
 TEXTS = {
     "story": b"Once upon a time, there was a little cat.",
