@@ -14,8 +14,7 @@
 #include "engine/fmt.h"   /* llm__fmt: model.h's message formatter */
 #include "tokenizer/internal.h"
 
-size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size)
-{
+size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size) {
     long count;
     if (tok__is_ltok((const unsigned char *)bytes, n_bytes)) {
         ltok_info h;
@@ -29,8 +28,7 @@ size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size)
 
 /* The aligned start of an arena holding `need` bytes past its alignment
  * padding, or NULL with the error set. */
-unsigned char *tok__claim_arena(tok_tokenizer *t, void *arena, size_t arena_size, size_t need)
-{
+unsigned char *tok__claim_arena(tok_tokenizer *t, void *arena, size_t arena_size, size_t need) {
     size_t pad = arena ? align_pad(arena) : 0;
     if (!arena || arena_size < pad + need) {
         llm__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
@@ -40,8 +38,7 @@ unsigned char *tok__claim_arena(tok_tokenizer *t, void *arena, size_t arena_size
     return (unsigned char *)arena + pad;
 }
 
-int tok__hexval(unsigned char c)
-{
+int tok__hexval(unsigned char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -49,8 +46,7 @@ int tok__hexval(unsigned char c)
 }
 
 /* The byte value if `id` is the vocabulary's byte-fallback token <0xNN>, else -1. */
-static int byte_of(const tok_tokenizer *t, int id)
-{
+static int byte_of(const tok_tokenizer *t, int id) {
     const unsigned char *p;
     int hi, lo;
     if (t->kind == TOK_KIND_BYTE_LEVEL || t->piece_len[id] != 6) return -1;
@@ -63,14 +59,12 @@ static int byte_of(const tok_tokenizer *t, int id)
 }
 
 /* Pieces that lookup and merges may produce: not <unk>/<s>/</s>, not <0xNN>. */
-int tok__is_normal(const tok_tokenizer *t, int id)
-{
+int tok__is_normal(const tok_tokenizer *t, int id) {
     if (t->kind == TOK_KIND_BYTE_LEVEL) return t->token_flags[id] == 0;
     return id > TOK_EOS && byte_of(t, id) < 0;   /* the file's control ids are 0..2 */
 }
 
-int tok__cmp_piece(const tok_tokenizer *t, int id, const unsigned char *s, int len)
-{
+int tok__cmp_piece(const tok_tokenizer *t, int id, const unsigned char *s, int len) {
     const unsigned char *p = t->bytes + t->piece_offset[id];
     int plen = t->piece_len[id];
     int m = plen < len ? plen : len, i;
@@ -80,8 +74,7 @@ int tok__cmp_piece(const tok_tokenizer *t, int id, const unsigned char *s, int l
 }
 
 int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size,
-             void *arena, size_t arena_size)
-{
+             void *arena, size_t arena_size) {
     const unsigned char *b = (const unsigned char *)bytes;
     int i;
 
@@ -124,8 +117,7 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
 }
 
 /* Id of the normal piece with exactly these bytes (len >= 1), or -1. */
-int tok__lookup(const tok_tokenizer *t, const unsigned char *s, int len)
-{
+int tok__lookup(const tok_tokenizer *t, const unsigned char *s, int len) {
     int lo = t->first_byte[s[0]], hi = t->first_byte[s[0] + 1];
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
@@ -139,8 +131,7 @@ int tok__lookup(const tok_tokenizer *t, const unsigned char *s, int len)
     return -1;
 }
 
-int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len)
-{
+int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len) {
     const unsigned char *s = (const unsigned char *)piece;
     if (!t || !t->sorted || !piece || len == 0 || len > (size_t)t->max_token_length) return -1;
     int lo = t->first_byte[s[0]], hi = t->first_byte[s[0] + 1];
@@ -159,15 +150,13 @@ int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len)
  * ints), and at most one byte of merge cache; its constant part is below 64. */
 #define BL_PER_BYTE (3 * (1 + 5 * sizeof(int)) + 1)
 
-int tok__text_len_ok(size_t n)
-{
+int tok__text_len_ok(size_t n) {
     size_t sp = sizeof(tok_symbol) + 2 * sizeof(tok_pair) + 3;
     size_t per = sp > BL_PER_BYTE ? sp : BL_PER_BYTE;
     return n <= TOK_MAX_TEXT && n <= (SIZE_MAX - 64 - sizeof(tok_symbol)) / per;
 }
 
-size_t tok_encode_scratch_size(size_t text_len)
-{
+size_t tok_encode_scratch_size(size_t text_len) {
     size_t sp, bl;
     if (!tok__text_len_ok(text_len)) return 0;
     sp = tok__spm_scratch_need(text_len, TOK_ALIGN - 1);
@@ -175,16 +164,14 @@ size_t tok_encode_scratch_size(size_t text_len)
     return sp > bl ? sp : bl;   /* either kind of file */
 }
 
-size_t tok_max_tokens(size_t text_len)
-{
+size_t tok_max_tokens(size_t text_len) {
     /* a dummy-prefix space, 3 byte-fallback ids per byte (a bad byte is
      * U+FFFD, three bytes), BOS and EOS */
     return tok__text_len_ok(text_len) ? 3 * text_len + 3 : 0;
 }
 
 int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
-               int *tokens, int max_tokens, void *scratch, size_t scratch_size)
-{
+               int *tokens, int max_tokens, void *scratch, size_t scratch_size) {
     size_t n;
 
     if (!t) return TOK_ERR_ARG;
@@ -206,8 +193,7 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
     return tok__spm_encode(t, text, n, bos, eos, tokens, max_tokens, scratch, scratch_size);
 }
 
-const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
-{
+const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len) {
     size_t dummy;
     const unsigned char *p;
     size_t l;
@@ -234,13 +220,11 @@ const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
     return (const char *)p;
 }
 
-const char *tok_error(const tok_tokenizer *t)
-{
+const char *tok_error(const tok_tokenizer *t) {
     return t ? t->error : "no tokenizer";
 }
 
-const char *tok_status_text(int status)
-{
+const char *tok_status_text(int status) {
     switch (status) {
     case TOK_OK: return "ok";
     case TOK_ERR_FORMAT: return "bad tokenizer file";

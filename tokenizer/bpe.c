@@ -17,8 +17,7 @@
 #include "../tokenizer_unicode.h"   /* \p{L}, \p{N} tables (tools/gen_unicode_tables.py) */
 
 /* Rank and result of merging pieces l and r, or -1 when no merge joins them. */
-static long merge_rank(const tok_tokenizer *t, int l, int r, int *result)
-{
+static long merge_rank(const tok_tokenizer *t, int l, int r, int *result) {
     long lo = 0, hi = t->n_merges;
     while (lo < hi) {
         long mid = lo + (hi - lo) / 2;
@@ -37,8 +36,7 @@ static long merge_rank(const tok_tokenizer *t, int l, int r, int *result)
 
 enum { CL_OTHER, CL_L, CL_N, CL_WS };
 
-int tok__in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c)
-{
+int tok__in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -53,16 +51,14 @@ int tok__in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c)
  * 6.3) as the tokenizers' rewritten Split patterns use it; js: JavaScript's \s
  * (White_Space without U+0085, with U+FEFF) as their built-in ByteLevel
  * pattern has it. */
-static int is_space(uint32_t c, int js)
-{
+static int is_space(uint32_t c, int js) {
     if (c == 0x85) return !js;
     if (c == 0xFEFF) return js;
     return (c >= 9 && c <= 13) || c == 0x20 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
            c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-static int char_class(uint32_t c, int js)
-{
+static int char_class(uint32_t c, int js) {
     if (c < 0x80) {
         if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return CL_L;
         if (c >= '0' && c <= '9') return CL_N;
@@ -75,8 +71,7 @@ static int char_class(uint32_t c, int js)
 }
 
 /* The code point at s[i] (well-formed UTF-8, i < e) and its length. */
-uint32_t tok__cp_at(const unsigned char *s, size_t i, size_t e, size_t *len)
-{
+uint32_t tok__cp_at(const unsigned char *s, size_t i, size_t e, size_t *len) {
     unsigned char c = s[i];
     (void)e;
     if (c < 0x80) { *len = 1; return c; }
@@ -91,8 +86,7 @@ uint32_t tok__cp_at(const unsigned char *s, size_t i, size_t e, size_t *len)
 }
 
 /* End of the run of class `cl` characters starting at i. */
-static size_t run_of(const unsigned char *s, size_t i, size_t e, int cl, int js)
-{
+static size_t run_of(const unsigned char *s, size_t i, size_t e, int cl, int js) {
     while (i < e) {
         size_t l;
         uint32_t c = tok__cp_at(s, i, e, &l);
@@ -106,8 +100,7 @@ static size_t run_of(const unsigned char *s, size_t i, size_t e, int cl, int js)
  * \s+(?!\S) (the run but its last char when a non-space follows), else \s+
  * (one char). Llama 3 and Qwen2 try \s*[\r\n]+ first (up to the run's last
  * \r or \n). */
-static size_t match_space(const unsigned char *s, size_t i, size_t e, int js, int newlines)
-{
+static size_t match_space(const unsigned char *s, size_t i, size_t e, int js, int newlines) {
     size_t j = i, last = i, nl_end = 0;
     while (j < e) {
         size_t l;
@@ -123,8 +116,7 @@ static size_t match_space(const unsigned char *s, size_t i, size_t e, int js, in
 }
 
 /* Length of GPT-2's pattern match at i (JavaScript's \s). */
-static size_t match_gpt2(const unsigned char *s, size_t i, size_t e)
-{
+static size_t match_gpt2(const unsigned char *s, size_t i, size_t e) {
     size_t l0, l1;
     uint32_t c0 = tok__cp_at(s, i, e, &l0);
     int cl;
@@ -143,8 +135,7 @@ static size_t match_gpt2(const unsigned char *s, size_t i, size_t e)
 }
 
 /* Length of Llama 3's (max_digits 3) or Qwen2's (1) pattern match at i (White_Space). */
-static size_t match_llama3(const unsigned char *s, size_t i, size_t e, int max_digits)
-{
+static size_t match_llama3(const unsigned char *s, size_t i, size_t e, int max_digits) {
     size_t l0, l1, j;
     uint32_t c0 = tok__cp_at(s, i, e, &l0);
     int cl0 = char_class(c0, 0), k;
@@ -206,8 +197,7 @@ typedef struct {      /* tok_encode's byte-level path: output and scratch */
 } bl_out;
 
 /* merge_rank through the cache */
-static int bl_rank(bl_out *o, int l, int r, int *result)
-{
+static int bl_rank(bl_out *o, int l, int r, int *result) {
     bl_cached *c = &o->cache[((unsigned)l * 2654435761u ^ (unsigned)r * 40503u) & o->cache_mask];
     if (c->left != l || c->right != r) {
         c->rank = (int)merge_rank(o->t, l, r, &c->result);
@@ -218,13 +208,11 @@ static int bl_rank(bl_out *o, int l, int r, int *result)
     return c->rank;
 }
 
-static int bl_better(const bl_pair *a, const bl_pair *b)
-{
+static int bl_better(const bl_pair *a, const bl_pair *b) {
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-static void bl_sift_down(bl_pair *h, int n, int i)
-{
+static void bl_sift_down(bl_pair *h, int n, int i) {
     bl_pair x = h[i];
     for (;;) {
         int c = 2 * i + 1;
@@ -238,16 +226,14 @@ static void bl_sift_down(bl_pair *h, int n, int i)
 }
 
 /* Is the heap entry p still the merge of its symbol with the next one? */
-static int bl_live(bl_out *o, bl_pair p, int *result)
-{
+static int bl_live(bl_out *o, bl_pair p, int *result) {
     const bl_symbol *sym = o->sym;
     int nx;
     if (sym[p.left].id < 0 || (nx = sym[p.left].next) < 0) return 0;
     return bl_rank(o, sym[p.left].id, sym[nx].id, result) == p.rank;
 }
 
-static void bl_push(bl_out *o, int *hn, int cap, int left)
-{
+static void bl_push(bl_out *o, int *hn, int cap, int left) {
     bl_symbol *sym = o->sym;
     bl_pair p, *h = o->heap;
     int res, i;
@@ -272,8 +258,7 @@ static void bl_push(bl_out *o, int *hn, int cap, int left)
     h[i] = p;
 }
 
-static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl_out *o)
-{
+static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl_out *o) {
     int k, n = (int)L, hn = 0, res;
     bl_symbol *sym = o->sym;
     if (L == 0) return;
@@ -313,8 +298,7 @@ static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl
 }
 
 /* Pre-tokenize s[a..e) (text between special tokens) and merge each pre-token. */
-static void bl_segment(const tok_tokenizer *t, const unsigned char *s, size_t a, size_t e, bl_out *o)
-{
+static void bl_segment(const tok_tokenizer *t, const unsigned char *s, size_t a, size_t e, bl_out *o) {
     size_t i = a, len;
     while (i < e) {
         if (t->pre_tokenizer == TOK_PRE_SMOLLM) {
@@ -342,8 +326,7 @@ static void bl_segment(const tok_tokenizer *t, const unsigned char *s, size_t a,
 }
 
 /* The longest special (when t->parse_special) or added token at s[0..n), or 0. */
-static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t n, int *id)
-{
+static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t n, int *id) {
     int lo = t->added_first[s[0]], hi = t->added_first[s[0] + 1];
     size_t k = 1, best = 0;
     for (;;) {
@@ -380,8 +363,7 @@ static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t
 /* Bytes of the next well-formed character at s (*valid 1), or of the maximal
  * invalid subpart there (*valid 0): the lead byte and the continuation bytes
  * that could still have completed it, or one byte (the WHATWG decoder's rule). */
-static size_t utf8_step(const unsigned char *s, size_t n, int *valid)
-{
+static size_t utf8_step(const unsigned char *s, size_t n, int *valid) {
     unsigned char c = s[0], lo = 0x80, hi = 0xBF;
     size_t need, k, j;
     *valid = 1;
@@ -409,8 +391,7 @@ static size_t utf8_step(const unsigned char *s, size_t n, int *valid)
 
 /* s[0..n) with each maximal invalid subpart replaced by U+FFFD; out has room
  * for 3n bytes. Returns the length. */
-size_t tok__utf8_replace(unsigned char *out, const unsigned char *s, size_t n)
-{
+size_t tok__utf8_replace(unsigned char *out, const unsigned char *s, size_t n) {
     size_t i = 0, p = 0;
     while (i < n) {
         int valid;
@@ -429,8 +410,7 @@ size_t tok__utf8_replace(unsigned char *out, const unsigned char *s, size_t n)
 
 /* Entries of the merge cache for a text of n bytes: a power of two, at most
  * BL_CACHE, about one byte of scratch per byte of text. */
-static size_t bl_cache_size(size_t n)
-{
+static size_t bl_cache_size(size_t n) {
     size_t c = 1;
     while (c < BL_CACHE && c * 2 * sizeof(bl_cached) <= n) c *= 2;
     return c;
@@ -440,8 +420,7 @@ static size_t bl_cache_size(size_t n)
  * normalized, written at norm + *p, pre-tokenized and merged. Each raw byte
  * becomes at most 3 bytes, so norm needs 3n bytes in all. */
 static void bl_flush(const tok_tokenizer *t, const unsigned char *text, size_t a, size_t e,
-                     unsigned char *norm, size_t *p, bl_out *o)
-{
+                     unsigned char *norm, size_t *p, bl_out *o) {
     size_t q = *p, len;
     if (a == e) return;
     len = tok__utf8_replace(norm + q, text + a, e - a);
@@ -454,14 +433,12 @@ static void bl_flush(const tok_tokenizer *t, const unsigned char *text, size_t a
 /* Scratch of the byte-level path: the normalized text (3n bytes), the merge
  * cache, then per byte of text a symbol and a heap entry (NFC's code points,
  * 24 bytes per byte of text at most, use their room first). */
-size_t tok__bl_scratch_need(size_t n, size_t pad)
-{
+size_t tok__bl_scratch_need(size_t n, size_t pad) {
     return pad + 3 * n + TOK_ALIGN + bl_cache_size(n) * sizeof(bl_cached) + 3 * n * (sizeof(bl_symbol) + sizeof(bl_pair));
 }
 
 int tok__bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int bos, int eos,
-                     int *tokens, int max_tokens, void *scratch, size_t scratch_size)
-{
+                     int *tokens, int max_tokens, void *scratch, size_t scratch_size) {
     bl_out o;
     o.t = t;
     o.tokens = tokens;

@@ -46,21 +46,18 @@ static const tok_chat_format chat_formats[TOK_CHAT_COUNT] = {
                            NULL, TOK_LLAMA3_USER, "<|eot_id|>", 1, 0 },
 };
 
-const char *tok_chat_template_name(int chat_template)
-{
+const char *tok_chat_template_name(int chat_template) {
     return chat_template >= 0 && chat_template < TOK_CHAT_COUNT ? chat_formats[chat_template].name : NULL;
 }
 
-int tok_chat_template_id(const char *name)
-{
+int tok_chat_template_id(const char *name) {
     int i;
     for (i = 0; name && i < TOK_CHAT_COUNT; i++)
         if (!strcmp(name, chat_formats[i].name)) return i;
     return -1;
 }
 
-const char *tok_chat_template_names(void)
-{
+const char *tok_chat_template_names(void) {
     return "llama2, llama3, llama3.1, chatml";
 }
 
@@ -70,8 +67,7 @@ typedef struct {
     size_t cap, len;
 } tok_sink;
 
-static void sink_put(tok_sink *s, const char *str, size_t n)
-{
+static void sink_put(tok_sink *s, const char *str, size_t n) {
     size_t room = s->len + 1 < s->cap ? s->cap - 1 - s->len : 0;
     if (room) memcpy(s->out + s->len, str, n < room ? n : room);
     s->len = n > SIZE_MAX - s->len ? SIZE_MAX : s->len + n;
@@ -79,8 +75,7 @@ static void sink_put(tok_sink *s, const char *str, size_t n)
 
 /* Length of the whitespace character (Python's str.isspace, which Jinja's
  * trim strips) that starts (at_end 0) or ends (at_end 1) s[0..n), or 0. */
-static size_t space_len(const unsigned char *s, size_t n, int at_end)
-{
+static size_t space_len(const unsigned char *s, size_t n, int at_end) {
     static const char *const wide[] = { "\xc2\x85", "\xc2\xa0", "\xe1\x9a\x80", "\xe2\x80\x80", "\xe2\x80\x81",
         "\xe2\x80\x82", "\xe2\x80\x83", "\xe2\x80\x84", "\xe2\x80\x85", "\xe2\x80\x86", "\xe2\x80\x87",
         "\xe2\x80\x88", "\xe2\x80\x89", "\xe2\x80\x8a", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaf",
@@ -97,8 +92,7 @@ static size_t space_len(const unsigned char *s, size_t n, int at_end)
     return 0;
 }
 
-static void trim(const char **s, size_t *n)
-{
+static void trim(const char **s, size_t *n) {
     size_t k;
     while ((k = space_len((const unsigned char *)*s, *n, 0)) > 0) { *s += k; *n -= k; }
     while ((k = space_len((const unsigned char *)*s, *n, 1)) > 0) *n -= k;
@@ -122,8 +116,7 @@ typedef struct {
 } tok_chat_part;
 
 /* Resolve the turn's format and texts; 0 for an unknown template. */
-static int chat_setup(tok_chat_walk *w, const tok_tokenizer *t, const tok_chat_turn *turn)
-{
+static int chat_setup(tok_chat_walk *w, const tok_tokenizer *t, const tok_chat_turn *turn) {
     const tok_chat_format *f;
     if (!turn || turn->chat_template < 0 || turn->chat_template >= TOK_CHAT_COUNT) return 0;
     f = &chat_formats[turn->chat_template];
@@ -147,8 +140,7 @@ static int chat_setup(tok_chat_walk *w, const tok_tokenizer *t, const tok_chat_t
     return 1;
 }
 
-static tok_chat_part chat_next(tok_chat_walk *w)
-{
+static tok_chat_part chat_next(tok_chat_walk *w) {
     tok_chat_part p = { PART_END, NULL, 0 };
     const char *f = w->fmt, *close;
     if (w->close) {   /* the end-of-turn token: its text, or (llama2) eos_id */
@@ -184,8 +176,7 @@ static tok_chat_part chat_next(tok_chat_walk *w)
     return p;
 }
 
-size_t tok_chat_render(char *out, size_t cap, const tok_tokenizer *t, const tok_chat_turn *turn)
-{
+size_t tok_chat_render(char *out, size_t cap, const tok_tokenizer *t, const tok_chat_turn *turn) {
     tok_sink s;
     tok_chat_walk w;
     tok_chat_part p;
@@ -199,8 +190,7 @@ size_t tok_chat_render(char *out, size_t cap, const tok_tokenizer *t, const tok_
     return s.len;
 }
 
-size_t tok_render_chat(char *out, size_t cap, int chat_template, const char *system, const char *user)
-{
+size_t tok_render_chat(char *out, size_t cap, int chat_template, const char *system, const char *user) {
     tok_chat_turn turn;
     turn.chat_template = chat_template;
     turn.first = 1;
@@ -212,8 +202,7 @@ size_t tok_render_chat(char *out, size_t cap, int chat_template, const char *sys
 }
 
 /* The error for a special token the vocabulary lacks. */
-static int chat_missing(tok_tokenizer *t, const tok_chat_format *f, const char *token, size_t len)
-{
+static int chat_missing(tok_tokenizer *t, const tok_chat_format *f, const char *token, size_t len) {
     char name[48];
     if (len >= sizeof name) len = sizeof name - 1;
     memcpy(name, token, len);
@@ -223,8 +212,7 @@ static int chat_missing(tok_tokenizer *t, const tok_chat_format *f, const char *
     return TOK_ERR_FORMAT;
 }
 
-int tok_chat_check(tok_tokenizer *t, int chat_template)
-{
+int tok_chat_check(tok_tokenizer *t, int chat_template) {
     const tok_chat_format *f;
     const char *fmts[3], *s, *close;
     int i;
@@ -244,20 +232,17 @@ int tok_chat_check(tok_tokenizer *t, int chat_template)
 }
 
 /* The text buffer (the rendered turn bounds every run of text), then tok_encode's scratch. */
-static size_t chat_scratch(size_t text_len)
-{
+static size_t chat_scratch(size_t text_len) {
     size_t enc = text_len < SIZE_MAX ? tok_encode_scratch_size(text_len) : 0;
     return enc && text_len + 1 <= SIZE_MAX - enc ? text_len + 1 + enc : 0;
 }
 
-size_t tok_chat_scratch_size(const tok_tokenizer *t, const tok_chat_turn *turn)
-{
+size_t tok_chat_scratch_size(const tok_tokenizer *t, const tok_chat_turn *turn) {
     size_t len = tok_chat_render(NULL, 0, t, turn);
     return len ? chat_scratch(len) : 0;
 }
 
-size_t tok_chat_max_ids(const tok_tokenizer *t, const tok_chat_turn *turn)
-{
+size_t tok_chat_max_ids(const tok_tokenizer *t, const tok_chat_turn *turn) {
     /* tok_encode gives at most 3 ids a byte and a dummy-prefix space per run of
      * text; one id per special token or BOS */
     tok_chat_walk w;
@@ -269,8 +254,7 @@ size_t tok_chat_max_ids(const tok_tokenizer *t, const tok_chat_turn *turn)
 }
 
 int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int max_ids,
-                    void *scratch, size_t scratch_size)
-{
+                    void *scratch, size_t scratch_size) {
     tok_chat_walk w;
     tok_chat_part p;
     size_t len, need, text_len = 0;
@@ -315,8 +299,7 @@ int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int m
     }
 }
 
-int tok_chat_end_id(const tok_tokenizer *t, int chat_template)
-{
+int tok_chat_end_id(const tok_tokenizer *t, int chat_template) {
     const char *end;
     if (!t || chat_template < 0 || chat_template >= TOK_CHAT_COUNT) return -1;
     end = chat_formats[chat_template].end;
@@ -324,14 +307,12 @@ int tok_chat_end_id(const tok_tokenizer *t, int chat_template)
 }
 
 /* s[i..n) starts with the NUL-terminated lit */
-static int starts_with(const char *s, size_t n, size_t i, const char *lit)
-{
+static int starts_with(const char *s, size_t n, size_t i, const char *lit) {
     size_t k = strlen(lit);
     return n - i >= k && !memcmp(s + i, lit, k);
 }
 
-static int contains(const char *s, size_t n, const char *lit)
-{
+static int contains(const char *s, size_t n, const char *lit) {
     size_t i;
     for (i = 0; i < n; i++)
         if (starts_with(s, n, i, lit)) return 1;
@@ -342,8 +323,7 @@ static int contains(const char *s, size_t n, const char *lit)
  * newline (or Jinja's "\n") whose text runs to "<|im_end|>" with none of '"{}+
  * before it, as the regex <\|im_start\|>system(?:\\n|\n)([^'"{}+]*?)<\|im_end\|>
  * finds it. Returns 1 with the text's bounds. */
-static int chatml_system(const char *s, size_t n, size_t *at, size_t *end)
-{
+static int chatml_system(const char *s, size_t n, size_t *at, size_t *end) {
     size_t i, k, m;
     for (i = 0; i < n; i++) {
         if (!starts_with(s, n, i, "<|im_start|>system")) continue;
@@ -363,8 +343,7 @@ static int chatml_system(const char *s, size_t n, size_t *at, size_t *end)
     return 0;
 }
 
-int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap, size_t *system_len)
-{
+int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap, size_t *system_len) {
     size_t at, end, k = 0;
     int kind;
     if (system_len) *system_len = 0;

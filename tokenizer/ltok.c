@@ -19,24 +19,20 @@
 #define LTOK_MAX_VOCAB (1L << 22)
 #define LTOK_MAX_MERGES (1L << 26)
 
-int tok__is_ltok(const unsigned char *b, size_t n)
-{
+int tok__is_ltok(const unsigned char *b, size_t n) {
     return b && n >= 4 && b[0] == 'L' && b[1] == 'T' && b[2] == 'O' && b[3] == 'K';
 }
 
-static uint32_t ltok_start(const unsigned char *b, const ltok_info *h, long i)
-{
+static uint32_t ltok_start(const unsigned char *b, const ltok_info *h, long i) {
     return i ? rd_u32(b + h->off_ends + 4 * (uint64_t)(i - 1)) : 0;
 }
 
-static uint32_t ltok_end(const unsigned char *b, const ltok_info *h, long i)
-{
+static uint32_t ltok_end(const unsigned char *b, const ltok_info *h, long i) {
     return rd_u32(b + h->off_ends + 4 * (uint64_t)i);
 }
 
 /* bytes of piece i compared with piece j: <0, 0, >0 */
-static int ltok_cmp(const unsigned char *b, const ltok_info *h, long i, long j)
-{
+static int ltok_cmp(const unsigned char *b, const ltok_info *h, long i, long j) {
     const unsigned char *p = b + h->off_pieces + ltok_start(b, h, i);
     const unsigned char *q = b + h->off_pieces + ltok_start(b, h, j);
     uint32_t pl = ltok_end(b, h, i) - ltok_start(b, h, i), ql = ltok_end(b, h, j) - ltok_start(b, h, j);
@@ -47,8 +43,7 @@ static int ltok_cmp(const unsigned char *b, const ltok_info *h, long i, long j)
 }
 
 /* Validate the whole LTOK file (every offset in 64 bits). 0 or -1 with a message. */
-int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info *h, char *err, size_t cap)
-{
+int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info *h, char *err, size_t cap) {
     uint32_t version, hsize, kind;
     uint64_t end;
     long i;
@@ -219,14 +214,12 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
     return 0;
 }
 
-size_t tok__ltok_arena_need(const ltok_info *h)
-{
+size_t tok__ltok_arena_need(const ltok_info *h) {
     return (size_t)h->vocab * 3 * sizeof(int) + (size_t)h->n_added * sizeof(int) + 2 * TOK_ARENA_FIXED;
 }
 
 int tok__ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab_size,
-                     void *arena, size_t arena_size)
-{
+                     void *arena, size_t arena_size) {
     ltok_info h;
     unsigned char *a;
     long i;

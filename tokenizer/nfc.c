@@ -15,8 +15,7 @@
 #define NFC_V_COUNT (TOK_HANGUL_V_LAST - TOK_HANGUL_V_FIRST + 1)
 #define NFC_LV_STEP (TOK_HANGUL_T_LAST - TOK_HANGUL_T_FIRST + 2)   /* the T jamo and none */
 
-static unsigned nfc_ccc(uint32_t c)
-{
+static unsigned nfc_ccc(uint32_t c) {
     size_t lo = 0, hi = sizeof tok__ccc / sizeof tok__ccc[0];
     if (c < 0x300) return 0;
     while (lo < hi) {
@@ -29,8 +28,7 @@ static unsigned nfc_ccc(uint32_t c)
 }
 
 /* The primary composite of a and b, or 0 (Hangul by its formula). */
-static uint32_t nfc_compose(uint32_t a, uint32_t b)
-{
+static uint32_t nfc_compose(uint32_t a, uint32_t b) {
     size_t lo = 0, hi = sizeof tok__comp / sizeof tok__comp[0];
     if (a >= TOK_HANGUL_L_FIRST && a <= TOK_HANGUL_L_LAST && b >= TOK_HANGUL_V_FIRST && b <= TOK_HANGUL_V_LAST)
         return TOK_HANGUL_S_FIRST + ((a - TOK_HANGUL_L_FIRST) * NFC_V_COUNT + (b - TOK_HANGUL_V_FIRST)) * NFC_LV_STEP;
@@ -47,8 +45,7 @@ static uint32_t nfc_compose(uint32_t a, uint32_t b)
 }
 
 /* Append c's full canonical decomposition to w (code point | ccc << 24). */
-static size_t nfc_decompose(uint32_t c, uint32_t *w)
-{
+static size_t nfc_decompose(uint32_t c, uint32_t *w) {
     size_t lo = 0, hi = sizeof tok__decomp / sizeof tok__decomp[0], k, n;
     if (c >= TOK_HANGUL_S_FIRST && c <= TOK_HANGUL_S_LAST) {
         uint32_t s = c - TOK_HANGUL_S_FIRST;
@@ -74,8 +71,7 @@ static size_t nfc_decompose(uint32_t c, uint32_t *w)
 }
 
 /* Stable sort of w[0..n) by combining class (bottom-up merge sort through tmp). */
-static void nfc_sort(uint32_t *w, size_t n, uint32_t *tmp)
-{
+static void nfc_sort(uint32_t *w, size_t n, uint32_t *tmp) {
     size_t width, i;
     for (width = 1; width < n; width *= 2) {
         for (i = 0; i < n; i += 2 * width) {
@@ -89,8 +85,7 @@ static void nfc_sort(uint32_t *w, size_t n, uint32_t *tmp)
     }
 }
 
-static size_t put_utf8(unsigned char *o, uint32_t c)
-{
+static size_t put_utf8(unsigned char *o, uint32_t c) {
     if (c < 0x80) { o[0] = (unsigned char)c; return 1; }
     if (c < 0x800) { o[0] = (unsigned char)(0xC0 | c >> 6); o[1] = (unsigned char)(0x80 | (c & 0x3F)); return 2; }
     if (c < 0x10000) {
@@ -111,8 +106,7 @@ static size_t put_utf8(unsigned char *o, uint32_t c)
  * table generator checks it), which the caller leaves room for. work holds
  * 2 * 3 * len code points. Canonical decomposition, canonical ordering, then
  * the composition algorithm of UAX #15. */
-size_t tok__nfc_inplace(unsigned char *s, size_t len, uint32_t *work)
-{
+size_t tok__nfc_inplace(unsigned char *s, size_t len, uint32_t *work) {
     size_t i, m = 0, k, out;
     int unstable = 0;
     for (i = 0; i < len && !unstable;) {
@@ -163,13 +157,11 @@ size_t tok__nfc_inplace(unsigned char *s, size_t len, uint32_t *work)
     return out;
 }
 
-size_t tok_nfc_scratch_size(size_t n)
-{
+size_t tok_nfc_scratch_size(size_t n) {
     return n <= TOK_MAX_TEXT ? 72 * n + 4 : 0;   /* 2 * 3 * (3n) code points */
 }
 
-size_t tok_nfc(char *out, const char *text, size_t n, void *scratch)
-{
+size_t tok_nfc(char *out, const char *text, size_t n, void *scratch) {
     size_t len = tok__utf8_replace((unsigned char *)out, (const unsigned char *)text, n);
     return len ? tok__nfc_inplace((unsigned char *)out, len, (uint32_t *)scratch) : 0;
 }

@@ -35,8 +35,7 @@
 
 /* Walk and validate the whole file. Returns the number of entries, or -1 with
  * a message in err. vocab_size > 0: the count the model expects. */
-long tok__spm_parse_file(const unsigned char *b, size_t n, int vocab_size, char *err, size_t cap)
-{
+long tok__spm_parse_file(const unsigned char *b, size_t n, int vocab_size, char *err, size_t cap) {
     long max_len, count = 0;
     size_t off = 4;
 
@@ -130,8 +129,7 @@ long tok__spm_parse_file(const unsigned char *b, size_t n, int vocab_size, char 
 }
 
 /* Sort order: piece bytes, then normal pieces first, then id. */
-static int cmp_ids(const tok_tokenizer *t, int a, int b)
-{
+static int cmp_ids(const tok_tokenizer *t, int a, int b) {
     int c = tok__cmp_piece(t, a, t->bytes + t->piece_offset[b], t->piece_len[b]);
     int na, nb;
     if (c) return c;
@@ -142,8 +140,7 @@ static int cmp_ids(const tok_tokenizer *t, int a, int b)
 }
 
 /* a[lo..mid) and a[mid..hi), each in order, merged into out[lo..hi) */
-static void merge_ids(const tok_tokenizer *t, const int *a, int lo, int mid, int hi, int *out)
-{
+static void merge_ids(const tok_tokenizer *t, const int *a, int lo, int mid, int hi, int *out) {
     int i = lo, j = mid, k = lo;
     while (i < mid && j < hi) out[k++] = cmp_ids(t, a[j], a[i]) < 0 ? a[j++] : a[i++];
     while (i < mid) out[k++] = a[i++];
@@ -154,8 +151,7 @@ static void merge_ids(const tok_tokenizer *t, const int *a, int lo, int mid, int
  * and forth between a and scratch (n ints). cmp_ids is a total order (ties
  * go by id), so any sort gives this order; a merge sort reads the pieces in
  * runs, where the heapsort before it jumped across the vocabulary. */
-static void sort_ids(const tok_tokenizer *t, int *a, int *scratch, int n)
-{
+static void sort_ids(const tok_tokenizer *t, int *a, int *scratch, int n) {
     int *from = a, *to = scratch, lo, width;
     for (lo = 0; lo < n; lo += 8) {
         int hi = lo + 8 < n ? lo + 8 : n, i;
@@ -180,8 +176,7 @@ static void sort_ids(const tok_tokenizer *t, int *a, int *scratch, int n)
 /* tok_init's sentencepiece half: the file checked, its offsets, lengths,
  * scores and sorted index in the arena. */
 int tok__spm_init(tok_tokenizer *t, const unsigned char *b, size_t n_bytes, int vocab_size,
-                  void *arena, size_t arena_size)
-{
+                  void *arena, size_t arena_size) {
     unsigned char *a;
     size_t off;
     long count;
@@ -256,8 +251,7 @@ int tok__spm_init(tok_tokenizer *t, const unsigned char *b, size_t n_bytes, int 
 }
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes available), or 0. */
-static int utf8_len(const unsigned char *s, size_t n)
-{
+static int utf8_len(const unsigned char *s, size_t n) {
     unsigned char c = s[0];
     unsigned char lo = 0x80, hi = 0xBF;
     int k, i;
@@ -279,21 +273,18 @@ static int utf8_len(const unsigned char *s, size_t n)
     return k;
 }
 
-size_t tok__spm_scratch_need(size_t n, size_t pad)
-{
+size_t tok__spm_scratch_need(size_t n, size_t pad) {
     /* n + 1 symbols (dummy prefix + at most one per byte); at most 2n pairs in
      * the heap at once (n - 1 initial, each merge pops one and pushes at most
      * two, at most n merges); the normalized text: 1 + 3n bytes. */
     return pad + (n + 1) * sizeof(tok_symbol) + 2 * n * sizeof(tok_pair) + 3 * n + 1;
 }
 
-static int pair_better(const tok_pair *a, const tok_pair *b)
-{
+static int pair_better(const tok_pair *a, const tok_pair *b) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static void heap_push(tok_pair *h, int *hn, tok_pair p)
-{
+static void heap_push(tok_pair *h, int *hn, tok_pair p) {
     int i = (*hn)++;
     while (i > 0) {
         int parent = (i - 1) / 2;
@@ -304,8 +295,7 @@ static void heap_push(tok_pair *h, int *hn, tok_pair p)
     h[i] = p;
 }
 
-static tok_pair heap_pop(tok_pair *h, int *hn)
-{
+static tok_pair heap_pop(tok_pair *h, int *hn) {
     tok_pair top = h[0], last = h[--(*hn)];
     int i = 0, n = *hn;
     for (;;) {
@@ -321,8 +311,7 @@ static tok_pair heap_pop(tok_pair *h, int *hn)
 }
 
 static void try_pair(const tok_tokenizer *t, const unsigned char *norm, const tok_symbol *sym,
-                     int left, tok_pair *h, int *hn)
-{
+                     int left, tok_pair *h, int *hn) {
     int right, len, id;
     tok_pair p;
     if (left < 0) return;
@@ -340,8 +329,7 @@ static void try_pair(const tok_tokenizer *t, const unsigned char *norm, const to
 
 /* tok_encode's sentencepiece half (t initialized, text n bytes long). */
 int tok__spm_encode(tok_tokenizer *t, const char *text, size_t n, int bos, int eos,
-                    int *tokens, int max_tokens, void *scratch, size_t scratch_size)
-{
+                    int *tokens, int max_tokens, void *scratch, size_t scratch_size) {
     int count = 0;
 
 
