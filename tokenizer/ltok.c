@@ -42,12 +42,9 @@ static int ltok_cmp(const unsigned char *b, const ltok_info *h, long i, long j) 
     return pl < ql ? -1 : pl > ql;
 }
 
-/* Validate the whole LTOK file (every offset in 64 bits). 0 or -1 with a message. */
-int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info *h, char *err, size_t cap) {
+/* The header's version, size and kind: the ones this build reads. */
+static int ltok_check_version(const unsigned char *b, size_t n, char *err, size_t cap) {
     uint32_t version, hsize, kind;
-    uint64_t end;
-    long i;
-    int seen[256];
 
     if (n < LTOK_HEADER) {
         llm__fmt(err, cap, "LTOK tokenizer truncated: %lu bytes, the header alone is %d",
@@ -71,6 +68,11 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
                  "sentencepiece vocabularies use llama2.c's tokenizer.bin)", (unsigned long)kind);
         return -1;
     }
+    return 0;
+}
+
+/* The header's fields into h, each in its range (vocab_size > 0: the model's). */
+static int ltok_read_header(const unsigned char *b, int vocab_size, ltok_info *h, char *err, size_t cap) {
     h->pre = rd_u32(b + 16);
     h->norm = rd_u32(b + 20);
     h->flags = rd_u32(b + 24);
@@ -126,6 +128,13 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
         llm__fmt(err, cap, "bad LTOK header: max_token_length %lu outside 1..65536", (unsigned long)h->max_len);
         return -1;
     }
+    return 0;
+}
+
+/* The sections' offsets (every one in 64 bits); the file ends where the pieces do. */
+static int ltok_locate_sections(size_t n, ltok_info *h, char *err, size_t cap) {
+    uint64_t end;
+
     h->off_flags = LTOK_HEADER;
     h->off_ends = h->off_flags + (((uint64_t)h->vocab + 3) & ~(uint64_t)3);
     h->off_sorted = h->off_ends + 4 * (uint64_t)h->vocab;
@@ -139,6 +148,15 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
                  (unsigned long)n);
         return -1;
     }
+    return 0;
+}
+
+/* Token flags (n_added counted) and pieces: each inside the piece bytes, not
+ * empty, at most max_token_length; a piece for every byte. */
+static int ltok_check_tokens(const unsigned char *b, ltok_info *h, char *err, size_t cap) {
+    long i;
+    int seen[256];
+
     h->n_added = 0;
     for (i = 0; i < h->vocab; i++) {
         unsigned f = b[h->off_flags + i];
@@ -165,6 +183,13 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
                      "(a byte-level vocabulary has all 256)", (unsigned long)i);
             return -1;
         }
+    return 0;
+}
+
+/* The sorted index: ids, in strictly increasing piece order. */
+static int ltok_check_sorted(const unsigned char *b, const ltok_info *h, char *err, size_t cap) {
+    long i;
+
     for (i = 0; i < h->vocab; i++) {
         uint32_t id = rd_u32(b + h->off_sorted + 4 * (uint64_t)i);
         if (id >= (uint32_t)h->vocab) {
@@ -177,6 +202,14 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
             return -1;
         }
     }
+    return 0;
+}
+
+/* The merges: ids, sorted by (left, right), ranks below 2^31, no special or
+ * added token, each result the two pieces joined. */
+static int ltok_check_merges(const unsigned char *b, const ltok_info *h, char *err, size_t cap) {
+    long i;
+
     for (i = 0; i < h->merges; i++) {
         const unsigned char *m = b + h->off_merges + 16 * (uint64_t)i;
         uint32_t l = rd_u32(m), r = rd_u32(m + 4), res = rd_u32(m + 12), ls, rs, os;
@@ -211,6 +244,15 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
             return -1;
         }
     }
+    return 0;
+}
+
+/* Validate the whole LTOK file (every offset in 64 bits). 0 or -1 with a message. */
+int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info *h, char *err, size_t cap) {
+    if (ltok_check_version(b, n, err, cap) || ltok_read_header(b, vocab_size, h, err, cap) ||
+        ltok_locate_sections(n, h, err, cap) || ltok_check_tokens(b, h, err, cap) ||
+        ltok_check_sorted(b, h, err, cap) || ltok_check_merges(b, h, err, cap))
+        return -1;
     return 0;
 }
 
