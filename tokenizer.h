@@ -38,7 +38,7 @@ typedef enum tok_status {
 /* The control ids llama2.c's tokenizer.bin implies (the file stores none):
  * <unk> 0, <s> 1, </s> 2. tok_init copies them into the tokenizer's bos_id and
  * eos_id; callers read those, so a format that stores its own ids needs no
- * change outside tokenizer.c. */
+ * change outside its reader (tokenizer/ltok.c for LTOK files). */
 enum { TOK_BOS = 1, TOK_EOS = 2 };
 
 typedef struct tok_tokenizer {

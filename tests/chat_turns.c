@@ -1,4 +1,4 @@
-/* chat_turns.c -- a chat's turns through tokenizer.c's chat API, for tests/test_chat.py.
+/* chat_turns.c -- a chat's turns through the tokenizer's chat API (tokenizer/chat.c), for tests/test_chat.py.
  *
  *   build/chat_turns TOKENIZER TEMPLATE [-y SYSTEM] [-D DEFAULT_SYSTEM] [-d DATE] [-c] [-r] USER...
  *

@@ -26,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
 MODELS = os.path.abspath(os.environ.get("LLM_MODELS", os.path.join(ROOT, "..", "shared", "models")))
-ENGINE_SOURCES = ("*.c", "*.h", "engine/**/*.[ch]", "src/**/*.[ch]")
+ENGINE_SOURCES = ("*.c", "*.h", "engine/**/*.[ch]", "tokenizer/**/*.[ch]", "src/**/*.[ch]")
 TARGETS = ["build/run.stamp", "build/logits", "build/test_kernels"]   # the opt variant
 VARIANT = "opt:RUN=./run,LOGITS=build/logits,KERNELS=build/test_kernels,TOKUNIT=build/test_tokenizer_unit"
 

@@ -5,7 +5,7 @@
   format strings; Llama 3: Meta-Llama-3-8B-Instruct; Llama 3.1/3.2:
   Llama-3.1-8B-Instruct and Llama-3.2-1B-Instruct; ChatML: SmolLM2-135M-
   Instruct, Qwen2.5-0.5B-Instruct, Qwen3-0.6B), through build/chat_turns
-  (tests/chat_turns.c: tokenizer.c's chat API, every buffer at its exact
+  (tests/chat_turns.c: tokenizer/chat.c's API, every buffer at its exact
   size). The ids are checked with a test vocabulary in the tokenizer.bin
   format that holds the special tokens and one piece per ASCII character, so
   the ids of a text are written down from its characters alone.

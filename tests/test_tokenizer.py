@@ -9,7 +9,7 @@
   sentencepiece on the big vocabulary), stay below 512, and decode back to the text;
 - malformed tokenizer files and a tokenizer of the wrong size for a model fail
   with one clear line on stderr;
-- build/test_tokenizer_unit (tests/test_tokenizer_unit.c + tokenizer.c; TOKUNIT
+- build/test_tokenizer_unit (tests/test_tokenizer_unit.c + tokenizer.c tokenizer/*.c; TOKUNIT
   overrides the path) checks the C API: decoding, arena and scratch sizes,
   hostile files, merge rules, speed.
 
@@ -377,7 +377,7 @@ def test_wrong_vocab_size_for_model():
 
 def test_unit_c():
     assert os.path.exists(UNIT), (
-        f"{UNIT} missing: build it from tests/test_tokenizer_unit.c tokenizer.c "
+        f"{UNIT} missing: build it from tests/test_tokenizer_unit.c tokenizer.c tokenizer/*.c "
         f"(make build/test_tokenizer_unit), or point TOKUNIT at it")
     p = subprocess.run([UNIT, common.MODELS, CORPUS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=600)
