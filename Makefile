@@ -37,8 +37,9 @@ CFLAGS_ASAN = -std=c99 -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=a
 CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
-SRC = run.c tokenizer.c server/http.c server/json.c
-HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h $(wildcard server/*.h)
+TOK_SRC = tokenizer.c $(wildcard tokenizer/*.c)
+SRC = run.c platform.c $(TOK_SRC) server/http.c server/json.c
+HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h platform.h $(wildcard server/*.h)
 LIBS = -lm -lpthread
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check
@@ -66,21 +67,21 @@ run-i386: $(SRC) $(HDR)
 	$(CC_I386) $(CFLAGS_I386) -o $@ $(SRC) $(LIBS)
 
 # test programs: fast, asan, portable (avx2, i386) twins
-build/%: tests/%.c $(HDR) tokenizer.c
+build/%: tests/%.c $(HDR) $(TOK_SRC)
 	@mkdir -p build
-	$(CC) $(CFLAGS_FAST) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
-build/%-asan: tests/%.c $(HDR) tokenizer.c
+	$(CC) $(CFLAGS_FAST) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
+build/%-asan: tests/%.c $(HDR) $(TOK_SRC)
 	@mkdir -p build
-	$(CC) $(CFLAGS_ASAN) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
-build/%-portable: tests/%.c $(HDR) tokenizer.c
+	$(CC) $(CFLAGS_ASAN) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
+build/%-portable: tests/%.c $(HDR) $(TOK_SRC)
 	@mkdir -p build
-	$(CC) $(CFLAGS_PORTABLE) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
-build/%-avx2: tests/%.c $(HDR) tokenizer.c
+	$(CC) $(CFLAGS_PORTABLE) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
+build/%-avx2: tests/%.c $(HDR) $(TOK_SRC)
 	@mkdir -p build
-	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
-build/%-i386: tests/%.c $(HDR) tokenizer.c
+	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
+build/%-i386: tests/%.c $(HDR) $(TOK_SRC)
 	@mkdir -p build
-	$(CC_I386) $(CFLAGS_I386) -Wno-unused-function -I. -o $@ $< tokenizer.c $(LIBS)
+	$(CC_I386) $(CFLAGS_I386) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
 
 # The kernel here runs no 32-bit code: the tests run the i386 binaries through
 # wrappers in build/qemu/ (`qemu-i386 BINARY "$$@"`) named like the binaries.
@@ -237,8 +238,8 @@ mutation-check:
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 300
 FUZZ_HARNESSES = checkpoint tokenizer chat gguf serve
-FUZZ_SRC = tests/fuzz/fuzz_common.c tokenizer.c server/http.c server/json.c
-FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) tokenizer.c server/http.c server/json.c
+FUZZ_SRC = tests/fuzz/fuzz_common.c $(TOK_SRC) server/http.c server/json.c
+FUZZ_DEPS = tests/fuzz/fuzz.h tests/fuzz/fuzz_common.c $(HDR) $(TOK_SRC) server/http.c server/json.c
 # UBSan without its pointer-overflow check: with it, clang spends minutes on the
 # vector kernels of one harness (fuzz_gguf.c: 294 s against 53 s of CPU, Zen 4);
 # ASan still catches the access such an overflow leads to, and the gcc drivers

@@ -59,9 +59,9 @@ EMB_CONFIG = $(EMB_BOARD) | $(EMB_CKPT) | $(EMB_TOK) | ctx $(EMB_CTX) | kv $(EMB
 embedded-elf: $(EMB_DIR)/demo.elf
 
 # build/embedded/plan: the host program that sizes the arenas from the engine's own plan
-build/embedded/plan: embedded/plan.c model.h $(wildcard engine/*.h) tokenizer.h tokenizer.c
+build/embedded/plan: embedded/plan.c model.h $(wildcard engine/*.h) tokenizer.h $(TOK_SRC)
 	@mkdir -p $(@D)
-	$(EMB_HOSTCC) -std=c99 -O1 -Wall -Wextra -I. -o $@ embedded/plan.c tokenizer.c -lm
+	$(EMB_HOSTCC) -std=c99 -O1 -Wall -Wextra -I. -o $@ embedded/plan.c $(TOK_SRC) -lm
 
 # the configuration as a file that changes only when a parameter does
 $(EMB_DIR)/config: FORCE
@@ -75,8 +75,11 @@ $(EMB_DIR)/plan.h: build/embedded/plan $(EMB_DIR)/config $(EMB_CKPT) $(EMB_TOK)
 $(EMB_DIR)/main.o: embedded/main.c embedded/board.h model.h $(wildcard engine/*.h) tokenizer.h sampler.h $(EMB_DIR)/plan.h $(EMB_DIR)/config
 	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) $(EMB_PARAMS) -I. -Iembedded -I$(EMB_DIR) -c -o $@ embedded/main.c
 
-$(EMB_DIR)/tokenizer.o: tokenizer.c tokenizer.h engine/fmt.h $(EMB_DIR)/config
-	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) -I. -c -o $@ tokenizer.c
+# the tokenizer library, one object per source (TOK_SRC)
+EMB_TOK_OBJ = $(patsubst %.c,$(EMB_DIR)/%.o,$(TOK_SRC))
+$(EMB_TOK_OBJ): $(EMB_DIR)/%.o: %.c tokenizer.h engine/fmt.h $(EMB_DIR)/config
+	@mkdir -p $(@D)
+	$(EMB_CC) $(EMB_CFLAGS) $(EMB_STRICT) -I. -c -o $@ $<
 
 $(EMB_DIR)/startup.o: embedded/startup.c embedded/board.h $(EMB_DIR)/config
 	$(EMB_CC) $(EMB_CFLAGS) -std=gnu99 -Wall -Wextra -Werror -c -o $@ embedded/startup.c
@@ -84,7 +87,7 @@ $(EMB_DIR)/startup.o: embedded/startup.c embedded/board.h $(EMB_DIR)/config
 $(EMB_DIR)/model.o: embedded/model.S $(EMB_CKPT) $(EMB_TOK) $(EMB_DIR)/config
 	$(EMB_CC) $(EMB_CFLAGS) -DEMB_CKPT_FILE='"$(EMB_CKPT)"' -DEMB_TOK_FILE='"$(EMB_TOK)"' -c -o $@ embedded/model.S
 
-$(EMB_DIR)/demo.elf: $(addprefix $(EMB_DIR)/,startup.o main.o tokenizer.o model.o) embedded/$(EMB_BOARD).ld embedded/common.ld
+$(EMB_DIR)/demo.elf: $(addprefix $(EMB_DIR)/,startup.o main.o model.o) $(EMB_TOK_OBJ) embedded/$(EMB_BOARD).ld embedded/common.ld
 	$(EMB_CC) $(EMB_LDFLAGS) -Wl,-Map=$(EMB_DIR)/demo.map -o $@ $(filter %.o,$^) -lm
 	@$(EMB_SIZE) -A $@ | awk '/^\.(text|vectors|model|data|bss|noinit|stack) /{printf "  %-9s %9d\n", $$1, $$2}'
 
