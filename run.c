@@ -939,12 +939,12 @@ static int serve_mode(engine *e, const options *o) {
             "lower --parallel or --ctx, or raise --max-memory", (unsigned long long)p.total, p.total / 1048576.0,
             sc.parallel, sc.ctx, o->max_memory);
     void *arena = xmalloc_big((size_t)p.total, "the server's slots");
-    serve_server sv;
+    serve_server *sv;
     const char *err = serve_init(&sv, &e->model, &e->tok, &sc, arena);
     if (err) die(1, "%s", err);
-    int rc = serve_run(&sv);
-    if (sv.threads_left) return rc;   /* their memory ends with the process */
-    serve_free(&sv);
+    int rc = serve_run(sv);
+    if (serve_threads_left(sv)) return rc;   /* their memory ends with the process */
+    serve_free(sv);
     free(arena);
     close_engine(e);
     return rc;
