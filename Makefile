@@ -38,8 +38,8 @@ CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
 TOK_SRC = tokenizer.c $(wildcard tokenizer/*.c)
-SRC = run.c platform.c $(TOK_SRC) server/http.c server/json.c server/serve.c server/slots.c
-HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h platform.h $(wildcard server/*.h)
+SRC = run.c options.c platform.c $(TOK_SRC) server/http.c server/json.c server/serve.c server/slots.c
+HDR = model.h $(wildcard engine/*.h) tokenizer.h tokenizer_unicode.h sampler.h platform.h options.h $(wildcard server/*.h)
 LIBS = -lm -lpthread
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check
