@@ -309,8 +309,9 @@ typedef struct tok_gguf {
 
 /* Check the keys and size the image, its scratch and the system prompt. */
 int tok_gguf_size(tok_gguf *g);
-/* Write the image (image_cap >= g->image_size, scratch_cap >= g->scratch_size,
- * any alignment); *image_len: its bytes, for tok_init. */
+/* Write the image from the keys tok_gguf_size checked, unchanged since
+ * (image_cap >= g->image_size, scratch_cap >= g->scratch_size, any
+ * alignment); *image_len: its bytes, for tok_init. */
 int tok_gguf_image(tok_gguf *g, void *image, size_t image_cap, void *scratch, size_t scratch_cap,
                    size_t *image_len);
 /* After tok_init over the image: BOS / EOS ids, add_bos, the chat template
