@@ -50,7 +50,7 @@ typedef struct engine {
     size_t repack_size;       /* its bytes (with --info: what a run would take) */
     tok_tokenizer tok;
     void *tok_image;          /* a tokenizer.bin or LTOK image built from a GGUF's arrays, or NULL */
-    char *tok_system;         /* the GGUF chat template's default system prompt, or NULL */
+    char *tok_system;         /* room for the GGUF chat template's default system prompt (tok_gguf_apply), or NULL */
     void *tok_arena;
     size_t tok_arena_size;
     llm_sampler *sampler;     /* prefill feeds its repeat-penalty window */
