@@ -38,8 +38,8 @@ CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
 TOK_SRC = tokenizer.c $(wildcard tokenizer/*.c)
-SRC = run.c $(TOK_SRC) server/http.c server/json.c
-HDR = model.h $(wildcard engine/*.h) tokenizer.h $(wildcard tokenizer/*.h) tokenizer_unicode.h sampler.h $(wildcard server/*.h)
+SRC = run.c options.c platform.c $(TOK_SRC) server/http.c server/json.c server/serve.c server/slots.c
+HDR = model.h $(wildcard engine/*.h) tokenizer.h $(wildcard tokenizer/*.h) tokenizer_unicode.h sampler.h platform.h options.h $(wildcard server/*.h)
 LIBS = -lm -lpthread
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check
@@ -94,7 +94,7 @@ build/qemu/run-i386: run-i386
 build/qemu/%-i386: build/%-i386
 	$(qemu_wrapper)
 
-TEST_PROGS = test_kernels logits test_tokenizer_unit test_sampler chat_turns
+TEST_PROGS = test_kernels logits test_tokenizer_unit test_sampler chat_turns test_gguf_vocab
 I386_BINS = run-i386 $(foreach p,$(TEST_PROGS),build/$(p)-i386)
 I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
 # Under qemu the whole suite takes ~9 minutes (the tokenizer corpus alone 3, one
@@ -110,7 +110,7 @@ I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_export_q4::test_engine_dequant_equals_spec_reader \
   test_tokenizer::test_unit_c test_tokenizer::test_malformed_tokenizer_files \
   test_tokenizer::test_wrong_vocab_size_for_model test_tokenizer::test_long_prompt \
-  test_gguf_tokenizer::test_hostile_tokenizer_arrays
+  test_gguf_tokenizer::test_hostile_tokenizer_arrays test_gguf_tokenizer::test_unit_c
 empty :=
 space := $(empty) $(empty)
 I386_ARGS = --variant "i386:RUN=build/qemu/run-i386,LOGITS=build/qemu/logits-i386,KERNELS=build/qemu/test_kernels-i386,TOKUNIT=build/qemu/test_tokenizer_unit-i386,SAMPLER_QUICK=1,SUBSET=$(subst $(space),+,$(strip $(I386_TESTS)))"

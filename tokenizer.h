@@ -264,6 +264,70 @@ int tok_chat_end_id(const tok_tokenizer *t, int chat_template);
  * *system_len (0: none). */
 int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap, size_t *system_len);
 
+/* ---- a GGUF file's tokenizer (tokenizer/gguf.c) ----
+ *
+ * A GGUF carries its tokenizer as metadata: tokenizer.ggml.model "llama"
+ * (sentencepiece pieces, scores, token types) becomes a tokenizer.bin image,
+ * "gpt2" (byte-level pieces in GPT-2's alphabet, merges, a named
+ * pre-tokenizer) an LTOK image (FORMAT.md); tok_init reads the image as a
+ * file, then tok_gguf_apply sets the ids, add_bos and the chat template the
+ * file names. The caller finds the keys (model.h's llm_gguf_find of each
+ * tok_gguf_key_name) and gives the memory, sizes first:
+ *
+ *   tok_gguf g = {0}; llm_gguf_value v[TOK_GGUF_KEY_COUNT];
+ *   g.vocab_size = model's vocab_size;
+ *   for each key k: if (llm_gguf_find(file, n, tok_gguf_key_name(k), &v[k]) == 1) g.key[k] = &v[k];
+ *   if (tok_gguf_size(&g)) puts(g.error);
+ *   tok_gguf_image(&g, malloc(g.image_size), g.image_size, malloc(g.scratch_size), g.scratch_size, &len);
+ *   tok_init(&t, image, len, g.vocab_size, arena, tok_arena_size(image, len, g.vocab_size));
+ *   tok_gguf_apply(&g, &t, malloc(g.system_size), g.system_size);   (the image and system live on with t)
+ *
+ * Each returns 0 or a negative tok_status with one line in g.error (the
+ * values are the file's: every count, type and length is checked). */
+enum tok_gguf_key {
+    TOK_GGUF_MODEL, TOK_GGUF_PRE, TOK_GGUF_TOKENS, TOK_GGUF_TOKEN_TYPE, TOK_GGUF_SCORES, TOK_GGUF_MERGES,
+    TOK_GGUF_BOS, TOK_GGUF_EOS, TOK_GGUF_EOT, TOK_GGUF_ADD_BOS, TOK_GGUF_CHAT_TEMPLATE, TOK_GGUF_KEY_COUNT
+};
+/* "tokenizer.ggml.model", ... ("" for an unknown key) */
+const char *tok_gguf_key_name(int key);
+
+struct llm_gguf_value;   /* model.h's: a GGUF value read in place */
+typedef struct tok_gguf {
+    const struct llm_gguf_value *key[TOK_GGUF_KEY_COUNT];   /* the caller's; NULL: the file has no such key */
+    int vocab_size;         /* the model's: the tokens must be this many */
+    /* what tok_gguf_size found */
+    size_t image_size;      /* bytes of image tok_gguf_image needs (the image may come out shorter) */
+    size_t scratch_size;    /* bytes of scratch it needs (0: none) */
+    size_t system_size;     /* bytes tok_gguf_apply needs for the default system prompt */
+    int byte_level;         /* 1: "gpt2" (LTOK), 0: "llama" (tokenizer.bin) */
+    int pre;                /* byte-level: the pre-tokenizer's row (tok_pre_tokenizer_of's table) */
+    int used;               /* byte-level: the tokens the image holds (unused ones at the end left out) */
+    unsigned long long text;/* byte-level: the pieces' text bytes */
+    int default_add_bos;    /* add_bos when the file does not say */
+    char error[256];
+} tok_gguf;
+
+/* Check the keys and size the image, its scratch and the system prompt. */
+int tok_gguf_size(tok_gguf *g);
+/* Write the image from the keys tok_gguf_size checked, unchanged since
+ * (image_cap >= g->image_size, scratch_cap >= g->scratch_size, any
+ * alignment); *image_len: its bytes, for tok_init. */
+int tok_gguf_image(tok_gguf *g, void *image, size_t image_cap, void *scratch, size_t scratch_cap,
+                   size_t *image_len);
+/* After tok_init over the image: BOS / EOS ids, add_bos, the chat template
+ * by its markers (tok_chat_template_of) with its default system prompt
+ * (written to system, cap >= g->system_size; t points into it), and the end
+ * of turn: the file's eot_token_id, else the template's end-of-turn token. */
+int tok_gguf_apply(tok_gguf *g, tok_tokenizer *t, char *system, size_t cap);
+
+/* The byte-level pre-tokenizers by llama.cpp's tokenizer.ggml.pre name
+ * ("llama-bpe", "qwen2", ...; "default" when a file names none): 0 and the
+ * pre-tokenizer with its normalizer and ignore_merges, or -1 when this
+ * build has none of that name. */
+int tok_pre_tokenizer_of(const char *gguf_name, size_t len, int *pre, int *normalizer, int *ignore_merges);
+/* A tok_pre_tokenizer's name as --info prints it ("gpt2", "llama3", "qwen2", "smollm"; "" for none). */
+const char *tok_pre_tokenizer_name(int pre);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,11 @@ Qwen2 / SmolLM2 ones. `run FILE.gguf -m tokenize` must print the ids of
 subset of test_bpe's corpus, with and without --special; --info must show the
 ids, add_bos, chat template, end of turn and default system prompt worked out
 by hand; hostile tokenizer arrays are refused with one line naming the fault.
+
+test_unit_c runs build/test_gguf_vocab (tests/test_gguf_vocab.c): the
+conversion (tokenizer/gguf.c) called directly on values built in memory. The
+variant's binary is TOKUNIT's twin: build/test_tokenizer_unit-asan gives
+build/test_gguf_vocab-asan (GGUFUNIT names it outright).
 """
 import json
 import os
@@ -30,6 +35,8 @@ LLAMA31_TEMPLATE = ("{{- bos_token }}{%- set date_string = '26 Jul 2024' %}{{- '
                     "<|end_header_id|>\\n\\n' }}{{- 'Cutting Knowledge Date: December 2023\\n' }}"
                     "{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
                     "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}")
+_TOKUNIT = os.environ.get("TOKUNIT", os.path.join("build", "test_tokenizer_unit"))
+UNIT = os.path.join(common.ROOT, os.environ.get("GGUFUNIT", _TOKUNIT.replace("test_tokenizer_unit", "test_gguf_vocab")))
 N_PAD = 3   # qwen2: the model's vocabulary is larger, filled with [PADn] tokens (type 5) as the converter does
 
 
@@ -341,3 +348,13 @@ def test_export_py_writes_the_gpt2_tokenizer():
                 _, ltok_ids, _ = tokenize(path, batch[k], tok=ltok)
                 assert rc == 0 and got_ids == ref["ids"][k] == ltok_ids, (name, batch[k][:40], got_ids[:10], err)
         yield name, one
+
+
+def test_unit_c():
+    assert os.path.exists(UNIT), f"{UNIT} missing: make build/test_gguf_vocab (or point GGUFUNIT at it)"
+    p = subprocess.run([UNIT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    out = p.stdout.decode("utf-8", "replace")
+    lines = out.strip().split("\n")
+    assert p.returncode == 0 and not [l for l in lines if l.startswith("FAIL")], (
+        f"{UNIT}: exit {p.returncode}\n{out}{p.stderr.decode('utf-8', 'replace')}")
+    assert lines[-1] == "9 passed, 0 failed", out
