@@ -309,26 +309,40 @@ static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, cons
  * < 16 the low nibble of qs[j], j + 16 its high one), eight rows at a time
  * as q4_0, their running lane totals never reset. Each block's 32 codes as
  * int8, two vectors (elements 0..15 and 16..31):
- *   q5_0 (22 bytes: f16 d, qh[4], qs[16]): nibble | bit j of qh << 4, less
- *        16 (-16..15), the twin's code;             one step d
- *   q5_1 (24 bytes: f16 d, f16 m, qh[4], qs[16]): nibble | bit j << 4
- *        (0..31);                                   steps d, then m sum(x)
+ *   q5_0 (22 bytes: f16 d, qh[4], qs[16]) and q5_1 (24 bytes: f16 d, f16 m,
+ *        qh[4], qs[16]): the code less 16, nibble + 16 (bit j of qh) - 16,
+ *        is the nibble where bit j is set and the nibble | 0xF0 (as int8,
+ *        the nibble - 16) where it is clear: one shift-left-and-insert of
+ *        an all-ones-where-clear mask over the nibble. The mask: the
+ *        inverted qh spread a byte over eight lanes (tbl), each lane
+ *        testing its own bit (cmtst). q5_0's isum is that sum; q5_1's
+ *        codes are 16 more, so its isum adds 16 sum(x), exact;
  *   iq4_nl (18 bytes: f16 d, qs[16]): the table's value for the nibble
- *        (-127..113) by one tbl;                    one step d
- * The 5th bits: qh's four bytes spread one a lane over eight lanes each
- * (tbl), each lane testing its own bit (cmtst: all ones where set). The
- * steps are the twin's: acc = fma(isum, d xs, acc), and for q5_1 then
+ *        (-127..113) by one tbl.
+ * The steps are the twin's: acc = fma(isum, d xs, acc), and for q5_1 then
  * acc = fma(sum(x), m xs, acc), four rows a vector. */
 enum { LLM__B32_Q5_0, LLM__B32_Q5_1, LLM__B32_IQ4_NL };
-/* a block's 32 bits h (at hb, little-endian) as all-ones lanes where set:
- * t0 for elements 0..15, t1 for 16..31 */
-LLM__INLINE void llm__q5_bits(uint8x16_t *t0, uint8x16_t *t1, const unsigned char *hb, uint8x16_t idx0, uint8x16_t idx1,
-                              uint8x16_t bit) {
-    uint8x16_t h = vreinterpretq_u8_u32(vdupq_n_u32(llm__le32(hb)));
-    *t0 = vtstq_u8(vqtbl1q_u8(h, idx0), bit);
-    *t1 = vtstq_u8(vqtbl1q_u8(h, idx1), bit);
+/* a q5_0/q5_1 block's codes less 16 (-16..15): qh's 4 bytes at hb (16
+ * loaded, inside the block), qs at qs */
+LLM__INLINE void llm__q5_codes(int8x16_t *q0, int8x16_t *q1, const unsigned char *hb, const unsigned char *qs,
+                               uint8x16_t idx0, uint8x16_t idx1, uint8x16_t bit) {
+    uint8x16_t clear = vmvnq_u8(vld1q_u8(hb)), b = vld1q_u8(qs);
+    *q0 = vreinterpretq_s8_u8(vsliq_n_u8(b, vtstq_u8(vqtbl1q_u8(clear, idx0), bit), 4));
+    *q1 = vreinterpretq_s8_u8(vsliq_n_u8(vshrq_n_u8(b, 4), vtstq_u8(vqtbl1q_u8(clear, idx1), bit), 4));
 }
-LLM__INLINE void llm__gg8_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+/* q5_1's d and m of four rows (f16 pairs at p[i] + off) as two f32 vectors, exactly */
+LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned char *const *p, size_t off) {
+    uint32x4_t v = vld1q_dup_u32((const uint32_t *)(const void *)(p[0] + off));   /* 4-aligned: 24-byte blocks in a tensor GGUF aligns to 8 */
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + off), v, 1);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + off), v, 2);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + off), v, 3);
+    float16x8_t h = vreinterpretq_f16_u32(v);
+    float32x4_t lo = vcvt_f32_f16(vget_low_f16(h)), hi = vcvt_high_f32_f16(h);   /* d0 m0 d1 m1, d2 m2 d3 m3 */
+    *d = vuzp1q_f32(lo, hi);
+    *m = vuzp2q_f32(lo, hi);
+}
+/* four rows rc of cg groups . x (hi, lo), the lane totals running on */
+LLM__INLINE void llm__gg4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                               const int32_t *xsum, const float *xs, int cg, int first, int kind) {
     static const uint8_t idx[32] = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                      2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 };
@@ -336,69 +350,63 @@ LLM__INLINE void llm__gg8_b32(float *o, int na, const unsigned char *const *rc, 
     const size_t bytes = kind == LLM__B32_Q5_0 ? LLM__Q5_0_BYTES : kind == LLM__B32_Q5_1 ? LLM__Q5_1_BYTES : LLM__IQ4_NL_BYTES;
     const size_t qs_at = kind == LLM__B32_Q5_0 ? 6 : kind == LLM__B32_Q5_1 ? 8 : 2, qh_at = qs_at - 4;
     const uint8x16_t m15 = vdupq_n_u8(15), idx0 = vld1q_u8(idx), idx1 = vld1q_u8(idx + 16), bit = vld1q_u8(bits);
-    const uint8x16_t fifth = vdupq_n_u8(kind == LLM__B32_Q5_0 ? 0xF0 : 16);   /* q5_0: -16 where clear; q5_1: +16 where set */
     const int8x16_t kv = vld1q_s8(llm__iq4_values);
-    float32x4_t acc[2];
-    int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
-    llm__acc8_load(acc, o, na, first);
-    LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
         int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
         int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
-        LLM__UNROLL for (int i = 0; i < 8; i++) {
+        LLM__UNROLL for (int i = 0; i < 4; i++) {
             const unsigned char *b = rc[i] + bytes * g;
-            uint8x16_t qs = vld1q_u8(b + qs_at), n0 = vandq_u8(qs, m15), n1 = vshrq_n_u8(qs, 4);
             int8x16_t q0, q1;
             if (kind == LLM__B32_IQ4_NL) {
-                q0 = vqtbl1q_s8(kv, n0);
-                q1 = vqtbl1q_s8(kv, n1);
+                uint8x16_t qs = vld1q_u8(b + qs_at);
+                q0 = vqtbl1q_s8(kv, vandq_u8(qs, m15));
+                q1 = vqtbl1q_s8(kv, vshrq_n_u8(qs, 4));
             } else {
-                uint8x16_t t0, t1;
-                llm__q5_bits(&t0, &t1, b + qh_at, idx0, idx1, bit);
-                if (kind == LLM__B32_Q5_0) {   /* nibble - 16 where the bit is clear */
-                    q0 = vreinterpretq_s8_u8(vaddq_u8(n0, vbicq_u8(fifth, t0)));
-                    q1 = vreinterpretq_s8_u8(vaddq_u8(n1, vbicq_u8(fifth, t1)));
-                } else {                       /* nibble + 16 where it is set */
-                    q0 = vreinterpretq_s8_u8(vorrq_u8(n0, vandq_u8(fifth, t0)));
-                    q1 = vreinterpretq_s8_u8(vorrq_u8(n1, vandq_u8(fifth, t1)));
-                }
+                llm__q5_codes(&q0, &q1, b + qh_at, b + qs_at, idx0, idx1, bit);
             }
             LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
             LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
         }
-        LLM__UNROLL for (int v = 0; v < 2; v++) {
-            int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
-                                          llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
-            acc[v] = llm__gg_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, bytes * g), xs[g]);
-            if (kind == LLM__B32_Q5_1)
-                acc[v] = vfmaq_f32(acc[v], vmulq_n_f32(llm__half4(rc + 4 * v, bytes * g + 2), xs[g]), vdupq_n_f32((float)xsum[g]));
-            prev[v] = total;
+        int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+        int32x4_t isum = vsubq_s32(total, prev);
+        prev = total;
+        if (kind == LLM__B32_Q5_1) {
+            float32x4_t d, m;
+            llm__half4_pairs(&d, &m, rc, bytes * g);
+            acc = llm__gg_step4(acc, vaddq_s32(isum, vdupq_n_s32(16 * xsum[g])), d, xs[g]);
+            acc = vfmaq_f32(acc, vmulq_n_f32(m, xs[g]), vdupq_n_f32((float)xsum[g]));
+        } else {
+            acc = llm__gg_step4(acc, isum, llm__half4(rc, bytes * g), xs[g]);
         }
     }
-    llm__acc8_store(o, na, acc);
+    llm__acc4_store(o, na, acc);
 }
-static void llm__gg8_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__gg4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__gg8_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_0);
+    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_0);
 }
-static void llm__gg8_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__gg4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__gg8_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_1);
+    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_1);
 }
-static void llm__gg8_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__gg4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                             const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__gg8_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_IQ4_NL);
+    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_IQ4_NL);
 }
 /* q5_K (176-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of scales
  * and mins as q4_K's, qh[32], qs[128]): group j's element l is q4_K's
- * nibble (qs[32 (j / 2) + l], low for even j) | bit j of qh[l] << 4 (0..31;
- * the bit moved to bit 4 by one shift, left 4 - j, right for j > 4); per
- * group q4_K's two steps, fma((float)(sc isum), d xs, acc) then
- * fma((float)(m xsum), -(dmin xs), acc): the twin's */
+ * nibble (qs[32 (j / 2) + l], low for even j) + 16 (bit j of qh[l]) (0..31).
+ * As q5_0's, the code less 16 is one shift-left-and-insert of an
+ * all-ones-where-clear mask (the inverted qh, cmtst with bit j) over the
+ * nibble, so a group's sum s = (codes - 16) . x + 16 sum(x), exact; then per
+ * group q4_K's two steps, fma((float)(sc s), d xs, acc) then
+ * fma((float)(m sum(x)), -(dmin xs), acc): the twin's */
 static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
-    const uint8x16_t m15 = vdupq_n_u8(15), m16 = vdupq_n_u8(16);
     for (int k0 = 0; k0 < cg; k0 += 8) {
         size_t at = (size_t)(k0 / 8) * LLM__Q5_K_BYTES;
         int32_t sc[8][4], mn[8][4];
@@ -409,14 +417,14 @@ static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, cons
             const int8_t *xh = hi + 32 * (k0 + 2 * p), *xl = lo + 32 * (k0 + 2 * p);
             int8x16_t h0 = vld1q_s8(xh), h1 = vld1q_s8(xh + 16), h2 = vld1q_s8(xh + 32), h3 = vld1q_s8(xh + 48);
             int8x16_t l0 = vld1q_s8(xl), l1 = vld1q_s8(xl + 16), l2 = vld1q_s8(xl + 32), l3 = vld1q_s8(xl + 48);
-            const int8x16_t s0 = vdupq_n_s8((int8_t)(4 - 2 * p)), s1 = vdupq_n_s8((int8_t)(3 - 2 * p));
+            const uint8x16_t bit0 = vdupq_n_u8((uint8_t)(1u << (2 * p))), bit1 = vdupq_n_u8((uint8_t)(2u << (2 * p)));
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 const unsigned char *q = rc[i] + at + 48 + 32 * p, *qh = rc[i] + at + 16;
-                uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16), e0 = vld1q_u8(qh), e1 = vld1q_u8(qh + 16);
-                uint8x16_t c0 = vorrq_u8(vandq_u8(b0, m15), vandq_u8(vshlq_u8(e0, s0), m16));
-                uint8x16_t c1 = vorrq_u8(vandq_u8(b1, m15), vandq_u8(vshlq_u8(e1, s0), m16));
-                uint8x16_t c2 = vorrq_u8(vshrq_n_u8(b0, 4), vandq_u8(vshlq_u8(e0, s1), m16));
-                uint8x16_t c3 = vorrq_u8(vshrq_n_u8(b1, 4), vandq_u8(vshlq_u8(e1, s1), m16));
+                uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
+                uint8x16_t e0 = vmvnq_u8(vld1q_u8(qh)), e1 = vmvnq_u8(vld1q_u8(qh + 16));   /* bits clear */
+                uint8x16_t c0 = vsliq_n_u8(b0, vtstq_u8(e0, bit0), 4), c1 = vsliq_n_u8(b1, vtstq_u8(e1, bit0), 4);
+                uint8x16_t c2 = vsliq_n_u8(vshrq_n_u8(b0, 4), vtstq_u8(e0, bit1), 4);
+                uint8x16_t c3 = vsliq_n_u8(vshrq_n_u8(b1, 4), vtstq_u8(e1, bit1), 4);
                 sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
                 LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c0), h0, l0);
                 LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c1), h1, l1);
@@ -425,9 +433,10 @@ static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, cons
             }
             for (int e = 0; e < 2; e++) {
                 int g = k0 + 2 * p + e, j = 2 * p + e;
-                int32x4_t isum = vmlaq_n_s32(llm__total4(sl[e][0], sl[e][1], sl[e][2], sl[e][3]),
-                                             llm__total4(sh[e][0], sh[e][1], sh[e][2], sh[e][3]), 128);
-                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_s32(vld1q_s32(sc[j]), isum)), vmulq_n_f32(d, xs[g]));
+                int32x4_t s = vmlaq_n_s32(llm__total4(sl[e][0], sl[e][1], sl[e][2], sl[e][3]),
+                                          llm__total4(sh[e][0], sh[e][1], sh[e][2], sh[e][3]), 128);
+                s = vaddq_s32(s, vdupq_n_s32(16 * xsum[g]));
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_s32(vld1q_s32(sc[j]), s)), vmulq_n_f32(d, xs[g]));
                 acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_n_s32(vld1q_s32(mn[j]), xsum[g])), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
             }
         }
@@ -470,9 +479,9 @@ LLM__NEON_GG_TILE(q8_0, int8_t, 0, 0, 8, llm__gg8_q8_0(o + a0, na, rc, (const in
 LLM__NEON_GG_TILE(q4_0, int16_t, 1, -8, 8, llm__gg8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_GG_TILE(q4_k, int16_t, 1, 1, 4, llm__gg4_q4_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q5_0, int16_t, 1, 0, 8, llm__gg8_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q5_1, int16_t, 1, 1, 8, llm__gg8_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(iq4_nl, int16_t, 1, 0, 8, llm__gg8_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q5_0, int16_t, 1, 0, 4, llm__gg4_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q5_1, int16_t, 1, 1, 4, llm__gg4_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(iq4_nl, int16_t, 1, 0, 4, llm__gg4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_GG_TILE(q5_k, int16_t, 1, 1, 4, llm__gg4_q5_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_GG_TILE
 #endif
