@@ -2,8 +2,9 @@
  * f32/f16 vectors of four, and decode's f32/f16 rows eight side by side;
  * q8_0's integer sums by sdot (or widening multiplies), its 4 x 4 prefill
  * tile by smmla where the CPU has i8mm; GGUF's block types (q8_0, q4_0,
- * q4_K, q6_K) in tiles of rows side by side, a group's sums for four rows in
- * one vector and one vector step per group, the twins' bits. */
+ * q4_K, q6_K, q5_0, q5_1, q5_K, iq4_nl) in tiles of rows side by side, a
+ * group's sums for four rows in one vector and one vector step per group,
+ * the twins' bits; the other GGUF types run simd.h's generic tile. */
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #define LLM__SIMD "neon"
@@ -59,7 +60,7 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
  * (sdot, exact), then one vector step for the four rows,
  *   acc = fma((float)isum, d * xs, acc)
  * lane by lane: ref.h's twin's step, group after group, so the twin's bits.
- * The int16 activations of q4_0 and the K-quants (|x| <= LLM__Q16_MAX) go
+ * The int16 activations of the types but q8_0 (|x| <= LLM__Q16_MAX) go
  * to sdot as two int8 halves, x = 128 hi + lo (hi = x >> 7 in -128..127,
  * lo = x & 127), split once per token for all the rows:
  * w . x = 128 (w . hi) + (w . lo), exact. A tile of fewer than four rows
@@ -446,7 +447,8 @@ static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, cons
 
 /* The traits' tiles: token by token, a chunk of up to 64 groups of the
  * token's activations (split once for int16) against every eight (q8_0,
- * q4_0) or four rows (the K-quants, whose sums need more registers);
+ * q4_0) or four rows (the others, whose codes and sums need more
+ * registers);
  * out holds each row's accumulator between chunks. */
 #define LLM__NEON_GG_TILE(name, act_t, q16, xsum_mul, rows, call)                                                                \
     static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
