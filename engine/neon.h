@@ -401,42 +401,44 @@ static void llm__gg4_iq4_nl(float *o, int na, const unsigned char *const *rc, co
  * and mins as q4_K's, qh[32], qs[128]): group j's element l is q4_K's
  * nibble (qs[32 (j / 2) + l], low for even j) + 16 (bit j of qh[l]) (0..31).
  * As q5_0's, the code less 16 is one shift-left-and-insert of an
- * all-ones-where-clear mask (the inverted qh, cmtst with bit j) over the
- * nibble, so a group's sum s = (codes - 16) . x + 16 sum(x), exact; then per
- * group q4_K's two steps, fma((float)(sc s), d xs, acc) then
- * fma((float)(m sum(x)), -(dmin xs), acc): the twin's */
+ * all-ones-where-clear mask (the inverted qh, once per block, cmtst with
+ * bit j) over the nibble, so a group's sum s = (codes - 16) . x + 16 sum(x),
+ * exact; the lane totals run on as q5_0's. Then per group q4_K's two steps,
+ * fma((float)(sc s), d xs, acc) then fma((float)(m sum(x)), -(dmin xs), acc):
+ * the twin's */
 static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int k0 = 0; k0 < cg; k0 += 8) {
         size_t at = (size_t)(k0 / 8) * LLM__Q5_K_BYTES;
         int32_t sc[8][4], mn[8][4];
         llm__q4k_scales4(sc, mn, rc, at + 4);
         float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
+        uint8x16_t clear[4][2];   /* each row's qh inverted: all ones where a bit is clear */
+        LLM__UNROLL for (int i = 0; i < 4; i++) {
+            clear[i][0] = vmvnq_u8(vld1q_u8(rc[i] + at + 16));
+            clear[i][1] = vmvnq_u8(vld1q_u8(rc[i] + at + 32));
+        }
         for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles, bit 2p) and k0 + 2p + 1 (high, bit 2p + 1) */
-            int32x4_t sh[2][4], sl[2][4];
-            const int8_t *xh = hi + 32 * (k0 + 2 * p), *xl = lo + 32 * (k0 + 2 * p);
-            int8x16_t h0 = vld1q_s8(xh), h1 = vld1q_s8(xh + 16), h2 = vld1q_s8(xh + 32), h3 = vld1q_s8(xh + 48);
-            int8x16_t l0 = vld1q_s8(xl), l1 = vld1q_s8(xl + 16), l2 = vld1q_s8(xl + 32), l3 = vld1q_s8(xl + 48);
-            const uint8x16_t bit0 = vdupq_n_u8((uint8_t)(1u << (2 * p))), bit1 = vdupq_n_u8((uint8_t)(2u << (2 * p)));
-            LLM__UNROLL for (int i = 0; i < 4; i++) {
-                const unsigned char *q = rc[i] + at + 48 + 32 * p, *qh = rc[i] + at + 16;
-                uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
-                uint8x16_t e0 = vmvnq_u8(vld1q_u8(qh)), e1 = vmvnq_u8(vld1q_u8(qh + 16));   /* bits clear */
-                uint8x16_t c0 = vsliq_n_u8(b0, vtstq_u8(e0, bit0), 4), c1 = vsliq_n_u8(b1, vtstq_u8(e1, bit0), 4);
-                uint8x16_t c2 = vsliq_n_u8(vshrq_n_u8(b0, 4), vtstq_u8(e0, bit1), 4);
-                uint8x16_t c3 = vsliq_n_u8(vshrq_n_u8(b1, 4), vtstq_u8(e1, bit1), 4);
-                sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
-                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c0), h0, l0);
-                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c1), h1, l1);
-                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(c2), h2, l2);
-                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(c3), h3, l3);
-            }
-            for (int e = 0; e < 2; e++) {
-                int g = k0 + 2 * p + e, j = 2 * p + e;
-                int32x4_t s = vmlaq_n_s32(llm__total4(sl[e][0], sl[e][1], sl[e][2], sl[e][3]),
-                                          llm__total4(sh[e][0], sh[e][1], sh[e][2], sh[e][3]), 128);
-                s = vaddq_s32(s, vdupq_n_s32(16 * xsum[g]));
+            LLM__UNROLL for (int e = 0; e < 2; e++) {
+                int j = 2 * p + e, g = k0 + j;
+                const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << j));
+                int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+                int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+                LLM__UNROLL for (int i = 0; i < 4; i++) {
+                    const unsigned char *q = rc[i] + at + 48 + 32 * p;
+                    uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
+                    if (e) { b0 = vshrq_n_u8(b0, 4); b1 = vshrq_n_u8(b1, 4); }
+                    uint8x16_t c0 = vsliq_n_u8(b0, vtstq_u8(clear[i][0], bit), 4);
+                    uint8x16_t c1 = vsliq_n_u8(b1, vtstq_u8(clear[i][1], bit), 4);
+                    LLM__DOT16_SPLIT(sh[i], sl[i], vreinterpretq_s8_u8(c0), h0, l0);
+                    LLM__DOT16_SPLIT(sh[i], sl[i], vreinterpretq_s8_u8(c1), h1, l1);
+                }
+                int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+                int32x4_t s = vaddq_s32(vsubq_s32(total, prev), vdupq_n_s32(16 * xsum[g]));
+                prev = total;
                 acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_s32(vld1q_s32(sc[j]), s)), vmulq_n_f32(d, xs[g]));
                 acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_n_s32(vld1q_s32(mn[j]), xsum[g])), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
             }
