@@ -307,29 +307,36 @@ static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, cons
 }
 
 /* q5_0, q5_1 and iq4_nl (32-element blocks, q4_0's nibble order: element j
- * < 16 the low nibble of qs[j], j + 16 its high one), eight rows at a time
- * as q4_0, their running lane totals never reset. Each block's 32 codes as
- * int8, two vectors (elements 0..15 and 16..31):
+ * < 16 the low nibble of qs[j], j + 16 its high one), four rows at a time
+ * (eight spill the lane totals to the stack), the lane totals running on
+ * as q4_0's. Each block's 32 codes as int8, two vectors (elements 0..15
+ * and 16..31):
  *   q5_0 (22 bytes: f16 d, qh[4], qs[16]) and q5_1 (24 bytes: f16 d, f16 m,
  *        qh[4], qs[16]): the code less 16, nibble + 16 (bit j of qh) - 16,
  *        is the nibble where bit j is set and the nibble | 0xF0 (as int8,
- *        the nibble - 16) where it is clear: one shift-left-and-insert of
- *        an all-ones-where-clear mask over the nibble. The mask: the
- *        inverted qh spread a byte over eight lanes (tbl), each lane
- *        testing its own bit (cmtst). q5_0's isum is that sum; q5_1's
- *        codes are 16 more, so its isum adds 16 sum(x), exact;
+ *        the nibble - 16) where it is clear: the nibble's four bits under
+ *        the high four of a mask all ones where the bit is clear
+ *        (llm__q5_low and _high, one instruction each). The mask: the
+ *        inverted qh spread a byte over eight lanes (tbl), each lane testing
+ *        its own bit (cmtst). q5_0's isum is that sum; q5_1's codes are 16
+ *        more, so its isum adds 16 sum(x), exact;
  *   iq4_nl (18 bytes: f16 d, qs[16]): the table's value for the nibble
  *        (-127..113) by one tbl.
  * The steps are the twin's: acc = fma(isum, d xs, acc), and for q5_1 then
  * acc = fma(sum(x), m xs, acc), four rows a vector. */
 enum { LLM__B32_Q5_0, LLM__B32_Q5_1, LLM__B32_IQ4_NL };
+/* the code less 16 from the low (high) nibble of b and a mask all ones where
+ * the 5th bit is clear: the nibble in the low four bits, the mask's in the
+ * high four (one bit-select; for the high nibble one shift-right-and-insert) */
+LLM__INLINE uint8x16_t llm__q5_low(uint8x16_t b, uint8x16_t clear) { return vbslq_u8(vdupq_n_u8(15), b, clear); }
+LLM__INLINE uint8x16_t llm__q5_high(uint8x16_t b, uint8x16_t clear) { return vsriq_n_u8(clear, b, 4); }
 /* a q5_0/q5_1 block's codes less 16 (-16..15): qh's 4 bytes at hb (16
  * loaded, inside the block), qs at qs */
 LLM__INLINE void llm__q5_codes(int8x16_t *q0, int8x16_t *q1, const unsigned char *hb, const unsigned char *qs,
                                uint8x16_t idx0, uint8x16_t idx1, uint8x16_t bit) {
     uint8x16_t clear = vmvnq_u8(vld1q_u8(hb)), b = vld1q_u8(qs);
-    *q0 = vreinterpretq_s8_u8(vsliq_n_u8(b, vtstq_u8(vqtbl1q_u8(clear, idx0), bit), 4));
-    *q1 = vreinterpretq_s8_u8(vsliq_n_u8(vshrq_n_u8(b, 4), vtstq_u8(vqtbl1q_u8(clear, idx1), bit), 4));
+    *q0 = vreinterpretq_s8_u8(llm__q5_low(b, vtstq_u8(vqtbl1q_u8(clear, idx0), bit)));
+    *q1 = vreinterpretq_s8_u8(llm__q5_high(b, vtstq_u8(vqtbl1q_u8(clear, idx1), bit)));
 }
 /* q5_1's d and m of four rows (f16 pairs at p[i] + off) as two f32 vectors, exactly */
 LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned char *const *p, size_t off) {
@@ -400,12 +407,12 @@ static void llm__gg4_iq4_nl(float *o, int na, const unsigned char *const *rc, co
 /* q5_K (176-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of scales
  * and mins as q4_K's, qh[32], qs[128]): group j's element l is q4_K's
  * nibble (qs[32 (j / 2) + l], low for even j) + 16 (bit j of qh[l]) (0..31).
- * As q5_0's, the code less 16 is one shift-left-and-insert of an
- * all-ones-where-clear mask (the inverted qh, once per block, cmtst with
- * bit j) over the nibble, so a group's sum s = (codes - 16) . x + 16 sum(x),
- * exact; the lane totals run on as q5_0's. Then per group q4_K's two steps,
- * fma((float)(sc s), d xs, acc) then fma((float)(m sum(x)), -(dmin xs), acc):
- * the twin's */
+ * As q5_0's, the code less 16 is the nibble joined to a mask all ones
+ * where the bit is clear (the inverted qh, once per block, cmtst with bit
+ * j), so a group's sum s = (codes - 16) . x + 16 sum(x), exact; the lane
+ * totals run on as q5_0's. Then per group q4_K's two steps,
+ * fma((float)(sc s), d xs, acc) then fma((float)(m sum(x)), -(dmin xs),
+ * acc): the twin's */
 static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
@@ -429,10 +436,14 @@ static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, cons
                 int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
                 LLM__UNROLL for (int i = 0; i < 4; i++) {
                     const unsigned char *q = rc[i] + at + 48 + 32 * p;
-                    uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
-                    if (e) { b0 = vshrq_n_u8(b0, 4); b1 = vshrq_n_u8(b1, 4); }
-                    uint8x16_t c0 = vsliq_n_u8(b0, vtstq_u8(clear[i][0], bit), 4);
-                    uint8x16_t c1 = vsliq_n_u8(b1, vtstq_u8(clear[i][1], bit), 4);
+                    uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16), c0, c1;
+                    if (e) {
+                        c0 = llm__q5_high(b0, vtstq_u8(clear[i][0], bit));
+                        c1 = llm__q5_high(b1, vtstq_u8(clear[i][1], bit));
+                    } else {
+                        c0 = llm__q5_low(b0, vtstq_u8(clear[i][0], bit));
+                        c1 = llm__q5_low(b1, vtstq_u8(clear[i][1], bit));
+                    }
                     LLM__DOT16_SPLIT(sh[i], sl[i], vreinterpretq_s8_u8(c0), h0, l0);
                     LLM__DOT16_SPLIT(sh[i], sl[i], vreinterpretq_s8_u8(c1), h1, l1);
                 }
