@@ -13,9 +13,9 @@ tests/gguf_writer.py (norms near 1, the tokenizer.bin vocabulary inside), all
 cached in build/arm-insns/. A K-quant needs rows of whole 256-element
 superblocks; as llama-quantize does, a matrix whose rows are not (288 columns)
 falls back: Q6_K's to Q8_0 and Q5_K's to Q5_1 (llama.cpp's own fallbacks),
-Q4_K's to Q4_0 (where llama.cpp takes Q5_0: kept as the table's first rows
-were measured). So in the 15M only the FFN's down projection (768 columns) is
-a K-quant; the table says so.
+Q4_K's to Q4_0 (where llama.cpp takes Q5_0; kept, so that the row compares
+with its earlier figures). So in the 15M only the FFN's down projection (768
+columns) is a K-quant; the table says so.
 
 Per token: (count for N greedy steps - count for 1 step) / (N - 1), decode
 from an empty prompt (BOS), positions 1..N-1, argmax included; N = ARM_STEPS
