@@ -39,6 +39,13 @@ QWEN = os.path.join("build", "embedded", "models", "qwen-like-q8_0.llmw")
 QWEN_ARGS = ["random", "--dim", "64", "--hidden-dim", "172", "--layers", "2", "--heads", "4", "--kv-heads", "2",
              "--head-size", "24", "--vocab", "512", "--seq-len", "256", "--qkv-bias", "--qk-norm", "--unshared",
              "--dtype", "q8_0", "--seed", "3"]
+# small random GGUF files of the types with NEON tiles of their own beyond
+# q8_0/q4_0/q4_K/q6_K (tests/gguf_writer.py's random blocks, tok512's
+# vocabulary; dim 256, hidden 512: every row whole Q5_K superblocks), which
+# aarch64 must read to the host's text
+A64_GGUF = ("Q5_0", "Q5_1", "Q5_K", "IQ4_NL")
+A64_SHAPE = dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=4, vocab_size=512, seq_len=128,
+                 shared=True)
 MK = ["make", "--no-print-directory", "-f", os.path.join("embedded", "embedded.mk")]
 BOARDS = ["an386", "an547"]
 QEMU = {
@@ -227,6 +234,34 @@ def prepare(r):
 # Checks
 # --------------------------------------------------------------------------
 
+def random_gguf(type_name):
+    """A64_SHAPE as a GGUF whose matrices are random blocks of type_name
+    (written once, into build/embedded/models/); its path"""
+    path = os.path.join("build", "embedded", "models", "random-%s.gguf" % type_name.lower())
+    full = os.path.join(ROOT, path)
+    writer = os.path.join(ROOT, "tests", "gguf_writer.py")
+    if os.path.exists(full) and os.path.getmtime(full) >= os.path.getmtime(writer):
+        return path
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import numpy as np
+    import gguf_writer as gw
+    s, qtype, rng = A64_SHAPE, getattr(gw, type_name), np.random.default_rng(5)
+    d, h = s["dim"], s["hidden_dim"]
+    tensors = [("token_embd.weight", qtype, [d, s["vocab_size"]], gw.random_blocks(qtype, s["vocab_size"], d, rng, scale=0.05))]
+    for l in range(s["n_layers"]):
+        for norm in ("attn_norm", "ffn_norm"):
+            tensors.append(("blk.%d.%s.weight" % (l, norm), gw.F32, [d], gw.encode(gw.F32, rng.uniform(0.8, 1.2, (1, d)))))
+        for m, rows, cols in [("attn_q", d, d), ("attn_k", d, d), ("attn_v", d, d), ("attn_output", d, d),
+                              ("ffn_gate", h, d), ("ffn_up", h, d), ("ffn_down", d, h)]:
+            tensors.append(("blk.%d.%s.weight" % (l, m), qtype, [cols, rows], gw.random_blocks(qtype, rows, cols, rng, scale=0.05)))
+    tensors.append(("output_norm.weight", gw.F32, [d], gw.encode(gw.F32, rng.uniform(0.8, 1.2, (1, d)))))
+    vocab = gw.llama_vocab_kvs(*gw.read_tokenizer_bin(os.path.join(ROOT, TOK), s["vocab_size"]))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    gw.write(full + ".tmp", gw.llama_kvs(s) + vocab, tensors)
+    os.replace(full + ".tmp", full)
+    return path
+
+
 def check_board(r, board, name):
     v = cfg(name)
     tag = "%s %s" % (board, name)
@@ -342,6 +377,14 @@ def check_aarch64(r):
             h = run(["./run"] + host_args(v))
             r.check("aarch64 %s %s text == host ./run" % (binary, name),
                     q.returncode == 0 and q.stdout == h.stdout, "differs at byte %d" % first_diff(q.stdout, h.stdout))
+        # the NEON tiles of the newer GGUF types: a prompt (prefill's tiles) then sampled tokens (decode's)
+        for type_name in A64_GGUF:
+            args = [random_gguf(type_name), "-i", "Once upon a time", "-t", "1.0", "-s", "11", "-n", "48"] + extra
+            q = run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", exe] + args)
+            h = run(["./run"] + args)
+            r.check("aarch64 %s GGUF %s text == host ./run" % (binary, type_name),
+                    q.returncode == 0 and h.returncode == 0 and q.stdout == h.stdout and len(h.stdout) > 16,
+                    "status %s/%s, differs at byte %d" % (q.returncode, h.returncode, first_diff(q.stdout, h.stdout)))
 
 
 def main_checks():

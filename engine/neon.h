@@ -2,8 +2,9 @@
  * f32/f16 vectors of four, and decode's f32/f16 rows eight side by side;
  * q8_0's integer sums by sdot (or widening multiplies), its 4 x 4 prefill
  * tile by smmla where the CPU has i8mm; GGUF's block types (q8_0, q4_0,
- * q4_K, q6_K) in tiles of rows side by side, a group's sums for four rows in
- * one vector and one vector step per group, the twins' bits. */
+ * q4_K, q6_K, q5_0, q5_1, q5_K, iq4_nl) in tiles of rows side by side, a
+ * group's sums for four rows in one vector and one vector step per group,
+ * the twins' bits; the other GGUF types run simd.h's generic tile. */
 #if !defined(MODEL_NO_SIMD) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #define LLM__SIMD "neon"
@@ -59,7 +60,7 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
  * (sdot, exact), then one vector step for the four rows,
  *   acc = fma((float)isum, d * xs, acc)
  * lane by lane: ref.h's twin's step, group after group, so the twin's bits.
- * The int16 activations of q4_0 and the K-quants (|x| <= LLM__Q16_MAX) go
+ * The int16 activations of the types but q8_0 (|x| <= LLM__Q16_MAX) go
  * to sdot as two int8 halves, x = 128 hi + lo (hi = x >> 7 in -128..127,
  * lo = x & 127), split once per token for all the rows:
  * w . x = 128 (w . hi) + (w . lo), exact. A tile of fewer than four rows
@@ -68,6 +69,10 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
 #define LLM__HAVE_GG_TILE_Q4_0 1
 #define LLM__HAVE_GG_TILE_Q4_K 1
 #define LLM__HAVE_GG_TILE_Q6_K 1
+#define LLM__HAVE_GG_TILE_Q5_0 1
+#define LLM__HAVE_GG_TILE_Q5_1 1
+#define LLM__HAVE_GG_TILE_Q5_K 1
+#define LLM__HAVE_GG_TILE_IQ4_NL 1
 #define LLM__GG_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
 
 /* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
@@ -301,9 +306,162 @@ static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, cons
     llm__acc4_store(o, na, acc);
 }
 
+/* q5_0, q5_1 and iq4_nl (32-element blocks, q4_0's nibble order: element j
+ * < 16 the low nibble of qs[j], j + 16 its high one), four rows at a time
+ * (eight spill the lane totals to the stack), the lane totals running on
+ * as q4_0's. Each block's 32 codes as int8, two vectors (elements 0..15
+ * and 16..31):
+ *   q5_0 (22 bytes: f16 d, qh[4], qs[16]) and q5_1 (24 bytes: f16 d, f16 m,
+ *        qh[4], qs[16]): the code less 16, nibble + 16 (bit j of qh) - 16,
+ *        is the nibble where bit j is set and the nibble | 0xF0 (as int8,
+ *        the nibble - 16) where it is clear: the nibble's four bits under
+ *        the high four of a mask all ones where the bit is clear
+ *        (llm__q5_low and _high, one instruction each). The mask: the
+ *        inverted qh spread a byte over eight lanes (tbl), each lane testing
+ *        its own bit (cmtst). q5_0's isum is that sum; q5_1's codes are 16
+ *        more, so its isum adds 16 sum(x), exact;
+ *   iq4_nl (18 bytes: f16 d, qs[16]): the table's value for the nibble
+ *        (-127..113) by one tbl.
+ * The steps are the twin's: acc = fma(isum, d xs, acc), and for q5_1 then
+ * acc = fma(sum(x), m xs, acc), four rows a vector. */
+enum { LLM__B32_Q5_0, LLM__B32_Q5_1, LLM__B32_IQ4_NL };
+/* the code less 16 from the low (high) nibble of b and a mask all ones where
+ * the 5th bit is clear: the nibble in the low four bits, the mask's in the
+ * high four (one bit-select; for the high nibble one shift-right-and-insert) */
+LLM__INLINE uint8x16_t llm__q5_low(uint8x16_t b, uint8x16_t clear) { return vbslq_u8(vdupq_n_u8(15), b, clear); }
+LLM__INLINE uint8x16_t llm__q5_high(uint8x16_t b, uint8x16_t clear) { return vsriq_n_u8(clear, b, 4); }
+/* a q5_0/q5_1 block's codes less 16 (-16..15): qh's 4 bytes at hb (16
+ * loaded, inside the block), qs at qs */
+LLM__INLINE void llm__q5_codes(int8x16_t *q0, int8x16_t *q1, const unsigned char *hb, const unsigned char *qs,
+                               uint8x16_t idx0, uint8x16_t idx1, uint8x16_t bit) {
+    uint8x16_t clear = vmvnq_u8(vld1q_u8(hb)), b = vld1q_u8(qs);
+    *q0 = vreinterpretq_s8_u8(llm__q5_low(b, vtstq_u8(vqtbl1q_u8(clear, idx0), bit)));
+    *q1 = vreinterpretq_s8_u8(llm__q5_high(b, vtstq_u8(vqtbl1q_u8(clear, idx1), bit)));
+}
+/* q5_1's d and m of four rows (f16 pairs at p[i] + off) as two f32 vectors, exactly */
+LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned char *const *p, size_t off) {
+    uint32x4_t v = vld1q_dup_u32((const uint32_t *)(const void *)(p[0] + off));   /* 4-aligned: 24-byte blocks in a tensor GGUF aligns to 8 */
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + off), v, 1);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + off), v, 2);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + off), v, 3);
+    float16x8_t h = vreinterpretq_f16_u32(v);
+    float32x4_t lo = vcvt_f32_f16(vget_low_f16(h)), hi = vcvt_high_f32_f16(h);   /* d0 m0 d1 m1, d2 m2 d3 m3 */
+    *d = vuzp1q_f32(lo, hi);
+    *m = vuzp2q_f32(lo, hi);
+}
+/* four rows rc of cg groups . x (hi, lo), the lane totals running on */
+LLM__INLINE void llm__gg4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                              const int32_t *xsum, const float *xs, int cg, int first, int kind) {
+    static const uint8_t idx[32] = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 };
+    static const uint8_t bits[16] = { 1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128 };
+    const size_t bytes = kind == LLM__B32_Q5_0 ? LLM__Q5_0_BYTES : kind == LLM__B32_Q5_1 ? LLM__Q5_1_BYTES : LLM__IQ4_NL_BYTES;
+    const size_t qs_at = kind == LLM__B32_Q5_0 ? 6 : kind == LLM__B32_Q5_1 ? 8 : 2, qh_at = qs_at - 4;
+    const uint8x16_t m15 = vdupq_n_u8(15), idx0 = vld1q_u8(idx), idx1 = vld1q_u8(idx + 16), bit = vld1q_u8(bits);
+    const int8x16_t kv = vld1q_s8(llm__iq4_values);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    for (int g = 0; g < cg; g++) {
+        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        LLM__UNROLL for (int i = 0; i < 4; i++) {
+            const unsigned char *b = rc[i] + bytes * g;
+            int8x16_t q0, q1;
+            if (kind == LLM__B32_IQ4_NL) {
+                uint8x16_t qs = vld1q_u8(b + qs_at);
+                q0 = vqtbl1q_s8(kv, vandq_u8(qs, m15));
+                q1 = vqtbl1q_s8(kv, vshrq_n_u8(qs, 4));
+            } else {
+                llm__q5_codes(&q0, &q1, b + qh_at, b + qs_at, idx0, idx1, bit);
+            }
+            LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
+            LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
+        }
+        int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+        int32x4_t isum = vsubq_s32(total, prev);
+        prev = total;
+        if (kind == LLM__B32_Q5_1) {
+            float32x4_t d, m;
+            llm__half4_pairs(&d, &m, rc, bytes * g);
+            acc = llm__gg_step4(acc, vaddq_s32(isum, vdupq_n_s32(16 * xsum[g])), d, xs[g]);
+            acc = vfmaq_f32(acc, vmulq_n_f32(m, xs[g]), vdupq_n_f32((float)xsum[g]));
+        } else {
+            acc = llm__gg_step4(acc, isum, llm__half4(rc, bytes * g), xs[g]);
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+static void llm__gg4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_0);
+}
+static void llm__gg4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_1);
+}
+static void llm__gg4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                            const int32_t *xsum, const float *xs, int cg, int first) {
+    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_IQ4_NL);
+}
+/* q5_K (176-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of scales
+ * and mins as q4_K's, qh[32], qs[128]): group j's element l is q4_K's
+ * nibble (qs[32 (j / 2) + l], low for even j) + 16 (bit j of qh[l]) (0..31).
+ * As q5_0's, the code less 16 is the nibble joined to a mask all ones
+ * where the bit is clear (the inverted qh, once per block, cmtst with bit
+ * j), so a group's sum s = (codes - 16) . x + 16 sum(x), exact; the lane
+ * totals run on as q5_0's. Then per group q4_K's two steps,
+ * fma((float)(sc s), d xs, acc) then fma((float)(m sum(x)), -(dmin xs),
+ * acc): the twin's */
+static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * LLM__Q5_K_BYTES;
+        int32_t sc[8][4], mn[8][4];
+        llm__q4k_scales4(sc, mn, rc, at + 4);
+        float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
+        uint8x16_t clear[4][2];   /* each row's qh inverted: all ones where a bit is clear */
+        LLM__UNROLL for (int i = 0; i < 4; i++) {
+            clear[i][0] = vmvnq_u8(vld1q_u8(rc[i] + at + 16));
+            clear[i][1] = vmvnq_u8(vld1q_u8(rc[i] + at + 32));
+        }
+        for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles, bit 2p) and k0 + 2p + 1 (high, bit 2p + 1) */
+            LLM__UNROLL for (int e = 0; e < 2; e++) {
+                int j = 2 * p + e, g = k0 + j;
+                const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << j));
+                int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+                int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+                LLM__UNROLL for (int i = 0; i < 4; i++) {
+                    const unsigned char *q = rc[i] + at + 48 + 32 * p;
+                    uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16), c0, c1;
+                    if (e) {
+                        c0 = llm__q5_high(b0, vtstq_u8(clear[i][0], bit));
+                        c1 = llm__q5_high(b1, vtstq_u8(clear[i][1], bit));
+                    } else {
+                        c0 = llm__q5_low(b0, vtstq_u8(clear[i][0], bit));
+                        c1 = llm__q5_low(b1, vtstq_u8(clear[i][1], bit));
+                    }
+                    LLM__DOT16_SPLIT(sh[i], sl[i], vreinterpretq_s8_u8(c0), h0, l0);
+                    LLM__DOT16_SPLIT(sh[i], sl[i], vreinterpretq_s8_u8(c1), h1, l1);
+                }
+                int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+                int32x4_t s = vaddq_s32(vsubq_s32(total, prev), vdupq_n_s32(16 * xsum[g]));
+                prev = total;
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_s32(vld1q_s32(sc[j]), s)), vmulq_n_f32(d, xs[g]));
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_n_s32(vld1q_s32(mn[j]), xsum[g])), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
+            }
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+
 /* The traits' tiles: token by token, a chunk of up to 64 groups of the
  * token's activations (split once for int16) against every eight (q8_0,
- * q4_0) or four rows (the K-quants, whose sums need more registers);
+ * q4_0) or four rows (the others, whose codes and sums need more
+ * registers);
  * out holds each row's accumulator between chunks. */
 #define LLM__NEON_GG_TILE(name, act_t, q16, xsum_mul, rows, call)                                                                \
     static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
@@ -336,6 +494,10 @@ LLM__NEON_GG_TILE(q8_0, int8_t, 0, 0, 8, llm__gg8_q8_0(o + a0, na, rc, (const in
 LLM__NEON_GG_TILE(q4_0, int16_t, 1, -8, 8, llm__gg8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_GG_TILE(q4_k, int16_t, 1, 1, 4, llm__gg4_q4_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q5_0, int16_t, 1, 0, 4, llm__gg4_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q5_1, int16_t, 1, 1, 4, llm__gg4_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(iq4_nl, int16_t, 1, 0, 4, llm__gg4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_GG_TILE(q5_k, int16_t, 1, 1, 4, llm__gg4_q5_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_GG_TILE
 #endif
 

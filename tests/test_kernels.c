@@ -1078,22 +1078,25 @@ static void test_gguf_q6k_extremes(void) {
 }
 
 /* ---- every block type's tile and the f32/f16 decode rows at awkward sizes ----
- * (NEON runs q8_0 and q4_0 eight rows at a time, the K-quants four, f32 and
- * f16 decode eight rows side by side, sixteen columns a step: here rows
- * 1, 3, 7, 9, 17 leave every remainder.) The block types' tiles called
- * directly, at a row offset and with ldo wider than nr, tokens 1 and 3 at
+ * (NEON runs q8_0 and q4_0 eight rows at a time, the other types four, f32
+ * and f16 decode eight rows side by side, sixteen columns a step: here rows
+ * 1, 3, 6, 7, 9, 17 leave remainders 1, 2, 3 of four and 1, 3, 6, 7 of
+ * eight.) The block types' tiles called directly, at a row offset and with
+ * ldo wider than nr, tokens 1 and 3 at
  * once: each value the twin's bit for bit (widths of 288, one group, 65 and
  * 72 groups: past the 64-group chunk), nothing written outside the tile.
  * f32/f16: a token alone (decode's rows) against the same token inside a
  * tile of four rows and three tokens (prefill's tile), bit for bit, and
  * both against the scalar twin within TOL_SIMD. */
 static void test_tiles_awkward(void) {
-    int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K };
-    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 } };
-    int colss[][3] = { { 288, 32, 2080 }, { 288, 32, 2080 }, { 256, 768, 2304 }, { 256, 768, 2304 } };
-    int nrs[] = { 1, 3, 7, 9, 17 };
+    int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K,
+                    LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_NL };
+    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 }, { 0, -1 }, { 0, 2 }, { 0, 2 }, { 0, -1 } };
+    int colss[][3] = { { 288, 32, 2080 }, { 288, 32, 2080 }, { 256, 768, 2304 }, { 256, 768, 2304 },
+                       { 288, 32, 2080 }, { 288, 32, 2080 }, { 256, 768, 2304 }, { 288, 32, 2080 } };
+    int nrs[] = { 1, 3, 6, 7, 9, 17 };
     enum { ROWS = 24, R0 = 2, T = 4, LDO = 21 };
-    for (int ti = 0; ti < 4; ti++) {
+    for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
         int code_bytes = llm__act_bytes(types[ti]);
         for (int ci = 0; ci < 3; ci++) {
@@ -1107,7 +1110,7 @@ static void test_tiles_awkward(void) {
                 fill(x, cols, 1.5f);
                 llm__quantize_acts(&t, xq + (size_t)b * cols * code_bytes, xs + (size_t)b * ng, x);
             }
-            for (int ni = 0; ni < 5; ni++) {
+            for (int ni = 0; ni < (int)(sizeof nrs / sizeof nrs[0]); ni++) {
                 for (int nc = 1; nc <= 3; nc += 2) {
                     int nr = nrs[ni], stray = 0;
                     double worst = 0;
