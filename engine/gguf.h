@@ -202,6 +202,12 @@ static const llm__ggml_type llm__ggml_types[] = {
     { 20, LLM_TYPE_GGUF_IQ4_NL, "IQ4_NL" }, { 10, LLM_TYPE_GGUF_Q2_K, "Q2_K" }, { 11, LLM_TYPE_GGUF_Q3_K, "Q3_K" },
     { 13, LLM_TYPE_GGUF_Q5_K, "Q5_K" }, { 23, LLM_TYPE_GGUF_IQ4_XS, "IQ4_XS" },
 };
+/* the engine's type for ggml type id, or -1 when it does not read it */
+static int llm__ggml_type_of(uint32_t id) {
+    for (size_t k = 0; k < sizeof llm__ggml_types / sizeof llm__ggml_types[0]; k++)
+        if (llm__ggml_types[k].id == id) return llm__ggml_types[k].type;
+    return -1;
+}
 /* names of the ones it does not, for the message */
 static const char *llm__ggml_type_name(uint32_t id) {
     static const char *const names[] = { "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",

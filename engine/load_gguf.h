@@ -159,115 +159,157 @@ static void llm__gt_name(char *out, size_t size, int s) {
                   llm__gt_layer_names[(s - LLM__GT_GLOBALS) % LLM__GT_PER_LAYER]);
 }
 
-static int llm__load_gguf(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
-    llm__gguf f;
-    llm_config *c = &m->cfg;
-    int st = llm__gguf_open(&f, b, n, m->error, sizeof m->error);
-    if (st != LLM_OK) return st;
-    if ((st = llm__gguf_config(&f, m)) != LLM_OK) return st;
+/* ---- check: the whole tensor table, before the arena is asked for ---- */
 
-    /* Every tensor info: a known name, not seen before, a supported type, the
-     * slot's shape, an aligned offset, data inside the file. */
+/* Bytes of a (rows, cols) tensor of this type as GGUF stores it: rows of
+ * whole blocks (the caller has checked that cols is a multiple of one) */
+static uint64_t llm__gguf_tensor_bytes(int type, uint64_t rows, uint64_t cols) {
+    const llm__type_traits *tr = &llm__traits[type];
+    if (tr->qblock) return llm__mul(llm__mul(rows, cols / (uint64_t)tr->qblock), (uint64_t)tr->qblock_bytes);
+    return llm__mul(llm__mul(rows, cols), (uint64_t)tr->value_bytes);
+}
+
+/* One tensor info, named tn, that fills slot s: a type the engine reads
+ * (vectors f32 only), the slot's shape, whole blocks per row, an aligned
+ * offset and its bytes inside the file. Its engine type into *type. */
+static int llm__gguf_check_tensor(const llm__gguf *f, llm_model *m, const llm__gti *t, int s, const char *tn, int *type) {
+    const llm_config *c = &m->cfg;
+    *type = llm__ggml_type_of(t->ggml_type);
+    int matrix = llm__gt_is_matrix(s);
+    if (*type < 0 || (!matrix && *type != LLM_TYPE_F32)) {
+        llm__fmt(m->error, sizeof m->error, "GGUF tensor %s has type %s (%u), which this engine does not read%s", tn,
+                 llm__ggml_type_name(t->ggml_type), (unsigned)t->ggml_type,
+                 *type >= 0 ? " for a vector (F32 only)" : " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
+        return LLM_ERR_FORMAT;
+    }
+    uint64_t rows, cols;
+    llm__gt_shape(c, s, &rows, &cols);
+    int want_nd = rows == 1 && !matrix ? 1 : 2;
+    if (t->nd != want_nd || t->ne[0] != cols || t->ne[1] != rows) {
+        llm__fmt(m->error, sizeof m->error,
+                 "GGUF tensor %s has %d dims (%llu, %llu, ...), the config says (%llu, %llu): inconsistent", tn,
+                 t->nd, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                 (unsigned long long)cols, (unsigned long long)rows);
+        return LLM_ERR_FORMAT;
+    }
+    const llm__type_traits *tr = &llm__traits[*type];
+    if (tr->qblock && cols % (uint64_t)tr->qblock) {
+        llm__fmt(m->error, sizeof m->error, "GGUF tensor %s: %llu columns are not whole %s blocks of %d", tn,
+                 (unsigned long long)cols, llm__ggml_type_name(t->ggml_type), tr->qblock);
+        return LLM_ERR_FORMAT;
+    }
+    uint64_t bytes = llm__gguf_tensor_bytes(*type, rows, cols);
+    if (t->offset % f->alignment || llm__add(llm__add(f->data_at, t->offset), bytes) > f->g.n) {
+        llm__fmt(m->error, sizeof m->error,
+                 "GGUF tensor %s at data offset %llu (%llu bytes) is %s: truncated or corrupt", tn,
+                 (unsigned long long)t->offset, (unsigned long long)bytes,
+                 t->offset % f->alignment ? "not aligned to general.alignment" : "past the end of the file");
+        return LLM_ERR_SIZE;
+    }
+    return LLM_OK;
+}
+
+/* seen: one bit per slot */
+static int llm__gt_seen(const uint32_t *seen, int s) { return seen[s / 32] >> (s % 32) & 1; }
+
+/* Every slot this config requires is in seen */
+static int llm__gguf_check_required(llm_model *m, const uint32_t *seen) {
+    const llm_config *c = &m->cfg;
+    for (int s = 0; s < LLM__GT_GLOBALS + c->n_layers * LLM__GT_PER_LAYER; s++) {
+        if (llm__gt_required(c, s) && !llm__gt_seen(seen, s)) {
+            char name[64];
+            llm__gt_name(name, sizeof name, s);
+            llm__fmt(m->error, sizeof m->error, "GGUF tensor %s is missing", name);
+            return LLM_ERR_FORMAT;
+        }
+    }
+    return LLM_OK;
+}
+
+/* The whole tensor table: each info names a slot of this model, once, and
+ * passes llm__gguf_check_tensor; every required slot is filled. Then what
+ * the table tells the config: whether the classifier is the embedding, and
+ * the activations' plan (int8 or int16 codes in groups of 32 when a matrix
+ * takes them: the matrix, the embedding included since it may be the
+ * classifier, with the widest codes plans them). */
+static int llm__gguf_check_tensors(llm__gguf *f, llm_model *m) {
+    llm_config *c = &m->cfg;
     uint32_t seen[(LLM__GT_SLOTS + 31) / 32];
     memset(seen, 0, sizeof seen);
     int weight_type = -1;
-    for (int pass = 0; pass < 2; pass++) {
-        f.g.at = f.ti_at;
-        for (uint64_t i = 0; i < f.n_tensors; i++) {
-            llm__gti t;
-            llm__gguf_tensor_info(&f, &t);
-            int s = llm__gt_slot(t.name, t.name_len, c->n_layers);
-            char tn[64];
-            llm__gg_printable(tn, sizeof tn, t.name, t.name_len);
-            if (pass == 1) { /* all checked: the views */
-                int type = 0;
-                for (size_t k = 0; k < sizeof llm__ggml_types / sizeof llm__ggml_types[0]; k++)
-                    if (llm__ggml_types[k].id == t.ggml_type) type = llm__ggml_types[k].type;
-                llm_tensor view = llm__tensor(b + f.data_at + t.offset, NULL, type, (int)t.ne[1], (int)t.ne[0], 0);
-                if (s < LLM__GT_GLOBALS) {
-                    if (s == LLM__GT_EMBD) m->w.tok_embeddings = view;
-                    else if (s == LLM__GT_OUT_NORM) m->w.final_norm = view;
-                    else if (s == LLM__GT_OUTPUT) m->w.classifier = view;
-                    else { /* Llama 3's per-frequency divisors, as llama.cpp applies them */
-                        const float *ff = (const float *)view.data;
-                        for (int k = 0; k < c->head_size / 2; k++) m->rope_freq[k] /= ff[k];
-                    }
-                } else {
-                    int layer = (s - LLM__GT_GLOBALS) / LLM__GT_PER_LAYER, k = (s - LLM__GT_GLOBALS) % LLM__GT_PER_LAYER;
-                    *(llm_tensor *)(void *)((unsigned char *)&m->w.layers[layer] + llm__gt_fields[k]) = view;
-                }
-                continue;
-            }
-            if (s < 0) {
-                llm__fmt(m->error, sizeof m->error, "GGUF tensor '%s' is not one a %s model has (or its layer is past block_count %d)",
-                         tn, llm__gg_archs[f.arch], c->n_layers);
-                return LLM_ERR_FORMAT;
-            }
-            if (seen[s / 32] >> (s % 32) & 1) {
-                llm__fmt(m->error, sizeof m->error, "GGUF tensor %s appears twice", tn);
-                return LLM_ERR_FORMAT;
-            }
-            seen[s / 32] |= 1u << (s % 32);
-            int type = -1;
-            for (size_t k = 0; k < sizeof llm__ggml_types / sizeof llm__ggml_types[0]; k++)
-                if (llm__ggml_types[k].id == t.ggml_type) type = llm__ggml_types[k].type;
-            int matrix = llm__gt_is_matrix(s);
-            if (type < 0 || (!matrix && type != LLM_TYPE_F32)) {
-                llm__fmt(m->error, sizeof m->error, "GGUF tensor %s has type %s (%u), which this engine does not read%s", tn,
-                         llm__ggml_type_name(t.ggml_type), (unsigned)t.ggml_type,
-                         type >= 0 ? " for a vector (F32 only)" : " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
-                return LLM_ERR_FORMAT;
-            }
-            uint64_t rows, cols;
-            llm__gt_shape(c, s, &rows, &cols);
-            int want_nd = rows == 1 && !matrix ? 1 : 2;
-            int ok = t.nd == want_nd && t.ne[0] == cols && t.ne[1] == rows;
-            if (!ok) {
-                llm__fmt(m->error, sizeof m->error,
-                         "GGUF tensor %s has %d dims (%llu, %llu, ...), the config says (%llu, %llu): inconsistent", tn,
-                         t.nd, (unsigned long long)t.ne[0], (unsigned long long)t.ne[1],
-                         (unsigned long long)cols, (unsigned long long)rows);
-                return LLM_ERR_FORMAT;
-            }
-            const llm__type_traits *tr = &llm__traits[type];
-            uint64_t bytes;
-            if (tr->qblock) {
-                if (cols % (uint64_t)tr->qblock) {
-                    llm__fmt(m->error, sizeof m->error, "GGUF tensor %s: %llu columns are not whole %s blocks of %d", tn,
-                             (unsigned long long)cols, llm__ggml_type_name(t.ggml_type), tr->qblock);
-                    return LLM_ERR_FORMAT;
-                }
-                bytes = llm__mul(llm__mul(rows, cols / (uint64_t)tr->qblock), (uint64_t)tr->qblock_bytes);
-            } else {
-                bytes = llm__mul(llm__mul(rows, cols), (uint64_t)tr->value_bytes);
-            }
-            if (t.offset % f.alignment || llm__add(llm__add(f.data_at, t.offset), bytes) > (uint64_t)n) {
-                llm__fmt(m->error, sizeof m->error,
-                         "GGUF tensor %s at data offset %llu (%llu bytes) is %s: truncated or corrupt", tn,
-                         (unsigned long long)t.offset, (unsigned long long)bytes,
-                         t.offset % f.alignment ? "not aligned to general.alignment" : "past the end of the file");
-                return LLM_ERR_SIZE;
-            }
-            /* a matrix a product reads (the embedding too: it may be the
-             * classifier); the one with the widest activation codes plans them */
-            if (matrix && (weight_type < 0 || llm__act_bytes(type) > llm__act_bytes(weight_type))) weight_type = type;
+    f->g.at = f->ti_at;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        llm__gti t;
+        llm__gguf_tensor_info(f, &t);
+        int s = llm__gt_slot(t.name, t.name_len, c->n_layers), type, st;
+        char tn[64];
+        llm__gg_printable(tn, sizeof tn, t.name, t.name_len);
+        if (s < 0) {
+            llm__fmt(m->error, sizeof m->error, "GGUF tensor '%s' is not one a %s model has (or its layer is past block_count %d)",
+                     tn, llm__gg_archs[f->arch], c->n_layers);
+            return LLM_ERR_FORMAT;
         }
-        if (pass == 1) break;
-        for (int s = 0; s < LLM__GT_GLOBALS + c->n_layers * LLM__GT_PER_LAYER; s++) {
-            if (llm__gt_required(c, s) && !(seen[s / 32] >> (s % 32) & 1)) {
-                char name[64];
-                llm__gt_name(name, sizeof name, s);
-                llm__fmt(m->error, sizeof m->error, "GGUF tensor %s is missing", name);
-                return LLM_ERR_FORMAT;
-            }
+        if (llm__gt_seen(seen, s)) {
+            llm__fmt(m->error, sizeof m->error, "GGUF tensor %s appears twice", tn);
+            return LLM_ERR_FORMAT;
         }
-        /* the activations' plan: int8 or int16 codes in groups of 32 when any matrix takes them */
-        c->shared_classifier = !(seen[LLM__GT_OUTPUT / 32] >> LLM__GT_OUTPUT & 1);
-        c->weight_type = weight_type < 0 ? LLM_TYPE_F32 : weight_type;
-        c->group_size = llm__act_bytes(c->weight_type) ? LLM__GQ : 0;
-        if ((st = llm_check_config(m)) != LLM_OK) return st;
-        if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
+        seen[s / 32] |= 1u << (s % 32);
+        if ((st = llm__gguf_check_tensor(f, m, &t, s, tn, &type)) != LLM_OK) return st;
+        if (llm__gt_is_matrix(s) && (weight_type < 0 || llm__act_bytes(type) > llm__act_bytes(weight_type))) weight_type = type;
     }
-    if (c->shared_classifier) m->w.classifier = m->w.tok_embeddings;
+    int st = llm__gguf_check_required(m, seen);
+    if (st != LLM_OK) return st;
+    c->shared_classifier = !llm__gt_seen(seen, LLM__GT_OUTPUT);
+    c->weight_type = weight_type < 0 ? LLM_TYPE_F32 : weight_type;
+    c->group_size = llm__act_bytes(c->weight_type) ? LLM__GQ : 0;
+    return LLM_OK;
+}
+
+/* ---- bind: the checked tensors into the model ---- */
+
+/* Slot s's field becomes view; rope_freqs instead divides the RoPE
+ * frequencies (Llama 3's per-frequency divisors, as llama.cpp applies them). */
+static void llm__gguf_bind_slot(llm_model *m, int s, llm_tensor view) {
+    if (s >= LLM__GT_GLOBALS) {
+        int layer = (s - LLM__GT_GLOBALS) / LLM__GT_PER_LAYER, k = (s - LLM__GT_GLOBALS) % LLM__GT_PER_LAYER;
+        *(llm_tensor *)(void *)((unsigned char *)&m->w.layers[layer] + llm__gt_fields[k]) = view;
+    } else if (s == LLM__GT_EMBD) {
+        m->w.tok_embeddings = view;
+    } else if (s == LLM__GT_OUT_NORM) {
+        m->w.final_norm = view;
+    } else if (s == LLM__GT_OUTPUT) {
+        m->w.classifier = view;
+    } else {
+        const float *ff = (const float *)view.data;
+        for (int k = 0; k < m->cfg.head_size / 2; k++) m->rope_freq[k] /= ff[k];
+    }
+}
+
+/* Every tensor info, all checked by llm__gguf_check_tensors, as a view
+ * into the data section, in the field of its slot (the model arena carved
+ * first). A tied classifier is the embedding. */
+static void llm__gguf_bind_tensors(llm__gguf *f, llm_model *m) {
+    f->g.at = f->ti_at;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        llm__gti t;
+        llm__gguf_tensor_info(f, &t);
+        int s = llm__gt_slot(t.name, t.name_len, m->cfg.n_layers);
+        int type = llm__ggml_type_of(t.ggml_type);
+        llm__gguf_bind_slot(m, s, llm__tensor(f->g.b + f->data_at + t.offset, NULL, type, (int)t.ne[1], (int)t.ne[0], 0));
+    }
+    if (m->cfg.shared_classifier) m->w.classifier = m->w.tok_embeddings;
+}
+
+/* A GGUF file: the metadata's config, the tensor table checked, the config
+ * checked again with the weight type the table gave it, the arena, the views. */
+static int llm__load_gguf(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
+    llm__gguf f;
+    int st = llm__gguf_open(&f, b, n, m->error, sizeof m->error);
+    if (st != LLM_OK) return st;
+    if ((st = llm__gguf_config(&f, m)) != LLM_OK) return st;
+    if ((st = llm__gguf_check_tensors(&f, m)) != LLM_OK) return st;
+    if ((st = llm_check_config(m)) != LLM_OK) return st;
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
+    llm__gguf_bind_tensors(&f, m);
     return LLM_OK;
 }
