@@ -48,6 +48,50 @@ static int llm__gt_slot(const unsigned char *s, uint64_t len, int n_layers) {
     return -1;
 }
 
+/* The RoPE scaling keys: none (or absent) or linear, with its factor and
+ * original context */
+static int llm__gguf_rope_scaling(llm__gguf *f, llm_model *m) {
+    llm_config *c = &m->cfg;
+    int st;
+    int present = 0;
+    char got[48];
+    int none = llm__gguf_str_is(f, "%s.rope.scaling.type", "none", &present, got, sizeof got);
+    if (none < 0) return LLM_ERR_FORMAT;
+    if (present && !none) {
+        if (llm__gguf_str_is(f, "%s.rope.scaling.type", "linear", &present, got, sizeof got) != 1) {
+            llm__fmt(m->error, sizeof m->error, "GGUF rope scaling '%s' is not supported (none and linear are)", got);
+            return LLM_ERR_CONFIG;
+        }
+        c->rope_scaling = LLM_ROPE_SCALING_LINEAR;
+        c->rope_factor = 1.0f;
+        if ((st = llm__gguf_float(f, m, "%s.rope.scaling.factor", &c->rope_factor)) != LLM_OK) return st;
+        if (!(c->rope_factor > 0.0f)) return llm__fail(m, LLM_ERR_CONFIG, "GGUF rope.scaling.factor must be positive");
+        if ((st = llm__gguf_int(f, m, "%s.rope.scaling.original_context_length", 0, 1, INT32_MAX, &c->rope_orig_ctx)) != LLM_OK)
+            return st;
+    }
+    return LLM_OK;
+}
+
+/* The vocabulary: token_embd's rows (0 when the file has no token_embd) */
+static int llm__gguf_vocab_size(llm__gguf *f, llm_model *m) {
+    llm_config *c = &m->cfg;
+    f->g.at = f->ti_at;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        llm__gti t;
+        llm__gguf_tensor_info(f, &t);
+        if (llm__gt_slot(t.name, t.name_len, 0) == LLM__GT_EMBD) {
+            if (t.nd != 2 || t.ne[1] < 1 || t.ne[1] > LLM_MAX_VOCAB) {
+                llm__fmt(m->error, sizeof m->error, "GGUF token_embd.weight has %d dimensions, %llu rows: not a (vocab, dim) matrix",
+                         t.nd, (unsigned long long)t.ne[1]);
+                return LLM_ERR_FORMAT;
+            }
+            c->vocab_size = (int)t.ne[1];
+            break;
+        }
+    }
+    return LLM_OK;
+}
+
 /* The config from the metadata and token_embd's shape */
 static int llm__gguf_config(llm__gguf *f, llm_model *m) {
     llm_config *c = &m->cfg;
@@ -80,37 +124,8 @@ static int llm__gguf_config(llm__gguf *f, llm_model *m) {
 #undef LLM__GI
     if ((st = llm__gguf_float(f, m, "%s.rope.freq_base", &c->rope_theta)) != LLM_OK) return st;
     if ((st = llm__gguf_float(f, m, "%s.attention.layer_norm_rms_epsilon", &c->norm_eps)) != LLM_OK) return st;
-    int present = 0;
-    char got[48];
-    int none = llm__gguf_str_is(f, "%s.rope.scaling.type", "none", &present, got, sizeof got);
-    if (none < 0) return LLM_ERR_FORMAT;
-    if (present && !none) {
-        if (llm__gguf_str_is(f, "%s.rope.scaling.type", "linear", &present, got, sizeof got) != 1) {
-            llm__fmt(m->error, sizeof m->error, "GGUF rope scaling '%s' is not supported (none and linear are)", got);
-            return LLM_ERR_CONFIG;
-        }
-        c->rope_scaling = LLM_ROPE_SCALING_LINEAR;
-        c->rope_factor = 1.0f;
-        if ((st = llm__gguf_float(f, m, "%s.rope.scaling.factor", &c->rope_factor)) != LLM_OK) return st;
-        if (!(c->rope_factor > 0.0f)) return llm__fail(m, LLM_ERR_CONFIG, "GGUF rope.scaling.factor must be positive");
-        if ((st = llm__gguf_int(f, m, "%s.rope.scaling.original_context_length", 0, 1, INT32_MAX, &c->rope_orig_ctx)) != LLM_OK)
-            return st;
-    }
-    /* the vocabulary: token_embd's rows */
-    f->g.at = f->ti_at;
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        llm__gti t;
-        llm__gguf_tensor_info(f, &t);
-        if (llm__gt_slot(t.name, t.name_len, 0) == LLM__GT_EMBD) {
-            if (t.nd != 2 || t.ne[1] < 1 || t.ne[1] > LLM_MAX_VOCAB) {
-                llm__fmt(m->error, sizeof m->error, "GGUF token_embd.weight has %d dimensions, %llu rows: not a (vocab, dim) matrix",
-                         t.nd, (unsigned long long)t.ne[1]);
-                return LLM_ERR_FORMAT;
-            }
-            c->vocab_size = (int)t.ne[1];
-            break;
-        }
-    }
+    if ((st = llm__gguf_rope_scaling(f, m)) != LLM_OK) return st;
+    if ((st = llm__gguf_vocab_size(f, m)) != LLM_OK) return st;
     if (!c->vocab_size) return llm__fail(m, LLM_ERR_FORMAT, "GGUF tensor token_embd.weight is missing");
     c->weight_type = LLM_TYPE_F32;   /* set from the matrices once read */
     return llm_check_config(m);

@@ -105,16 +105,71 @@ static int llm__llmw2_matrix_type(const llm_config *c, uint64_t cols) {
     return c->weight_type == LLM_TYPE_GGUF_Q4_K && cols % 256 ? LLM_TYPE_GGUF_Q4_0 : c->weight_type;
 }
 
-/* Version 2: each directory entry (40 bytes: u32 kind, layer, type, group,
- * rows, cols; u64 values offset, scales offset) is checked against the
- * config before the arena is asked for: a known kind the header's flags
- * call for, its layer, the shape the config implies, the header's weight
- * type for matrices and f32 for vectors, 64-aligned offsets inside the
- * file. Entries come in the canonical order (so none repeats), their
- * tensors in the same order without overlap, and their count is the one
- * the config implies (so none is missing); the file ends with the last. */
-static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint64_t file_size, void *arena,
-                           size_t arena_size) {
+/* Directory entry i at e (40 bytes: u32 kind, layer, type, group, rows,
+ * cols; u64 values offset, scales offset), checked against the config: a
+ * known kind the header's flags call for, its layer, the shape the config
+ * implies, the header's weight type for matrices and f32 for vectors,
+ * 64-aligned offsets inside the file's n bytes. Its place in the canonical
+ * order must follow *key, its bytes *end (both then advanced to it). */
+static int llm__llmw2_check_entry(llm_model *m, const unsigned char *e, size_t n, uint32_t i, uint64_t *key,
+                                  uint64_t *end) {
+    const llm_config *c = &m->cfg;
+    uint32_t kind = llm__u32(e), layer = llm__u32(e + 4), type = llm__u32(e + 8), group = llm__u32(e + 12);
+    uint64_t rows = llm__u32(e + 16), cols = llm__u32(e + 20), off = llm__u64(e + 24), so = llm__u64(e + 32);
+    if (kind >= LLM__K_COUNT) {
+        llm__fmt(m->error, sizeof m->error, "tensor directory entry %u: kind %u unknown", (unsigned)i, (unsigned)kind);
+        return LLM_ERR_FORMAT;
+    }
+    const llm__kind *k = &llm__kinds[kind];
+    const char *name = k->name;
+    char why[160];
+#define LLM__BAD(...) do { llm__fmt(why, sizeof why, __VA_ARGS__); \
+                           llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u): %s", name, (unsigned)i, why); \
+                           return LLM_ERR_FORMAT; } while (0)
+    if (!llm__kind_present(c, (int)kind)) LLM__BAD("not expected with the header's flags (norm_bias, shared_classifier, qkv_bias, qk_norm, out_norm)");
+    if (k->per_layer ? layer >= (uint32_t)c->n_layers : layer != LLM__NO_LAYER)
+        LLM__BAD("layer %u out of range", (unsigned)layer);
+    uint64_t at = llm__entry_key(c, (int)kind, layer);
+    if (i > 0 && at <= *key) LLM__BAD("out of order or repeated");
+    *key = at;
+    if (rows != llm__size_of(c, k->rows) || cols != llm__size_of(c, k->cols))
+        LLM__BAD("shape (%u, %u), but the header's dims (dim, hidden_dim, heads, head_size, vocab_size) imply (%u, %u)", (unsigned)rows, (unsigned)cols,
+                 (unsigned)llm__size_of(c, k->rows), (unsigned)llm__size_of(c, k->cols));
+    int want_type = k->matrix ? llm__llmw2_matrix_type(c, cols) : LLM_TYPE_F32;
+    uint32_t want_group = llm__traits[want_type].block ? 0u : (uint32_t)c->group_size;
+    if (type != (uint32_t)want_type || group != want_group)
+        LLM__BAD("type %u group %u, but this engine reads type %d group %u here (the header's weight type for matrices, q4_0 for a q4_K file's rows not a multiple of 256; f32 for vectors)",
+                 (unsigned)type, (unsigned)group, want_type, (unsigned)want_group);
+    uint64_t scale_at;
+    llm_config tc = *c;   /* the bytes of a tensor of this entry's type */
+    tc.weight_type = want_type;
+    uint64_t bytes = llm__matrix_bytes(&tc, rows, cols, &scale_at);
+    uint64_t values = scale_at ? scale_at : bytes;          /* the values' bytes, padded when scales follow */
+    uint64_t scales = scale_at ? bytes - scale_at : 0;
+    typedef unsigned long long ull;
+    if (off % LLM_ALIGN) LLM__BAD("offset %llu is not a multiple of 64", (ull)off);
+    if (off < *end) LLM__BAD("its bytes at %llu overlap what comes before (up to %llu)", (ull)off, (ull)*end);
+    if (!scales && so) LLM__BAD("scales offset %llu given, but type %s has no scales", (ull)so, llm_type_name(want_type));
+    if (scales && !so) LLM__BAD("type %s needs scales, but the scales offset is 0", llm_type_name(want_type));
+    if (scales && so % LLM_ALIGN) LLM__BAD("scales offset %llu is not a multiple of 64", (ull)so);
+    if (scales && so < llm__add(off, values))
+        LLM__BAD("scales at %llu overlap its values (%llu..%llu)", (ull)so, (ull)off, (ull)llm__add(off, values));
+    *end = scales ? llm__add(so, scales) : llm__add(off, values);
+    if (*end > (uint64_t)n) {
+        llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u) ends at byte %llu, past the file's %zu: truncated",
+                 name, (unsigned)i, (unsigned long long)*end, n);
+        return LLM_ERR_SIZE;
+    }
+#undef LLM__BAD
+    return LLM_OK;
+}
+
+/* Version 2's directory, before the arena is asked for: the header's
+ * reserved bytes zero, as many entries as the config implies (so none is
+ * missing) inside the file, each passing llm__llmw2_check_entry in the
+ * canonical order (so none repeats), their tensors in the same order
+ * without overlap; the file ends with the last. */
+static int llm__llmw2_check_directory(llm_model *m, const unsigned char *b, size_t n, uint64_t file_size) {
     const llm_config *c = &m->cfg;
     uint32_t count = llm__u32(b + 96);
     uint64_t dir = llm__u64(b + 104), want = 0;
@@ -135,54 +190,8 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
     }
     uint64_t end = dir_end, key = 0;
     for (uint32_t i = 0; i < count; i++) {
-        const unsigned char *e = b + (size_t)dir + (size_t)i * LLM__ENTRY_SIZE;
-        uint32_t kind = llm__u32(e), layer = llm__u32(e + 4), type = llm__u32(e + 8), group = llm__u32(e + 12);
-        uint64_t rows = llm__u32(e + 16), cols = llm__u32(e + 20), off = llm__u64(e + 24), so = llm__u64(e + 32);
-        if (kind >= LLM__K_COUNT) {
-            llm__fmt(m->error, sizeof m->error, "tensor directory entry %u: kind %u unknown", (unsigned)i, (unsigned)kind);
-            return LLM_ERR_FORMAT;
-        }
-        const llm__kind *k = &llm__kinds[kind];
-        const char *name = k->name;
-        char why[160];
-#define LLM__BAD(...) do { llm__fmt(why, sizeof why, __VA_ARGS__); \
-                           llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u): %s", name, (unsigned)i, why); \
-                           return LLM_ERR_FORMAT; } while (0)
-        if (!llm__kind_present(c, (int)kind)) LLM__BAD("not expected with the header's flags (norm_bias, shared_classifier, qkv_bias, qk_norm, out_norm)");
-        if (k->per_layer ? layer >= (uint32_t)c->n_layers : layer != LLM__NO_LAYER)
-            LLM__BAD("layer %u out of range", (unsigned)layer);
-        uint64_t at = llm__entry_key(c, (int)kind, layer);
-        if (i > 0 && at <= key) LLM__BAD("out of order or repeated");
-        key = at;
-        if (rows != llm__size_of(c, k->rows) || cols != llm__size_of(c, k->cols))
-            LLM__BAD("shape (%u, %u), but the header's dims (dim, hidden_dim, heads, head_size, vocab_size) imply (%u, %u)", (unsigned)rows, (unsigned)cols,
-                     (unsigned)llm__size_of(c, k->rows), (unsigned)llm__size_of(c, k->cols));
-        int want_type = k->matrix ? llm__llmw2_matrix_type(c, cols) : LLM_TYPE_F32;
-        uint32_t want_group = llm__traits[want_type].block ? 0u : (uint32_t)c->group_size;
-        if (type != (uint32_t)want_type || group != want_group)
-            LLM__BAD("type %u group %u, but this engine reads type %d group %u here (the header's weight type for matrices, q4_0 for a q4_K file's rows not a multiple of 256; f32 for vectors)",
-                     (unsigned)type, (unsigned)group, want_type, (unsigned)want_group);
-        uint64_t scale_at;
-        llm_config tc = *c;   /* the bytes of a tensor of this entry's type */
-        tc.weight_type = want_type;
-        uint64_t bytes = llm__matrix_bytes(&tc, rows, cols, &scale_at);
-        uint64_t values = scale_at ? scale_at : bytes;          /* the values' bytes, padded when scales follow */
-        uint64_t scales = scale_at ? bytes - scale_at : 0;
-        typedef unsigned long long ull;
-        if (off % LLM_ALIGN) LLM__BAD("offset %llu is not a multiple of 64", (ull)off);
-        if (off < end) LLM__BAD("its bytes at %llu overlap what comes before (up to %llu)", (ull)off, (ull)end);
-        if (!scales && so) LLM__BAD("scales offset %llu given, but type %s has no scales", (ull)so, llm_type_name(want_type));
-        if (scales && !so) LLM__BAD("type %s needs scales, but the scales offset is 0", llm_type_name(want_type));
-        if (scales && so % LLM_ALIGN) LLM__BAD("scales offset %llu is not a multiple of 64", (ull)so);
-        if (scales && so < llm__add(off, values))
-            LLM__BAD("scales at %llu overlap its values (%llu..%llu)", (ull)so, (ull)off, (ull)llm__add(off, values));
-        end = scales ? llm__add(so, scales) : llm__add(off, values);
-        if (end > (uint64_t)n) {
-            llm__fmt(m->error, sizeof m->error, "tensor %s (directory entry %u) ends at byte %llu, past the file's %zu: truncated",
-                     name, (unsigned)i, (unsigned long long)end, n);
-            return LLM_ERR_SIZE;
-        }
-#undef LLM__BAD
+        int st = llm__llmw2_check_entry(m, b + (size_t)dir + (size_t)i * LLM__ENTRY_SIZE, n, i, &key, &end);
+        if (st != LLM_OK) return st;
     }
     if (end != file_size || file_size != (uint64_t)n) {
         llm__fmt(m->error, sizeof m->error,
@@ -190,9 +199,16 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
                  n, (unsigned long long)file_size, (unsigned long long)end);
         return LLM_ERR_SIZE;
     }
-    int st = llm__model_arena(m, arena, arena_size);
-    if (st != LLM_OK) return st;
-    /* every entry is valid: point the tensors at their bytes */
+    return LLM_OK;
+}
+
+/* Every directory entry, all checked, as a view of its bytes in its field
+ * (the output norms: a pointer in w.out_norms); a tied classifier is the
+ * embedding. */
+static void llm__llmw2_bind(llm_model *m, const unsigned char *b) {
+    const llm_config *c = &m->cfg;
+    uint32_t count = llm__u32(b + 96);
+    uint64_t dir = llm__u64(b + 104);
     for (uint32_t i = 0; i < count; i++) {
         const unsigned char *e = b + (size_t)dir + (size_t)i * LLM__ENTRY_SIZE;
         const llm__kind *k = &llm__kinds[llm__u32(e)];
@@ -207,11 +223,22 @@ static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint6
                             (int)llm__u32(e + 8), (int)llm__u32(e + 16), (int)llm__u32(e + 20), c->group_size);
     }
     if (c->shared_classifier) m->w.classifier = m->w.tok_embeddings;
+}
+
+/* Version 2: the header, a tensor directory, the tensors; the directory
+ * checked whole, then the arena, then the views. */
+static int llm__load_llmw2(llm_model *m, const unsigned char *b, size_t n, uint64_t file_size, void *arena,
+                           size_t arena_size) {
+    int st = llm__llmw2_check_directory(m, b, n, file_size);
+    if (st != LLM_OK) return st;
+    if ((st = llm__model_arena(m, arena, arena_size)) != LLM_OK) return st;
+    llm__llmw2_bind(m, b);
     return LLM_OK;
 }
 
-/* LLMW: 256-byte header, then 64-byte-aligned tensors, layer by layer. */
-static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
+/* The 256-byte header of either version: its version, the config (checked)
+ * and the file size it records. */
+static int llm__llmw_header(llm_model *m, const unsigned char *b, size_t n, uint32_t *version_out, uint64_t *file_size) {
     llm_config *c = &m->cfg;
     if (n < LLM_HEADER_SIZE) return llm__fail(m, LLM_ERR_SIZE, "file shorter than the 256-byte LLMW header: truncated");
     uint32_t version = llm__u32(b + 4);
@@ -233,7 +260,8 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
     c->shared_classifier = (int)llm__u32(b + 72); c->weight_type = (int)llm__u32(b + 76);
     c->group_size = (int)llm__u32(b + 80); c->norm_bias = (int)llm__u32(b + 84);
     c->format = LLM_FORMAT_LLMW;
-    uint64_t file_size = llm__u64(b + 88);
+    *file_size = llm__u64(b + 88);
+    *version_out = version;
     if (version == 2) {
         c->rope_scaling = (int)llm__u32(b + 100);
         c->rope_factor = llm__f32(b + 112); c->rope_low_freq_factor = llm__f32(b + 116);
@@ -257,7 +285,15 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
     if (st != LLM_OK) return st;
     if (c->shared_classifier > 1 || c->norm_bias > 1 || c->shared_classifier < 0 || c->norm_bias < 0)
         return llm__fail(m, LLM_ERR_FORMAT, "shared_classifier/norm_bias flags must be 0 or 1");
-    if (version == 2) return llm__load_llmw2(m, b, n, file_size, arena, arena_size);
+    return LLM_OK;
+}
+
+/* Version 1: the tensors follow the header, 64-byte aligned, layer by
+ * layer, in the order and shapes the config implies. */
+static int llm__load_llmw1(llm_model *m, const unsigned char *b, size_t n, uint64_t file_size, void *arena,
+                           size_t arena_size) {
+    llm_config *c = &m->cfg;
+    int st;
     if (c->head_size * c->n_heads != c->dim) return llm__fail(m, LLM_ERR_CONFIG, "head_size * n_heads != dim");
 
     /* every offset in 64 bits; once the end matches the file's n bytes, each fits a size_t */
@@ -310,4 +346,15 @@ static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *
     if (c->norm_bias) w->final_norm_bias = llm__vector_at(b + o_final + vec, D);
     w->classifier = c->shared_classifier ? w->tok_embeddings : llm__matrix_at(m, b + o_cls, cls_so, V, D);
     return LLM_OK;
+}
+
+/* LLMW: the 256-byte header, then the tensors: in the config's order
+ * (version 1) or as its directory lists them (version 2). */
+static int llm__load_llmw(llm_model *m, const unsigned char *b, size_t n, void *arena, size_t arena_size) {
+    uint32_t version;
+    uint64_t file_size;
+    int st = llm__llmw_header(m, b, n, &version, &file_size);
+    if (st != LLM_OK) return st;
+    if (version == 2) return llm__load_llmw2(m, b, n, file_size, arena, arena_size);
+    return llm__load_llmw1(m, b, n, file_size, arena, arena_size);
 }
