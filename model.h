@@ -315,8 +315,12 @@ uint16_t llm_f32_to_f16(float f);
 #define MODEL_IMPLEMENTATION_DONE
 #include "engine/base.h"     /* formatting, checked size math, little-endian reads, f16 */
 #include "engine/types.h"    /* the type traits table, the KV cache's types             */
-#include "engine/load.h"     /* the checkpoint formats                                  */
+#include "engine/config.h"   /* the config's range checks, the model arena              */
+#include "engine/load_llama2c.h" /* llama2.c's legacy and ak42 checkpoints              */
+#include "engine/load_llmw.h" /* LLMW versions 1 and 2 (FORMAT.md)                      */
 #include "engine/gguf.h"     /* GGUF v2/v3: metadata, tensor table, the tokenizer arrays */
+#include "engine/load_gguf.h" /* a GGUF file's model: config, tensors checked, bound    */
+#include "engine/load.h"     /* llm_load: the magic picks the reader                    */
 #include "engine/plan.h"     /* options, the arena plan, state init                     */
 #include "engine/ref.h"      /* the scalar kernels: every fast kernel's twin            */
 #include "engine/simd.h"     /* the vector mapping, tiles, matmul (ISA files inside)    */

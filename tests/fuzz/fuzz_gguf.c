@@ -1,5 +1,5 @@
-/* fuzz_gguf.c -- GGUF files (engine/gguf.h): the model reader through
- * llm_model_size and llm_load, and the metadata API run.c reads the
+/* fuzz_gguf.c -- GGUF files (engine/gguf.h, engine/load_gguf.h): the model
+ * reader through llm_model_size and llm_load, and the metadata API run.c reads the
  * tokenizer with (llm_gguf_find, llm_gguf_next_string, llm_gguf_int,
  * llm_gguf_float) on every key the engine or run.c asks for.
  *
