@@ -321,7 +321,8 @@ uint16_t llm_f32_to_f16(float f);
 #include "engine/ref.h"      /* the scalar kernels: every fast kernel's twin            */
 #include "engine/simd.h"     /* the vector mapping, tiles, matmul (ISA files inside)    */
 #include "engine/repack.h"   /* load-time repacking into the tiles' panels              */
-#include "engine/forward.h"  /* norms, RoPE, the KV cache, attention, FFN, llm_forward  */
+#include "engine/attention.h" /* the KV cache views, attention and its passes          */
+#include "engine/forward.h"  /* norms, RoPE, the attention block, FFN, llm_forward       */
 #include "engine/batch.h"    /* llm_forward_batch: several sequences' tokens in one pass */
 #endif /* MODEL_IMPLEMENTATION_DONE */
 #endif /* MODEL_IMPLEMENTATION */

@@ -46,6 +46,7 @@
 #endif
 
 #include "fmt.h"   /* llm__fmt: the error messages' formatter, shared with tokenizer.c */
+#include "compiler.h"   /* unroll, inline, prefetch, static assert */
 
 /* --------------------------------------------------------------------- */
 /* Small helpers                                                          */

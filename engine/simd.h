@@ -54,6 +54,7 @@ static inline size_t llm__pf_ahead(size_t tile_bytes) {
     do { if ((ahead) <= LLM__PF_ONCE_MAX) LLM__PREFETCH_ONCE(p); else LLM__PREFETCH(p); } while (0)
 
 #include "x86.h"
+#include "x86_gguf.h"
 #include "neon.h"
 #include "mcu.h"
 

@@ -1,7 +1,7 @@
 /* engine/types.h -- the weight types described by data, as ggml's type
  * traits do: one const row per llm_type, which the loaders, the plan and
  * the products read instead of switching on the type. Also the KV cache's
- * layouts.
+ * element sizes (its views: attention.h).
  *
  * A new GGUF block type, as a checklist (each of the eight added after
  * q6_K followed it):
@@ -212,15 +212,5 @@ static llm_tensor llm__tensor(const void *data, const float *scale, int type, in
     return w;
 }
 
-/* ---- the KV cache ---- */
+/* ---- the KV cache: bytes per element (the views and layouts: attention.h) ---- */
 static size_t llm__kv_elem_bytes(int kv_type) { return kv_type == LLM_KV_F32 ? 4 : kv_type == LLM_KV_F16 ? 2 : 1; }
-
-/* One layer's cache for the attention of one head. */
-typedef struct llm__kv_view {
-    const void *k, *v;
-    const uint16_t *k_scale, *v_scale;
-    int type, n_heads, hs;
-    int prefetch;   /* 1: each block of keys asks for the next block's rows (decode) */
-} llm__kv_view;
-
-#define LLM__KEY_BLOCK 32
