@@ -310,3 +310,36 @@ static llm__kv_view llm__kv_view_of(const llm_config *c, const llm_state *s, int
     kv.prefetch = 0;
     return kv;
 }
+
+/* per (token, head) of one sequence: softmax(q K^T / sqrt(hs)) V over
+ * positions 0..pos+t of state s's cache, q from rows o.. of w->q, out to
+ * rows o.. of w->xb. A group of query heads shares each pass over its kv
+ * head's keys; where each kv head has one query head, two consecutive
+ * tokens share it. */
+static void llm__attend_sequence(const llm_model *m, llm_state *w, const llm_state *s, int l, int o, int n, int pos) {
+    const llm_config *c = &m->cfg;
+    int hs = c->head_size, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads, nt = w->n_threads;
+    float *q = w->q + (size_t)o * qd, *xb = w->xb + (size_t)o * qd;
+    llm__kv_view kv = llm__kv_view_of(c, s, l);
+    int per = group > 1 ? 1 : 2, items = (n + per - 1) / per;
+    if (n == 1) { /* decode: the kv heads in nt shares, each share's heads side by side */
+        kv.prefetch = 1;   /* a batch takes one head's tokens in turn, its rows already in cache */
+        int parts = (int64_t)qd * (pos + 1) * 2 >= w->parallel_min_work && nt > 1 ? nt : 1;
+        if (parts > c->n_kv_heads) parts = c->n_kv_heads;
+        LLM__PARALLEL_FOR(nt, parts > 1,
+        for (int i = 0; i < parts; i++)
+            llm__attend_heads(xb, q, &kv, c->n_kv_heads * i / parts, c->n_kv_heads * (i + 1) / parts, group, pos););
+    } else {
+        LLM__PARALLEL_FOR(nt, (int64_t)n * qd * (pos + n) * 2 >= w->parallel_min_work,
+        for (int it = 0; it < items * c->n_kv_heads; it++) {
+            /* one kv head's tokens after another, so the head's keys and values
+             * stay in cache for all of them; the items in the order 0, last, 1,
+             * last-1, ...: each thread's share holds short and long rows of the
+             * causal triangle alike */
+            int k = it % items, i = k % 2 ? items - 1 - k / 2 : k / 2, kvh = it / items, t = i * per;
+            size_t at = (size_t)t * qd + (size_t)kvh * group * hs;   /* the group's first query head */
+            if (per == 1) llm__attend_rows(xb + at, q + at, (size_t)hs, &kv, kvh, group, pos + t, 0);
+            else llm__attend_rows(xb + at, q + at, (size_t)qd, &kv, kvh, n - t < 2 ? 1 : 2, pos + t, 1);
+        });
+    }
+}

@@ -88,6 +88,18 @@ void llm_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) sum += x[i];
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
+
+/* SwiGLU in place: g (n,) = silu(g) * u = g * 1/(1 + e^-g) * u */
+static void llm__swiglu(float *g, const float *u, int n) {
+    int i = 0;
+    float e[64];
+    for (; i < n; i += 64) {
+        int len = n - i < 64 ? n - i : 64;
+        for (int j = 0; j < len; j++) e[j] = -g[i + j];
+        llm__exp_shifted(e, len, 0.0f);
+        for (int j = 0; j < len; j++) g[i + j] = g[i + j] * (1.0f / (1.0f + e[j])) * u[i + j];
+    }
+}
 #ifdef LLM__VL
 /* the first len (< VL) elements through a zero-padded copy, where the ISA
  * has no masked load */
