@@ -25,7 +25,7 @@ typedef struct llm__kv_view {
  * one f16 scale per head (max |v| / 127) ---- */
 
 /* Store row v (kvd,) at position pos of one layer's cache. */
-static void llm__kv_store(void *cache, uint16_t *scales, int kv_type, size_t pos, const float *v, int n_heads, int hs) {
+LLM__KERNEL void llm__kv_store(void *cache, uint16_t *scales, int kv_type, size_t pos, const float *v, int n_heads, int hs) {
     size_t kvd = (size_t)n_heads * hs;
     if (kv_type == LLM_KV_F32) {
         memcpy((float *)cache + pos * kvd, v, kvd * 4);
@@ -316,7 +316,7 @@ static llm__kv_view llm__kv_view_of(const llm_config *c, const llm_state *s, int
  * rows o.. of w->xb. A group of query heads shares each pass over its kv
  * head's keys; where each kv head has one query head, two consecutive
  * tokens share it. */
-static void llm__attend_sequence(const llm_model *m, llm_state *w, const llm_state *s, int l, int o, int n, int pos) {
+LLM__KERNEL void llm__attend_sequence(const llm_model *m, llm_state *w, const llm_state *s, int l, int o, int n, int pos) {
     const llm_config *c = &m->cfg;
     int hs = c->head_size, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads, nt = w->n_threads;
     float *q = w->q + (size_t)o * qd, *xb = w->xb + (size_t)o * qd;

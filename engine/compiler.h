@@ -1,6 +1,7 @@
 /* engine/compiler.h -- the compiler macros the kernels use: loop unrolling,
  * forced inlining, prefetch hints, no vectorizing where it would change the
- * float order, and a C99 compile-time check. No code. */
+ * float order, a C99 compile-time check, and the storage class of what the
+ * engine's two parts share. No code. */
 #ifndef LLM__COMPILER_H
 #define LLM__COMPILER_H
 
@@ -37,5 +38,18 @@
 #define LLM__NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
 #else
 #define LLM__NO_VECTORIZE
+#endif
+/* The storage class of what the engine's two parts share (engine/parts.h):
+ * static in the one-translation-unit build (MODEL_IMPLEMENTATION); extern
+ * in the host's split build (LLM__PART_KERNELS, LLM__PART_MODEL), hidden
+ * from a shared object's exports. */
+#if defined(LLM__PART_KERNELS) || defined(LLM__PART_MODEL)
+#if defined(__GNUC__)
+#define LLM__KERNEL __attribute__((visibility("hidden")))
+#else
+#define LLM__KERNEL
+#endif
+#else
+#define LLM__KERNEL static
 #endif
 #endif /* LLM__COMPILER_H */

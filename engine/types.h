@@ -93,29 +93,29 @@ typedef struct llm__type_traits {
 } llm__type_traits;
 
 /* the functions of each row: the twins in ref.h, the tiles in simd.h */
-static void llm__dequant_row_f32(float *out, const llm_tensor *w, int r);
-static void llm__dequant_row_f16(float *out, const llm_tensor *w, int r);
-static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r);
-static float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
-static float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
-static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
-static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc);
-static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc);
-static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                         const float *xs, int t, int nr, int nc);
+LLM__KERNEL void llm__dequant_row_f32(float *out, const llm_tensor *w, int r);
+LLM__KERNEL void llm__dequant_row_f16(float *out, const llm_tensor *w, int r);
+LLM__KERNEL void llm__dequant_row_q8(float *out, const llm_tensor *w, int r);
+LLM__KERNEL float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+LLM__KERNEL float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+LLM__KERNEL float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+LLM__KERNEL void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc);
+LLM__KERNEL void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc);
+LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                              const float *xs, int t, int nr, int nc);
 /* GGUF's types: bf16, and the block types whose twins multiply activations
  * quantized in groups of LLM__GQ (engine/ref.h): int8 codes for q8_0,
  * int16 codes (LLM__ACT_Q16, not a weight type) for q4_0 and the K-quants,
  * where int8 activations were most of the error */
 #define LLM__GQ 32
 #define LLM__ACT_Q16 LLM_TYPE_COUNT
-#define LLM__GG_TYPE_FNS(name)                                                                                  \
-    static void llm__dequant_row_##name(float *out, const llm_tensor *w, int r);                                \
-    static float llm__row_dot_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs); \
-    static void llm__tile_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq, \
-                                 const float *xs, int t, int nr, int nc);
+#define LLM__GG_TYPE_FNS(name)                                                                                       \
+    LLM__KERNEL void llm__dequant_row_##name(float *out, const llm_tensor *w, int r);                                \
+    LLM__KERNEL float llm__row_dot_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs); \
+    LLM__KERNEL void llm__tile_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq, \
+                                      const float *xs, int t, int nr, int nc);
 LLM__GG_TYPE_FNS(bf16)
 LLM__GG_TYPE_FNS(gq8_0)
 LLM__GG_TYPE_FNS(gq4_0)
@@ -158,7 +158,9 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
 LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
 LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);
 
+#ifndef LLM__PART_KERNELS   /* the split build's model part defines the API (engine/parts.h) */
 const char *llm_type_name(int t) { return t >= 0 && t < LLM_TYPE_COUNT ? llm__traits[t].name : "unknown"; }
+#endif
 
 /* bytes per activation code a product of type t quantizes to: 0 (f32 as
  * they are), 1 (int8) or 2 (int16); 0 for a type the file got wrong */

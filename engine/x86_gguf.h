@@ -231,8 +231,8 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
 /* an 8-row block's sums for all the tile's tokens at once, each group's
  * weights unpacked once (isum[b][i][g]: token b, row i, group g) */
 #define LLM__GG_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
-    static void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,                           \
-                   const int8_t *xq, const float *xs, int t, int nr, int nc) {                                \
+    LLM__KERNEL void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,                      \
+                        const int8_t *xq, const float *xs, int t, int nr, int nc) {                           \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
                              (size_t)llm__traits[w->type].qblock_bytes;                                        \
@@ -348,8 +348,8 @@ LLM__GG_TILE8(llm__tile_gq3_k, q3_k, 0, LLM__GG_DOFF_q3_k, int16_t)
 /* q2_K: LLM__GG_TILE8 with a second sum per (row, group), the mins' msum,
  * and the twin's two steps: fma(isum, d xs, acc), fma(msum, -(dmin xs), acc) */
 #define LLM__HAVE_GG_TILE_Q2_K 1
-static void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
     int n = w->cols, G = n / LLM__GQ;
     size_t chunk_bytes = (size_t)(64 * LLM__GQ / LLM__QK) * LLM__Q2_K_BYTES;
     int32_t isum[LLM__NC][8][64], msum[LLM__NC][8][64];
@@ -765,22 +765,22 @@ LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, co
 #define LLM__CODE_ALIGN
 #endif
 LLM__CODE_ALIGN
-static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 1);
     else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 0);
     else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__CODE_ALIGN
-static void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 1);
     else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 0);
     else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__CODE_ALIGN
-static void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 1);
     else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
     else llm__tile8_gq6_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
