@@ -189,7 +189,7 @@ LLM__INLINE void llm__pass_start(llm__pass *ps, float *out, const float *q, size
 /* the pass's last position */
 LLM__INLINE int llm__pass_top(const llm__pass *ps) { return ps->last + (ps->nq - 1) * ps->dlast; }
 /* keys j0 .. j0 + LLM__KEY_BLOCK - 1 (those each row has) */
-LLM__INLINE void llm__pass_block(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
+LLM__INLINE void llm__pass_block_typed(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
     int hs = kv->hs, nq = ps->nq, kvh = ps->kvh, len[LLM__GROUP_MAX];
     size_t ld = ps->ld;
     float *out = ps->out;
@@ -213,6 +213,26 @@ LLM__INLINE void llm__pass_block(llm__pass *ps, const llm__kv_view *kv, int type
         if (len[g + 1] > both)
             llm__accumulate_head(out + (g + 1) * ld, ld, ps->p + g + 1, ps->run_sum + g + 1, 1, kv, type, kvh, j0, both, len[g + 1]);
     }
+}
+/* the same, one out-of-line instance per cache type, which every pass
+ * calls: the kernels inlined in a block (the scores, and the values' eight
+ * chunk counts for one and for two rows) are compiled three times, not at
+ * each of the passes' call sites (six per type). A call per block of keys;
+ * the attention code goes from 150 to ~50 KB, and its compile time, most
+ * of the engine's, with it. */
+static LLM__NOINLINE void llm__pass_block_f32(llm__pass *ps, const llm__kv_view *kv, int j0) {
+    llm__pass_block_typed(ps, kv, LLM_KV_F32, j0);
+}
+static LLM__NOINLINE void llm__pass_block_f16(llm__pass *ps, const llm__kv_view *kv, int j0) {
+    llm__pass_block_typed(ps, kv, LLM_KV_F16, j0);
+}
+static LLM__NOINLINE void llm__pass_block_q8(llm__pass *ps, const llm__kv_view *kv, int j0) {
+    llm__pass_block_typed(ps, kv, LLM_KV_Q8, j0);
+}
+LLM__INLINE void llm__pass_block(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
+    if (type == LLM_KV_F32) llm__pass_block_f32(ps, kv, j0);
+    else if (type == LLM_KV_F16) llm__pass_block_f16(ps, kv, j0);
+    else llm__pass_block_q8(ps, kv, j0);
 }
 LLM__INLINE void llm__pass_finish(llm__pass *ps, int hs) {
     for (int g = 0; g < ps->nq; g++) {

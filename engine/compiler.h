@@ -16,6 +16,12 @@
 #else
 #define LLM__INLINE static inline
 #endif
+/* a function kept whole, called from several places rather than copied into each */
+#if defined(__GNUC__)
+#define LLM__NOINLINE __attribute__((noinline))
+#else
+#define LLM__NOINLINE
+#endif
 /* Decode reads each weight once, a stream the hardware prefetcher starts over
  * at every page: the tiles ask for the next tile's rows while on this one
  * (a hint: never faults, even past the end). */
