@@ -173,21 +173,53 @@ LLM__KERNEL float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, co
                        xq, xs, w->cols, w->group);
 }
 
-/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): simd.h */
-static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G);
-/* x (n,) -> int16 groups of 32, xq (n,) with scales xs (n/32,): simd.h */
-static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n);
-/* x (n,) -> the activations a product of w's type takes, in xq/xs, for the
- * row as the kernels see it: past column n of a block type's zero-padded row
- * (llm__padded_cols) the codes and scales are 0, so the padded weights (codes
- * that decode to 0) meet finite zeros and add exactly 0 */
-static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const float *x) {
-    int a = llm__act_bytes(w->type), n = w->cols, np = llm__padded_cols(w), G = llm__group(w);
-    if (a == 2) llm__quantize_q16((int16_t *)(void *)xq, xs, x, n);
-    else if (a == 1) llm__quantize_q8(xq, xs, x, n, G);
-    else return;
+/* x (n,) -> groups of G codes xq (n,), int8 (code_bytes 1, |code| <= 127)
+ * or int16 (2, |code| <= LLM__Q16_MAX), with scales xs (ceil(n/G),):
+ * x ~ xq * xs. A group with NaN or an infinity gets a NaN scale and zero
+ * codes, so every product it enters is NaN, as in the float path (no NaN
+ * is cast). The twin of simd.h's llm__quantize_groups. */
+static void llm__quantize_groups_ref(void *xq, int code_bytes, float *xs, const float *x, int n, int G) {
+    float qmax = code_bytes == 2 ? (float)LLM__Q16_MAX : 127.0f;
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int len = n - g0 < G ? n - g0 : G;
+        if (!llm__all_finite(x + g0, len)) {
+            xs[gi] = NAN;
+            memset((unsigned char *)xq + (size_t)g0 * code_bytes, 0, (size_t)len * code_bytes);
+            continue;
+        }
+        float amax = llm__max_ref(x + g0, len, 1);
+        float scale = amax / qmax, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        xs[gi] = scale;
+        if (code_bytes == 2) llm__round_q16_ref((int16_t *)xq + g0, x + g0, len, inv);
+        else llm__round_q8_ref((int8_t *)xq + g0, x + g0, len, inv);
+    }
+}
+/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),) */
+static void llm__quantize_q8_ref(int8_t *xq, float *xs, const float *x, int n, int G) {
+    llm__quantize_groups_ref(xq, 1, xs, x, n, G);
+}
+/* x (n,) -> int16 groups of 32, xq (n,) with scales xs (n/32,) */
+static void llm__quantize_q16_ref(int16_t *xq, float *xs, const float *x, int n) {
+    llm__quantize_groups_ref(xq, 2, xs, x, n, LLM__GQ);
+}
+/* The activations a product of w's type takes are x quantized in xq/xs for
+ * the row as the kernels see it: past column n of a block type's
+ * zero-padded row (llm__padded_cols) the codes and scales are 0, so the
+ * padded weights (codes that decode to 0) meet finite zeros and add exactly
+ * 0. This zeroes that padding, a codes each. */
+static void llm__pad_acts(const llm_tensor *w, int8_t *xq, float *xs, int a) {
+    int n = w->cols, np = llm__padded_cols(w), G = llm__group(w);
     memset(xq + (size_t)n * (size_t)a, 0, (size_t)(np - n) * (size_t)a);
     for (int g = (n + G - 1) / G; g < np / G; g++) xs[g] = 0.0f;
+}
+/* x (n,) -> the activations a product of w's type takes (simd.h's
+ * llm__quantize_acts is the fast twin) */
+static void llm__quantize_acts_ref(const llm_tensor *w, int8_t *xq, float *xs, const float *x) {
+    int a = llm__act_bytes(w->type), n = w->cols;
+    if (a == 2) llm__quantize_q16_ref((int16_t *)(void *)xq, xs, x, n);
+    else if (a == 1) llm__quantize_q8_ref(xq, xs, x, n, llm__group(w));
+    else return;
+    llm__pad_acts(w, xq, xs, a);
 }
 
 /* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for the quantized activations
@@ -198,7 +230,7 @@ void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, flo
     const llm__type_traits *tr = &llm__traits[w->type];
     llm_tensor wp = *w;
     wp.cols = llm__padded_cols(w);
-    llm__quantize_acts(w, xq, xs, x);
+    llm__quantize_acts_ref(w, xq, xs, x);
     for (int r = 0; r < w->rows; r++) out[r] = tr->dot(&wp, r, x, xq, xs);
 }
 

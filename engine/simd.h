@@ -165,9 +165,8 @@ static inline float llm__group_amax(const float *x, int n) {
 }
 #endif
 
-/* x (n,) -> groups of G codes xq (n,), int8 (code_bytes 1, |code| <= 127)
- * or int16 (2, |code| <= LLM__Q16_MAX), with scales xs (ceil(n/G),):
- * x ~ xq * xs */
+/* ref.h's llm__quantize_groups_ref by this build's max and rounding
+ * kernels (tests/test_kernels.c checks they give its codes and scales) */
 static void llm__quantize_groups(void *xq, int code_bytes, float *xs, const float *x, int n, int G) {
     float qmax = code_bytes == 2 ? (float)LLM__Q16_MAX : 127.0f;
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
@@ -191,6 +190,15 @@ static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G
 }
 static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
     llm__quantize_groups(xq, 2, xs, x, n, LLM__GQ);
+}
+/* x (n,) -> the activations a product of w's type takes (ref.h's
+ * llm__quantize_acts_ref, by the fast quantizers) */
+static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const float *x) {
+    int a = llm__act_bytes(w->type), n = w->cols;
+    if (a == 2) llm__quantize_q16((int16_t *)(void *)xq, xs, x, n);
+    else if (a == 1) llm__quantize_q8(xq, xs, x, n, llm__group(w));
+    else return;
+    llm__pad_acts(w, xq, xs, a);
 }
 
 #ifdef LLM__NC
