@@ -189,7 +189,7 @@ LLM__INLINE void llm__pass_start(llm__pass *ps, float *out, const float *q, size
 /* the pass's last position */
 LLM__INLINE int llm__pass_top(const llm__pass *ps) { return ps->last + (ps->nq - 1) * ps->dlast; }
 /* keys j0 .. j0 + LLM__KEY_BLOCK - 1 (those each row has) */
-LLM__INLINE void llm__pass_block_typed(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
+LLM__INLINE void llm__pass_block(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
     int hs = kv->hs, nq = ps->nq, kvh = ps->kvh, len[LLM__GROUP_MAX];
     size_t ld = ps->ld;
     float *out = ps->out;
@@ -214,53 +214,52 @@ LLM__INLINE void llm__pass_block_typed(llm__pass *ps, const llm__kv_view *kv, in
             llm__accumulate_head(out + (g + 1) * ld, ld, ps->p + g + 1, ps->run_sum + g + 1, 1, kv, type, kvh, j0, both, len[g + 1]);
     }
 }
-/* the same, one out-of-line instance per cache type, which every pass
- * calls: the kernels inlined in a block (the scores, and the values' eight
- * chunk counts for one and for two rows) are compiled three times, not at
- * each of the passes' call sites (six per type). A call per block of keys;
- * the attention code goes from 150 to ~50 KB, and its compile time, most
- * of the engine's, with it. */
-static LLM__NOINLINE void llm__pass_block_f32(llm__pass *ps, const llm__kv_view *kv, int j0) {
-    llm__pass_block_typed(ps, kv, LLM_KV_F32, j0);
-}
-static LLM__NOINLINE void llm__pass_block_f16(llm__pass *ps, const llm__kv_view *kv, int j0) {
-    llm__pass_block_typed(ps, kv, LLM_KV_F16, j0);
-}
-static LLM__NOINLINE void llm__pass_block_q8(llm__pass *ps, const llm__kv_view *kv, int j0) {
-    llm__pass_block_typed(ps, kv, LLM_KV_Q8, j0);
-}
-LLM__INLINE void llm__pass_block(llm__pass *ps, const llm__kv_view *kv, int type, int j0) {
-    if (type == LLM_KV_F32) llm__pass_block_f32(ps, kv, j0);
-    else if (type == LLM_KV_F16) llm__pass_block_f16(ps, kv, j0);
-    else llm__pass_block_q8(ps, kv, j0);
-}
 LLM__INLINE void llm__pass_finish(llm__pass *ps, int hs) {
     for (int g = 0; g < ps->nq; g++) {
         float inv = 1.0f / ps->run_sum[g];
         for (int i = 0; i < hs; i++) ps->out[g * ps->ld + i] *= inv;
     }
 }
-/* llm__attend_head for the rows of one pass */
-LLM__INLINE void llm__attend_rows8(float *out, const float *q, size_t ld, const llm__kv_view *kv, int type, int kvh,
-                                   int nq, int last, int dlast) {
-    llm__pass ps;
-    llm__pass_start(&ps, out, q, ld, kv->hs, kvh, nq, last, dlast);
-    for (int j0 = 0; j0 <= llm__pass_top(&ps); j0 += LLM__KEY_BLOCK) llm__pass_block(&ps, kv, type, j0);
-    llm__pass_finish(&ps, kv->hs);
-}
-
 /* Decode: one token's query heads of kv heads h0..h1-1 over positions
  * 0..last, in passes of at most LLM__GROUP_MAX heads of one group, and up
  * to LLM__DECODE_PASSES passes block by block together: a block of keys
  * then reads the kv heads' slices of each position's row side by side (one
  * stream, where a head at a time read its slice, a row apart). Every pass
- * gets llm__attend_rows8's operations in its order, so the same bits. */
+ * gets the operations of a pass alone in its order, so the same bits. */
 #define LLM__DECODE_PASSES 8
 /* passes ps[0..np-1] over positions 0..last, block by block together */
-LLM__INLINE void llm__passes_run(llm__pass *ps, int np, const llm__kv_view *kv, int type, int last) {
+LLM__INLINE void llm__passes_run_typed(llm__pass *ps, int np, const llm__kv_view *kv, int type, int last) {
     for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK)
         for (int i = 0; i < np; i++) llm__pass_block(&ps[i], kv, type, j0);
     for (int i = 0; i < np; i++) llm__pass_finish(&ps[i], kv->hs);
+}
+/* the same, one out-of-line instance per cache type, which decode and
+ * prefill both call: the kernels inlined in a block of keys (the scores,
+ * and the values' eight chunk counts for one and for two rows) are compiled
+ * three times, not at each call site (twice per type and per caller before:
+ * the attention code went from 150 to ~50 KB, and with it most of the
+ * engine's compile time) */
+static LLM__NOINLINE void llm__passes_run_f32(llm__pass *ps, int np, const llm__kv_view *kv, int last) {
+    llm__passes_run_typed(ps, np, kv, LLM_KV_F32, last);
+}
+static LLM__NOINLINE void llm__passes_run_f16(llm__pass *ps, int np, const llm__kv_view *kv, int last) {
+    llm__passes_run_typed(ps, np, kv, LLM_KV_F16, last);
+}
+static LLM__NOINLINE void llm__passes_run_q8(llm__pass *ps, int np, const llm__kv_view *kv, int last) {
+    llm__passes_run_typed(ps, np, kv, LLM_KV_Q8, last);
+}
+LLM__INLINE void llm__passes_run(llm__pass *ps, int np, const llm__kv_view *kv, int type, int last) {
+    if (type == LLM_KV_F32) llm__passes_run_f32(ps, np, kv, last);
+    else if (type == LLM_KV_F16) llm__passes_run_f16(ps, np, kv, last);
+    else llm__passes_run_q8(ps, np, kv, last);
+}
+/* llm__attend_head for the rows of one pass: a run of that pass alone
+ * over the keys up to its last row's */
+LLM__INLINE void llm__attend_rows8(float *out, const float *q, size_t ld, const llm__kv_view *kv, int type, int kvh,
+                                   int nq, int last, int dlast) {
+    llm__pass ps;
+    llm__pass_start(&ps, out, q, ld, kv->hs, kvh, nq, last, dlast);
+    llm__passes_run(&ps, 1, kv, type, llm__pass_top(&ps));
 }
 LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_view *kv, int type, int h0, int h1,
                                     int group, int last) {
