@@ -53,8 +53,11 @@ RUN_OBJS = $(patsubst %.c,build/obj/%.o,$(ENGINE_SRC) $(filter-out $(ENGINE_SRC)
 build/obj/%.o: %.c $(HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_FAST) -c -o $@ $<
+.PHONY: run-objs
+run-objs: $(RUN_OBJS)
+	@:
 build/run.stamp: $(SRC) $(HDR)
-	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) $(RUN_OBJS)
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) run-objs
 	$(CC) $(CFLAGS_FAST) -o run $(RUN_OBJS) $(LIBS)
 	@touch $@
 
