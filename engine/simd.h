@@ -623,7 +623,7 @@ LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r,
             }                                                                                                  \
         }                                                                                                      \
     }
-/* each type's generic tile unless an ISA file has its own (x86.h's steps
+/* each type's generic tile unless an ISA file has its own (x86_gguf.h's steps
  * eight rows at a time, mcu.h's DSP and Helium q4_0) */
 #ifndef LLM__HAVE_GG_TILE_Q8_0
 LLM__GG_TILE(q8_0, 0, int8_t)

@@ -20,7 +20,7 @@
  *      its generic tile (the twin's sums and steps, so the twin's bits),
  *      which every target runs unless its ISA file defines
  *      LLM__HAVE_GG_TILE_<T> and its own llm__tile_g<t> (optional; it must
- *      give the twin's bits: tests/test_kernels.c checks it). x86.h's, for
+ *      give the twin's bits: tests/test_kernels.c checks it). x86_gguf.h's, for
  *      most types: an llm__gw_<t> unpacking a group's codes to int16, an
  *      LLM__GG_SUMS_NC line, and LLM__GG_TILE8 with the twin's step.
  *   5. gguf.h: its ggml id in llm__ggml_types (and the refusal message's list).
@@ -81,7 +81,7 @@ typedef struct llm__type_traits {
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
     /* rows of W a prefill tile takes (0: LLM__NR): q4_0, q4_K and q6_K
-     * unpack a group's weights for sixteen rows (x86.h) and run them
+     * unpack a group's weights for sixteen rows (x86_gguf.h) and run them
      * against the tile's tokens, so they take sixteen; a type with
      * panel_rows is the one repack.h puts in panels where the build has
      * their tiles (LLM__HAVE_PANELS) */
