@@ -89,6 +89,14 @@ enum llm_kv_type { LLM_KV_F32 = 0, LLM_KV_F16 = 1, LLM_KV_Q8 = 2 };
 #ifndef LLM_MAX_HEAD_SIZE
 #define LLM_MAX_HEAD_SIZE 256       /* attention keeps one head's row on the stack */
 #endif
+/* Threads pay only above this many multiply-adds: below it, waking a
+ * sleeping thread costs more than the work (all of stories260K's products,
+ * and a 15M model's per-layer ones in decode, stay on one thread). The
+ * state's parallel_min_work starts here; with threads that spin while idle
+ * (answering in a microsecond or so), 1 << 16 pays. */
+#ifndef LLM_PARALLEL_MIN_WORK
+#define LLM_PARALLEL_MIN_WORK (1L << 19)
+#endif
 
 typedef struct llm_config {
     int dim;            /* residual stream width                       */
@@ -301,6 +309,14 @@ void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, flo
 void llm_softmax(float *x, int n);
 float llm_f16_to_f32(uint16_t h);
 uint16_t llm_f32_to_f16(float f);
+/* The sampler's hooks (sampler.h), on this build's vector kernels:
+ * llm_max: the largest of x (n >= 1), NaNs skipped (llm_softmax's max);
+ * llm_exp_shifted: x[i] = e^(x[i] - shift), llm_softmax's exponentials;
+ * llm_argmax: the first index of the largest of x (n >= 1), as the scan
+ *   `if (x[i] > x[best]) best = i` gives it. */
+float llm_max(const float *x, int n);
+void llm_exp_shifted(float *x, int n, float shift);
+int llm_argmax(const float *x, int n);
 
 #ifdef __cplusplus
 }
@@ -314,7 +330,8 @@ uint16_t llm_f32_to_f16(float f);
 #ifndef MODEL_IMPLEMENTATION_DONE
 #define MODEL_IMPLEMENTATION_DONE
 #include "engine/base.h"     /* formatting, checked size math, little-endian reads, f16 */
-#include "engine/types.h"    /* the type traits table, the KV cache's types             */
+#include "engine/types.h"    /* the type traits table, the KV cache's element sizes     */
+#include "engine/parts.h"    /* what the split build's two parts call across            */
 #include "engine/config.h"   /* the config's range checks, the model arena              */
 #include "engine/load_llama2c.h" /* llama2.c's legacy and ak42 checkpoints              */
 #include "engine/load_llmw.h" /* LLMW versions 1 and 2 (FORMAT.md)                      */
@@ -325,7 +342,8 @@ uint16_t llm_f32_to_f16(float f);
 #include "engine/ref.h"      /* the scalar kernels: every fast kernel's twin            */
 #include "engine/simd.h"     /* the vector mapping, tiles, matmul (ISA files inside)    */
 #include "engine/repack.h"   /* load-time repacking into the tiles' panels              */
-#include "engine/forward.h"  /* norms, RoPE, the KV cache, attention, FFN, llm_forward  */
+#include "engine/attention.h" /* the KV cache views, attention and its passes          */
+#include "engine/forward.h"  /* norms, RoPE, the attention block, FFN, llm_forward       */
 #include "engine/batch.h"    /* llm_forward_batch: several sequences' tokens in one pass */
 #endif /* MODEL_IMPLEMENTATION_DONE */
 #endif /* MODEL_IMPLEMENTATION */

@@ -10,8 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE   /* MAP_POPULATE */
 #define _FILE_OFFSET_BITS 64   /* 32-bit hosts: stat files of 2 GiB and more */
-#define MODEL_IMPLEMENTATION
-#include "model.h"
+#include "model.h"   /* the engine: engine/part_*.c, linked (Makefile) */
 #include "tokenizer.h"
 #include "sampler.h"
 #include "platform.h"   /* die, xmalloc, file mapping, the wait policy */

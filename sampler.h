@@ -43,7 +43,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "model.h"   /* llm_softmax, and the engine's max and exp kernels */
+#include "model.h"   /* the sampler's hooks: llm_max, llm_exp_shifted, llm_argmax */
 
 /* Vocabularies from LLM__SAMPLER_WIDE tokens on sort by digits of
  * LLM__SAMPLER_WIDE_BITS bits, their counts and the draw's running sums (one
@@ -91,20 +91,9 @@ static inline void llm_sampler_accept(llm_sampler *s, int token) {
     if (s->n_recent < s->repeat_last_n) s->n_recent++;
 }
 
-/* The first largest of p (n,): llama2.c's scan; where the engine has a
- * vector max kernel, first the place holding its value (NaNs never win
- * after a number; a NaN first falls through to the scan). 32000 floats on
- * Zen 5: 23 -> 10 us. Without the kernel the scan alone is fewer steps. */
-static inline int llm__sample_argmax(const float *p, int n) {
-    int best = 0;
-#if defined(MODEL_IMPLEMENTATION) && defined(LLM__HAVE_MAX)
-    const float max = llm__max(p, n, 0);
-    for (int i = 0; i < n; i++)
-        if (p[i] == max) return i;
-#endif
-    for (int i = 1; i < n; i++) if (p[i] > p[best]) best = i;
-    return best;
-}
+/* The first largest of p (n,): llama2.c's scan, by the engine's vector max
+ * kernel where it has one (model.h's llm_argmax). */
+static inline int llm__sample_argmax(const float *p, int n) { return llm_argmax(p, n); }
 
 /* llama.cpp's repeat penalty on logits (vocab,): once per distinct token in
  * the window, x / R where x > 0, else x * R. A bit set of the vocabulary in
@@ -132,26 +121,20 @@ static inline void llm__penalize(llm_sampler *s, float *logits) {
  * 33 -> 24 us). Meanwhile it asks for the lines of `warm` (warm_bytes: the
  * sampler's scratch, which the decode step's stream of weights has pushed
  * out to DRAM) a few per block, so the sort finds them in cache (a flat 32k
- * vocabulary, scratch evicted: top-p 134-143 -> 117-124 us). It needs the
- * engine's kernels (MODEL_IMPLEMENTATION in the same file); without them,
- * llm_softmax itself. */
+ * vocabulary, scratch evicted: top-p 134-143 -> 117-124 us). The max and
+ * the exponentials are model.h's hooks, llm_softmax's own kernels. */
 static inline void llm__softmax_overlapped(float *x, int n, const char *warm, size_t warm_bytes) {
-#ifdef MODEL_IMPLEMENTATION
-    float max = llm__max(x, n, 0), sum = 0.0f;
+    float max = llm_max(x, n), sum = 0.0f;
     size_t step = (warm_bytes / ((size_t)n / 32 + 1) + 63) & ~(size_t)63, w = 0;
     for (int i = 0; i < n; i += 32) {
         int len = n - i < 32 ? n - i : 32;
-        llm__exp_shifted(x + i, len, max);
+        llm_exp_shifted(x + i, len, max);
 #ifdef __GNUC__
         for (size_t end = w + step; w < end && w < warm_bytes; w += 64) __builtin_prefetch(warm + w, 1, 3);
 #endif
         for (int j = i; j < i + len; j++) sum += x[j];
     }
     for (int i = 0; i < n; i++) x[i] /= sum;
-#else
-    (void)warm; (void)warm_bytes;
-    llm_softmax(x, n);
-#endif
 }
 
 /* Draw from the whole distribution p (n,) with coin in [0,1). */

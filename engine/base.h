@@ -19,14 +19,6 @@
 #define LLM__OMP 0
 #define LLM__PRAGMA(x)
 #endif
-/* Threads pay only above this many multiply-adds: below it, waking a
- * sleeping thread costs more than the work (all of stories260K's products,
- * and a 15M model's per-layer ones in decode, stay on one thread). The
- * state's parallel_min_work starts here; with threads that spin while idle
- * (answering in a microsecond or so), 1 << 16 pays. */
-#ifndef LLM_PARALLEL_MIN_WORK
-#define LLM_PARALLEL_MIN_WORK (1L << 19)
-#endif
 /* The for statement (the last argument) over independent iterations, across
  * threads when `cond` holds, else plainly: a parallel region costs even when
  * its if clause is false (libgomp sets up a team of one and signals through a
@@ -46,6 +38,7 @@
 #endif
 
 #include "fmt.h"   /* llm__fmt: the error messages' formatter, shared with tokenizer.c */
+#include "compiler.h"   /* unroll, inline, prefetch, static assert */
 
 /* --------------------------------------------------------------------- */
 /* Small helpers                                                          */
@@ -83,6 +76,7 @@ static uint64_t llm__u64(const unsigned char *p) {
     return (uint64_t)llm__u32(p) | (uint64_t)llm__u32(p + 4) << 32;
 }
 
+#ifndef LLM__PART_KERNELS   /* the split build's model part defines the API (engine/parts.h) */
 const char *llm_status_text(int status) {
     switch (status) {
     case LLM_OK: return "ok";
@@ -124,9 +118,19 @@ int llm_parse_kv_type(const char *s) {
     if (!strcmp(s, "q8")) return LLM_KV_Q8;
     return -1;
 }
+#endif
 
-/* IEEE binary16 <-> binary32, exact, portable. */
-float llm_f16_to_f32(uint16_t h) {
+/* IEEE binary16 <-> binary32, exact, portable. The split build's kernels
+ * part has its own static copies (its kernels inline them, as in one
+ * translation unit); the model part defines the API's. */
+#ifdef LLM__PART_KERNELS
+#define llm_f16_to_f32 llm__f16_to_f32
+#define llm_f32_to_f16 llm__f32_to_f16
+#define LLM__F16_API static
+#else
+#define LLM__F16_API
+#endif
+LLM__F16_API float llm_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
     if (exp == 0) {
         if (man == 0) {
@@ -146,7 +150,7 @@ float llm_f16_to_f32(uint16_t h) {
     return f;
 }
 
-uint16_t llm_f32_to_f16(float f) { /* round to nearest even */
+LLM__F16_API uint16_t llm_f32_to_f16(float f) { /* round to nearest even */
     uint32_t x;
     memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;

@@ -79,30 +79,4 @@ static void llm__fmt(char *buf, size_t cap, const char *fmt, ...) {
     va_end(ap);
     if (cap) buf[o.len < cap ? o.len : cap - 1] = '\0';
 }
-
-/* unroll the tiles' short loops fully, so the accumulators stay in registers at -O2 too */
-#if defined(__GNUC__) && !defined(__clang__)
-#define LLM__UNROLL _Pragma("GCC unroll 8")
-#else
-#define LLM__UNROLL
-#endif
-#if defined(__GNUC__)
-#define LLM__INLINE static inline __attribute__((always_inline))
-#else
-#define LLM__INLINE static inline
-#endif
-/* Decode reads each weight once, a stream the hardware prefetcher starts over
- * at every page: the tiles ask for the next tile's rows while on this one
- * (a hint: never faults, even past the end). */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
-#define LLM__PREFETCH(p) __builtin_prefetch((const void *)(p))
-/* the same for a line read once (decode's weights): x86's prefetchnta,
- * aarch64's PLDL1STRM, which leave L2 and L3 to what is read again */
-#define LLM__PREFETCH_ONCE(p) __builtin_prefetch((const void *)(p), 0, 0)
-#else
-#define LLM__PREFETCH(p) ((void)0)
-#define LLM__PREFETCH_ONCE(p) ((void)0)
-#endif
-/* a compile-time check, in C99 */
-#define LLM__STATIC_ASSERT(cond, name) typedef char llm__assert_##name[(cond) ? 1 : -1]
 #endif /* LLM__FMT_H */

@@ -327,11 +327,11 @@ static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int 
 #define LLM__MCU_TILE_Q4_0 1
 #endif
 
-#ifdef LLM__MCU_TILE_Q4_0   /* (x86.h's q4_0 tile is its own) */
+#ifdef LLM__MCU_TILE_Q4_0   /* (x86_gguf.h's q4_0 tile is its own) */
 /* The q4_0 tile of Helium and of the DSP: token by token, each by the ISA's
  * llm__token_q4_0 over the tile's rows */
-static void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                            const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
     int n = w->cols, G = n / LLM__GQ;
     const unsigned char *rows = llm__block_row(w, r);
     size_t rb = llm__block_row_bytes(w);

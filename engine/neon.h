@@ -464,8 +464,8 @@ static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, cons
  * registers);
  * out holds each row's accumulator between chunks. */
 #define LLM__NEON_GG_TILE(name, act_t, q16, xsum_mul, rows, call)                                                                \
-    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
-                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                    \
+    LLM__KERNEL void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
+                                       const int8_t *xq, const float *xs, int t, int nr, int nc) {               \
         int n = w->cols, G = n / LLM__GQ;                                                                        \
         size_t chunk_bytes = (size_t)(LLM__GG_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
                              (size_t)llm__traits[w->type].qblock_bytes;                                          \

@@ -159,35 +159,67 @@ static inline float llm__dot8_ref(const float *a, const float *b, int n) {
 
 /* Row r of W (rows, cols) . x (cols,), one function per type (the traits'
  * reference dot); q8_0 takes x quantized, xq/xs. */
-static float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+LLM__KERNEL float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
     (void)xq; (void)xs;
     return llm__dot_f32((const float *)w->data + (size_t)r * (size_t)w->cols, x, w->cols);
 }
-static float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+LLM__KERNEL float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
     (void)xq; (void)xs;
     return llm__dot_f16((const uint16_t *)w->data + (size_t)r * (size_t)w->cols, x, w->cols);
 }
-static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+LLM__KERNEL float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
     (void)x;
     return llm__dot_q8((const int8_t *)w->data + (size_t)r * (size_t)w->cols, w->scale + (size_t)r * (size_t)llm__groups(w),
                        xq, xs, w->cols, w->group);
 }
 
-/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),): simd.h */
-static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G);
-/* x (n,) -> int16 groups of 32, xq (n,) with scales xs (n/32,): simd.h */
-static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n);
-/* x (n,) -> the activations a product of w's type takes, in xq/xs, for the
- * row as the kernels see it: past column n of a block type's zero-padded row
- * (llm__padded_cols) the codes and scales are 0, so the padded weights (codes
- * that decode to 0) meet finite zeros and add exactly 0 */
-static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const float *x) {
-    int a = llm__act_bytes(w->type), n = w->cols, np = llm__padded_cols(w), G = llm__group(w);
-    if (a == 2) llm__quantize_q16((int16_t *)(void *)xq, xs, x, n);
-    else if (a == 1) llm__quantize_q8(xq, xs, x, n, G);
-    else return;
+/* x (n,) -> groups of G codes xq (n,), int8 (code_bytes 1, |code| <= 127)
+ * or int16 (2, |code| <= LLM__Q16_MAX), with scales xs (ceil(n/G),):
+ * x ~ xq * xs. A group with NaN or an infinity gets a NaN scale and zero
+ * codes, so every product it enters is NaN, as in the float path (no NaN
+ * is cast). The twin of simd.h's llm__quantize_groups. */
+static void llm__quantize_groups_ref(void *xq, int code_bytes, float *xs, const float *x, int n, int G) {
+    float qmax = code_bytes == 2 ? (float)LLM__Q16_MAX : 127.0f;
+    for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
+        int len = n - g0 < G ? n - g0 : G;
+        if (!llm__all_finite(x + g0, len)) {
+            xs[gi] = NAN;
+            memset((unsigned char *)xq + (size_t)g0 * code_bytes, 0, (size_t)len * code_bytes);
+            continue;
+        }
+        float amax = llm__max_ref(x + g0, len, 1);
+        float scale = amax / qmax, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        xs[gi] = scale;
+        if (code_bytes == 2) llm__round_q16_ref((int16_t *)xq + g0, x + g0, len, inv);
+        else llm__round_q8_ref((int8_t *)xq + g0, x + g0, len, inv);
+    }
+}
+/* x (n,) -> int8 groups xq (n,) with scales xs (ceil(n/G),) */
+static void llm__quantize_q8_ref(int8_t *xq, float *xs, const float *x, int n, int G) {
+    llm__quantize_groups_ref(xq, 1, xs, x, n, G);
+}
+/* x (n,) -> int16 groups of 32, xq (n,) with scales xs (n/32,) */
+static void llm__quantize_q16_ref(int16_t *xq, float *xs, const float *x, int n) {
+    llm__quantize_groups_ref(xq, 2, xs, x, n, LLM__GQ);
+}
+/* The activations a product of w's type takes are x quantized in xq/xs for
+ * the row as the kernels see it: past column n of a block type's
+ * zero-padded row (llm__padded_cols) the codes and scales are 0, so the
+ * padded weights (codes that decode to 0) meet finite zeros and add exactly
+ * 0. This zeroes that padding, a codes each. */
+static void llm__pad_acts(const llm_tensor *w, int8_t *xq, float *xs, int a) {
+    int n = w->cols, np = llm__padded_cols(w), G = llm__group(w);
     memset(xq + (size_t)n * (size_t)a, 0, (size_t)(np - n) * (size_t)a);
     for (int g = (n + G - 1) / G; g < np / G; g++) xs[g] = 0.0f;
+}
+/* x (n,) -> the activations a product of w's type takes (simd.h's
+ * llm__quantize_acts is the fast twin) */
+static void llm__quantize_acts_ref(const llm_tensor *w, int8_t *xq, float *xs, const float *x) {
+    int a = llm__act_bytes(w->type), n = w->cols;
+    if (a == 2) llm__quantize_q16_ref((int16_t *)(void *)xq, xs, x, n);
+    else if (a == 1) llm__quantize_q8_ref(xq, xs, x, n, llm__group(w));
+    else return;
+    llm__pad_acts(w, xq, xs, a);
 }
 
 /* W (d,n) @ x (n,) -> out (d,); xq/xs: scratch for the quantized activations
@@ -198,19 +230,19 @@ void llm_matvec(float *out, const llm_tensor *w, const float *x, int8_t *xq, flo
     const llm__type_traits *tr = &llm__traits[w->type];
     llm_tensor wp = *w;
     wp.cols = llm__padded_cols(w);
-    llm__quantize_acts(w, xq, xs, x);
+    llm__quantize_acts_ref(w, xq, xs, x);
     for (int r = 0; r < w->rows; r++) out[r] = tr->dot(&wp, r, x, xq, xs);
 }
 
 /* Row r of an embedding-like matrix as f32: out (cols,), per type */
-static void llm__dequant_row_f32(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_f32(float *out, const llm_tensor *w, int r) {
     memcpy(out, (const float *)w->data + (size_t)r * (size_t)w->cols, (size_t)w->cols * 4);
 }
-static void llm__dequant_row_f16(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_f16(float *out, const llm_tensor *w, int r) {
     const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
     for (int j = 0; j < w->cols; j++) out[j] = llm_f16_to_f32(p[j]);
 }
-static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
     size_t n = (size_t)w->cols, G = (size_t)w->group;
     const int8_t *p = (const int8_t *)w->data + (size_t)r * n;
     const float *sc = w->scale + (size_t)r * (size_t)llm__groups(w);
@@ -346,7 +378,7 @@ static inline float llm__gstep_q4_k(const unsigned char *row, int g, int32_t isu
         }                                                                                              \
         return acc;                                                                                    \
     }                                                                                                  \
-    static float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
+    LLM__KERNEL float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
         (void)x;                                                                                       \
         return llm__dot_g##name(llm__block_row(w, r), (const act_t *)(const void *)xq, xs, w->cols);   \
     }
@@ -518,7 +550,7 @@ LLM__GG2_STEP(iq4_xs, LLM__IQ4_XS_BYTES, 8, 0, -1, 1.0f)
         }                                                                                                    \
         return acc;                                                                                          \
     }                                                                                                        \
-    static float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
+    LLM__KERNEL float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
         (void)x;                                                                                             \
         return llm__dot_g##name(llm__block_row(w, r), (const int16_t *)(const void *)xq, xs, w->cols);       \
     }
@@ -532,7 +564,7 @@ LLM__GG2_DOT(q5_k)
 LLM__GG2_DOT(iq4_xs)
 #undef LLM__GG2_DOT
 
-static float llm__row_dot_bf16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
+LLM__KERNEL float llm__row_dot_bf16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
     const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
     float acc = 0.0f;
     (void)xq; (void)xs;
@@ -541,18 +573,18 @@ static float llm__row_dot_bf16(const llm_tensor *w, int r, const float *x, const
 }
 
 /* Rows as f32 (the embedding lookup), in ggml's dequantizers' order */
-static void llm__dequant_row_bf16(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_bf16(float *out, const llm_tensor *w, int r) {
     const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
     for (int j = 0; j < w->cols; j++) out[j] = llm__bf16_to_f32(p[j]);
 }
-static void llm__dequant_row_gq8_0(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq8_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q8_0_BYTES)
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(int8_t)b[2 + j] * llm__gg_half(b);
 }
 /* (q4_0 and q4_K rows may end in an LLMW file's padding: only the real
  * columns are written) */
-static void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     int n = w->cols;
     for (int g = 0; g < (n + 31) / 32; g++, b += LLM__Q4_0_BYTES) {
@@ -563,7 +595,7 @@ static void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
         }
     }
 }
-static void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     int n = w->cols;
     for (int k = 0; k < (n + 255) / 256; k++, b += LLM__Q4_K_BYTES) {
@@ -577,7 +609,7 @@ static void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
         }
     }
 }
-static void llm__dequant_row_gq6_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq6_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / 256; k++, b += LLM__Q6_K_BYTES) {
         float d = llm__gg_half(b + 208);
@@ -586,14 +618,14 @@ static void llm__dequant_row_gq6_k(float *out, const llm_tensor *w, int r) {
 }
 /* the types added after q6_K, in ggml's dequantizers' order (d times the
  * sub-scale first, then times the code, then the min) */
-static void llm__dequant_row_gq4_1(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq4_1(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q4_1_BYTES) {
         float d = llm__gg_half(b), m = llm__gg_half(b + 2);
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)llm__nib(b + 4, j) * d + m;
     }
 }
-static void llm__dequant_row_gq5_0(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq5_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q5_0_BYTES) {
         float d = llm__gg_half(b);
@@ -601,7 +633,7 @@ static void llm__dequant_row_gq5_0(float *out, const llm_tensor *w, int r) {
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(llm__q5_code(b + 6, h, j) - 16) * d;
     }
 }
-static void llm__dequant_row_gq5_1(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq5_1(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q5_1_BYTES) {
         float d = llm__gg_half(b), m = llm__gg_half(b + 2);
@@ -609,14 +641,14 @@ static void llm__dequant_row_gq5_1(float *out, const llm_tensor *w, int r) {
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)llm__q5_code(b + 8, h, j) * d + m;
     }
 }
-static void llm__dequant_row_giq4_nl(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_giq4_nl(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__IQ4_NL_BYTES) {
         float d = llm__gg_half(b);
         for (int j = 0; j < 32; j++) out[32 * g + j] = d * (float)llm__iq4_values[llm__nib(b + 2, j)];
     }
 }
-static void llm__dequant_row_gq2_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq2_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q2_K_BYTES) {
         float d = llm__gg_half(b + 80), dmin = llm__gg_half(b + 82);
@@ -626,7 +658,7 @@ static void llm__dequant_row_gq2_k(float *out, const llm_tensor *w, int r) {
         }
     }
 }
-static void llm__dequant_row_gq3_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq3_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q3_K_BYTES) {
         float d = llm__gg_half(b + 108);
@@ -634,7 +666,7 @@ static void llm__dequant_row_gq3_k(float *out, const llm_tensor *w, int r) {
             out[LLM__QK * k + e] = d * (float)llm__q3k_scale(b + 96, e / 16) * (float)llm__q3k_code(b, e);
     }
 }
-static void llm__dequant_row_gq5_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_gq5_k(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q5_K_BYTES) {
         float d = llm__gg_half(b), dmin = llm__gg_half(b + 2);
@@ -646,7 +678,7 @@ static void llm__dequant_row_gq5_k(float *out, const llm_tensor *w, int r) {
         }
     }
 }
-static void llm__dequant_row_giq4_xs(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_giq4_xs(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__IQ4_XS_BYTES) {
         float d = llm__gg_half(b);

@@ -1,4 +1,4 @@
-/* engine/repack.h -- load-time repacking into the panels x86.h's AVX-512
+/* engine/repack.h -- load-time repacking into the panels x86_gguf.h's AVX-512
  * tiles read. A panel holds sixteen rows of a matrix, 16p .. 16p + 15, as
  * their words side by side: its 64-byte vector k holds bytes 4k .. 4k + 3
  * of each of the sixteen rows, row 16p + i in lane i. That is what the

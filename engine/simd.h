@@ -54,6 +54,7 @@ static inline size_t llm__pf_ahead(size_t tile_bytes) {
     do { if ((ahead) <= LLM__PF_ONCE_MAX) LLM__PREFETCH_ONCE(p); else LLM__PREFETCH(p); } while (0)
 
 #include "x86.h"
+#include "x86_gguf.h"
 #include "neon.h"
 #include "mcu.h"
 
@@ -86,6 +87,35 @@ void llm_softmax(float *x, int n) {
     llm__exp_shifted(x, n, max);
     for (int i = 0; i < n; i++) sum += x[i];
     for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+/* the sampler's hooks (model.h) */
+float llm_max(const float *x, int n) { return llm__max(x, n, 0); }
+void llm_exp_shifted(float *x, int n, float shift) { llm__exp_shifted(x, n, shift); }
+/* With a vector max kernel, first the place holding its value (NaNs never
+ * win after a number; a NaN first falls through to the scan). 32000 floats
+ * on Zen 5: 23 -> 10 us. Without the kernel the scan alone is fewer steps. */
+int llm_argmax(const float *x, int n) {
+    int best = 0;
+#ifdef LLM__HAVE_MAX
+    const float max = llm__max(x, n, 0);
+    for (int i = 0; i < n; i++)
+        if (x[i] == max) return i;
+#endif
+    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* SwiGLU in place: g (n,) = silu(g) * u = g * 1/(1 + e^-g) * u */
+LLM__KERNEL void llm__swiglu(float *g, const float *u, int n) {
+    int i = 0;
+    float e[64];
+    for (; i < n; i += 64) {
+        int len = n - i < 64 ? n - i : 64;
+        for (int j = 0; j < len; j++) e[j] = -g[i + j];
+        llm__exp_shifted(e, len, 0.0f);
+        for (int j = 0; j < len; j++) g[i + j] = g[i + j] * (1.0f / (1.0f + e[j])) * u[i + j];
+    }
 }
 #ifdef LLM__VL
 /* the first len (< VL) elements through a zero-padded copy, where the ISA
@@ -135,9 +165,8 @@ static inline float llm__group_amax(const float *x, int n) {
 }
 #endif
 
-/* x (n,) -> groups of G codes xq (n,), int8 (code_bytes 1, |code| <= 127)
- * or int16 (2, |code| <= LLM__Q16_MAX), with scales xs (ceil(n/G),):
- * x ~ xq * xs */
+/* ref.h's llm__quantize_groups_ref by this build's max and rounding
+ * kernels (tests/test_kernels.c checks they give its codes and scales) */
 static void llm__quantize_groups(void *xq, int code_bytes, float *xs, const float *x, int n, int G) {
     float qmax = code_bytes == 2 ? (float)LLM__Q16_MAX : 127.0f;
     for (int g0 = 0, gi = 0; g0 < n; g0 += G, gi++) {
@@ -161,6 +190,15 @@ static void llm__quantize_q8(int8_t *xq, float *xs, const float *x, int n, int G
 }
 static void llm__quantize_q16(int16_t *xq, float *xs, const float *x, int n) {
     llm__quantize_groups(xq, 2, xs, x, n, LLM__GQ);
+}
+/* x (n,) -> the activations a product of w's type takes (ref.h's
+ * llm__quantize_acts_ref, by the fast quantizers) */
+static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const float *x) {
+    int a = llm__act_bytes(w->type), n = w->cols;
+    if (a == 2) llm__quantize_q16((int16_t *)(void *)xq, xs, x, n);
+    else if (a == 1) llm__quantize_q8(xq, xs, x, n, llm__group(w));
+    else return;
+    llm__pad_acts(w, xq, xs, a);
 }
 
 #ifdef LLM__NC
@@ -297,13 +335,13 @@ LLM__INLINE void llm__tiles_fp(float *out, int ldo, const llm_tensor *w, int r, 
             llm__tile_fp(out + (size_t)b * ldo + a, ldo, W + (size_t)a * n * eb, f16, x + (size_t)b * n, n, 1, 1, 0, n, NULL);
     }
 }
-static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc) {
     (void)xq; (void)xs;
     llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 0, 0, w->cols, NULL);
 }
-static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc) {
     (void)xq; (void)xs;
     llm__tiles_fp(out, ldo, w, r, x, t, nr, nc, 1, 0, w->cols, NULL);
 }
@@ -337,8 +375,8 @@ static float llm__row1_f32(const float *w, const float *x, int n) {
 }
 
 /* the traits' tiles: f32 eight rows at a time, f16 by its scalar twin */
-static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc) {
     int n = w->cols;
     const float *W = (const float *)w->data + (size_t)r * n;
     (void)xq; (void)xs;
@@ -350,8 +388,8 @@ static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const
         for (; a < nr; a++) o[a] = llm__row1_f32(W + (size_t)a * n, xb, n);
     }
 }
-static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc) {
     for (int b = 0; b < nc; b++)
         for (int a = 0; a < nr; a++)
             out[(size_t)b * ldo + a] = llm__row_dot_f16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
@@ -449,8 +487,8 @@ LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float
     }
 }
 /* The q8_0 tile: groups of 32 (the usual), whole chunks, or any */
-static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
-                         const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
+                              const float *xs, int t, int nr, int nc) {
     int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
     const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
     const float *ws = wt->scale + (size_t)r * groups;
@@ -487,8 +525,8 @@ static void llm__token_q8(float *o, const int8_t *w, const float *ws, const int8
     for (; a < nr; a++) o[a] = llm__dot_q8(w + (size_t)a * n, ws + (size_t)a * groups, x, xs, n, G);
 }
 #endif
-static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
-                         const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const float *x, const int8_t *xq,
+                              const float *xs, int t, int nr, int nc) {
     int n = wt->cols, G = wt->group, groups = (n + G - 1) / G;
     const int8_t *w = (const int8_t *)wt->data + (size_t)r * n;
     const float *ws = wt->scale + (size_t)r * groups;
@@ -505,8 +543,8 @@ static void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, const
  * llm__gg_sums_<type>(isum, row, xq, groups), all of a row's sums at once,
  * or llm__gg_isum_q8_0(block, x), one group's (LLM__HAVE_GG_ISUM),
  * and the steps stay the twin's, so the bits do. */
-static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                           const float *xs, int t, int nr, int nc) {
+LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                const float *xs, int t, int nr, int nc) {
     for (int b = 0; b < nc; b++)
         for (int a = 0; a < nr; a++)
             out[(size_t)b * ldo + a] = llm__row_dot_bf16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
@@ -553,8 +591,8 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
  * chunk's activation sums (q4_K's) are taken once for all the rows; act_t
  * is the type's activation code (ref.h's twins) */
 #define LLM__GG_TILE(name, with_xsum, act_t)                                                                     \
-    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,              \
-                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                   \
+    LLM__KERNEL void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,         \
+                                       const int8_t *xq, const float *xs, int t, int nr, int nc) {              \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
                              (size_t)llm__traits[w->type].qblock_bytes;                                        \
@@ -585,7 +623,7 @@ static void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, cons
             }                                                                                                  \
         }                                                                                                      \
     }
-/* each type's generic tile unless an ISA file has its own (x86.h's steps
+/* each type's generic tile unless an ISA file has its own (x86_gguf.h's steps
  * eight rows at a time, mcu.h's DSP and Helium q4_0) */
 #ifndef LLM__HAVE_GG_TILE_Q8_0
 LLM__GG_TILE(q8_0, 0, int8_t)
@@ -604,8 +642,8 @@ LLM__GG_TILE(q6_k, 0, int16_t)
  * (ref.h's LLM__GG2_DOT): each (row, token) is the twin's row product, so
  * the twin's bits, on every target without a tile of its own */
 #define LLM__GG2_TILE(name)                                                                                    \
-    static void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,            \
-                                  const int8_t *xq, const float *xs, int t, int nr, int nc) {                 \
+    LLM__KERNEL void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,       \
+                                       const int8_t *xq, const float *xs, int t, int nr, int nc) {            \
         int n = w->cols, G = n / LLM__GQ;                                                                    \
         (void)x;                                                                                             \
         for (int b = 0; b < nc; b++) {                                                                       \
@@ -761,8 +799,8 @@ static llm_tensor llm__product_view(const llm_tensor *w, int T) {
 }
 /* llm__matmul after a product by prev of the same X (NULL: none): where
  * both quantize X alike, its quantization (act_q, act_scale) is reused */
-static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, int T, llm_state *s,
-                              const llm_tensor *prev) {
+LLM__KERNEL void llm__matmul_after(float *out, const llm_tensor *w, const float *x, int T, llm_state *s,
+                                   const llm_tensor *prev) {
     int d = w->rows, n = w->cols, nt = s->n_threads;
     int8_t *xq = s->act_q;
     float *xs = s->act_scale;
@@ -804,6 +842,6 @@ static void llm__matmul_after(float *out, const llm_tensor *w, const float *x, i
         });
     }
 }
-static void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
+LLM__KERNEL void llm__matmul(float *out, const llm_tensor *w, const float *x, int T, llm_state *s) {
     llm__matmul_after(out, w, x, T, s, NULL);
 }

@@ -1,7 +1,7 @@
 /* engine/types.h -- the weight types described by data, as ggml's type
  * traits do: one const row per llm_type, which the loaders, the plan and
  * the products read instead of switching on the type. Also the KV cache's
- * layouts.
+ * element sizes (its views: attention.h).
  *
  * A new GGUF block type, as a checklist (each of the eight added after
  * q6_K followed it):
@@ -20,7 +20,7 @@
  *      its generic tile (the twin's sums and steps, so the twin's bits),
  *      which every target runs unless its ISA file defines
  *      LLM__HAVE_GG_TILE_<T> and its own llm__tile_g<t> (optional; it must
- *      give the twin's bits: tests/test_kernels.c checks it). x86.h's, for
+ *      give the twin's bits: tests/test_kernels.c checks it). x86_gguf.h's, for
  *      most types: an llm__gw_<t> unpacking a group's codes to int16, an
  *      LLM__GG_SUMS_NC line, and LLM__GG_TILE8 with the twin's step.
  *   5. gguf.h: its ggml id in llm__ggml_types (and the refusal message's list).
@@ -81,7 +81,7 @@ typedef struct llm__type_traits {
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
     /* rows of W a prefill tile takes (0: LLM__NR): q4_0, q4_K and q6_K
-     * unpack a group's weights for sixteen rows (x86.h) and run them
+     * unpack a group's weights for sixteen rows (x86_gguf.h) and run them
      * against the tile's tokens, so they take sixteen; a type with
      * panel_rows is the one repack.h puts in panels where the build has
      * their tiles (LLM__HAVE_PANELS) */
@@ -93,29 +93,29 @@ typedef struct llm__type_traits {
 } llm__type_traits;
 
 /* the functions of each row: the twins in ref.h, the tiles in simd.h */
-static void llm__dequant_row_f32(float *out, const llm_tensor *w, int r);
-static void llm__dequant_row_f16(float *out, const llm_tensor *w, int r);
-static void llm__dequant_row_q8(float *out, const llm_tensor *w, int r);
-static float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
-static float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
-static float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
-static void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc);
-static void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                          const float *xs, int t, int nr, int nc);
-static void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                         const float *xs, int t, int nr, int nc);
+LLM__KERNEL void llm__dequant_row_f32(float *out, const llm_tensor *w, int r);
+LLM__KERNEL void llm__dequant_row_f16(float *out, const llm_tensor *w, int r);
+LLM__KERNEL void llm__dequant_row_q8(float *out, const llm_tensor *w, int r);
+LLM__KERNEL float llm__row_dot_f32(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+LLM__KERNEL float llm__row_dot_f16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+LLM__KERNEL float llm__row_dot_q8(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs);
+LLM__KERNEL void llm__tile_f32(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc);
+LLM__KERNEL void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                               const float *xs, int t, int nr, int nc);
+LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                              const float *xs, int t, int nr, int nc);
 /* GGUF's types: bf16, and the block types whose twins multiply activations
  * quantized in groups of LLM__GQ (engine/ref.h): int8 codes for q8_0,
  * int16 codes (LLM__ACT_Q16, not a weight type) for q4_0 and the K-quants,
  * where int8 activations were most of the error */
 #define LLM__GQ 32
 #define LLM__ACT_Q16 LLM_TYPE_COUNT
-#define LLM__GG_TYPE_FNS(name)                                                                                  \
-    static void llm__dequant_row_##name(float *out, const llm_tensor *w, int r);                                \
-    static float llm__row_dot_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs); \
-    static void llm__tile_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq, \
-                                 const float *xs, int t, int nr, int nc);
+#define LLM__GG_TYPE_FNS(name)                                                                                       \
+    LLM__KERNEL void llm__dequant_row_##name(float *out, const llm_tensor *w, int r);                                \
+    LLM__KERNEL float llm__row_dot_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs); \
+    LLM__KERNEL void llm__tile_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq, \
+                                      const float *xs, int t, int nr, int nc);
 LLM__GG_TYPE_FNS(bf16)
 LLM__GG_TYPE_FNS(gq8_0)
 LLM__GG_TYPE_FNS(gq4_0)
@@ -158,7 +158,9 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
 LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
 LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);
 
+#ifndef LLM__PART_KERNELS   /* the split build's model part defines the API (engine/parts.h) */
 const char *llm_type_name(int t) { return t >= 0 && t < LLM_TYPE_COUNT ? llm__traits[t].name : "unknown"; }
+#endif
 
 /* bytes per activation code a product of type t quantizes to: 0 (f32 as
  * they are), 1 (int8) or 2 (int16); 0 for a type the file got wrong */
@@ -212,15 +214,5 @@ static llm_tensor llm__tensor(const void *data, const float *scale, int type, in
     return w;
 }
 
-/* ---- the KV cache ---- */
+/* ---- the KV cache: bytes per element (the views and layouts: attention.h) ---- */
 static size_t llm__kv_elem_bytes(int kv_type) { return kv_type == LLM_KV_F32 ? 4 : kv_type == LLM_KV_F16 ? 2 : 1; }
-
-/* One layer's cache for the attention of one head. */
-typedef struct llm__kv_view {
-    const void *k, *v;
-    const uint16_t *k_scale, *v_scale;
-    int type, n_heads, hs;
-    int prefetch;   /* 1: each block of keys asks for the next block's rows (decode) */
-} llm__kv_view;
-
-#define LLM__KEY_BLOCK 32

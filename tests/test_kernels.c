@@ -255,13 +255,14 @@ static void free_matrix(test_matrix *t) { free(t->ref); free(t->data); free(t->s
  * cases (k + 0.5 at scale 1 round away from zero) and awkward sizes */
 static void test_quantize_codes(int code_bytes) {
     int sizes[] = { 1, 7, 8, 31, 32, 33, 96, 200 }, Gs[] = { 32, 48, 8 };
-    int mismatch = 0, scale_mismatch = 0, cases = 0, qmax = code_bytes == 2 ? 16383 : 127;
+    int mismatch = 0, scale_mismatch = 0, twin_mismatch = 0, cases = 0, qmax = code_bytes == 2 ? 16383 : 127;
     for (int gi = 0; gi < (code_bytes == 2 ? 1 : 3); gi++) {
         for (int si = 0; si < 8; si++) {
             int n = sizes[si], G = Gs[gi], ng = (n + G - 1) / G;
             float *x = malloc((size_t)n * 4), *xs = malloc((size_t)ng * 4);
-            int8_t *xq = malloc((size_t)n * 2);
-            int16_t *xq16 = (int16_t *)(void *)xq;
+            int8_t *xq = malloc((size_t)n * 2), *tq = malloc((size_t)n * 2);
+            int16_t *xq16 = (int16_t *)(void *)xq, *tq16 = (int16_t *)(void *)tq;
+            float *ts = malloc((size_t)ng * 4);
             for (int kind = 0; kind < 3; kind++) {
                 for (int i = 0; i < n; i++) {
                     if (kind == 0) x[i] = frand() * 3.0f;
@@ -271,6 +272,10 @@ static void test_quantize_codes(int code_bytes) {
                 if (kind == 1) for (int g0 = 0; g0 < n; g0 += G) x[g0] = (float)qmax;   /* scale exactly 1 */
                 if (code_bytes == 2) llm__quantize_q16(xq16, xs, x, n);
                 else llm__quantize_q8(xq, xs, x, n, G);
+                /* the twin (ref.h): the same codes and scales, bit for bit */
+                if (code_bytes == 2) llm__quantize_q16_ref(tq16, ts, x, n);
+                else llm__quantize_q8_ref(tq, ts, x, n, G);
+                if (memcmp(xq, tq, (size_t)n * (size_t)code_bytes) != 0 || memcmp(xs, ts, (size_t)ng * 4) != 0) twin_mismatch++;
                 for (int g0 = 0, g = 0; g0 < n; g0 += G, g++) {
                     int len = n - g0 < G ? n - g0 : G;
                     float amax = 0.0f;
@@ -284,10 +289,12 @@ static void test_quantize_codes(int code_bytes) {
                 }
                 cases++;
             }
-            free(x); free(xs); free(xq);
+            free(x); free(xs); free(xq); free(tq); free(ts);
         }
     }
     char name[64];
+    snprintf(name, sizeof name, "quantize_q%d_equals_twin", 8 * code_bytes);
+    check(twin_mismatch == 0, name, "%g cases differ from ref.h's quantizer (want %g)", twin_mismatch, 0);
     snprintf(name, sizeof name, "quantize_q%d_equals_lroundf", 8 * code_bytes);
     check(mismatch == 0, name, "%g mismatched values (want %g)", mismatch, 0);
     snprintf(name, sizeof name, "quantize_q%d_scales_exact", 8 * code_bytes);
@@ -312,6 +319,12 @@ static void test_quantize_nonfinite(int code_bytes) {
             memset(xq16, 0x55, sizeof xq16);
             if (code_bytes == 2) llm__quantize_q16(xq16, xs, x, N);
             else llm__quantize_q8(xq, xs, x, N, 32);
+            float ts[3];
+            int16_t tq16[N];
+            if (code_bytes == 2) llm__quantize_q16_ref(tq16, ts, x, N);
+            else llm__quantize_q8_ref((int8_t *)(void *)tq16, ts, x, N, 32);
+            if (memcmp(xq16, tq16, (size_t)N * (size_t)code_bytes) != 0) wrong++;
+            for (int g = 0; g < 3; g++) if (isnan(xs[g]) != isnan(ts[g]) || (!isnan(xs[g]) && xs[g] != ts[g])) wrong++;
             for (int g = 0; g < 3; g++) {
                 int has = at / 32 == g, zeros = 1;
                 for (int j = 32 * g; j < 32 * g + 32; j++) zeros &= (code_bytes == 2 ? xq16[j] : xq[j]) == 0;

@@ -1,0 +1,788 @@
+/* engine/x86_gguf.h -- the x86 tiles of GGUF's block types: group sums by
+ * VNNI or madd, eight rows per tile (AVX2), sixteen rows with the rows in
+ * the lanes (AVX-512 VNNI, repack.h's panels). Each gives ref.h's twin's
+ * bits (tests/test_kernels.c). */
+
+#if defined(LLM__Q8_SIMD) && defined(__AVX2__)
+/* GGUF's block types: the integer sums of groups of 32 (ref.h's llm__gsum_*)
+ * eight lanes at a time by llm__dot32_i8 (VNNI's dpbusd where the CPU has
+ * it), four groups' lanes reduced together, each group's weights unpacked
+ * once for all of a tile's tokens. Integer sums are exact, so these give the
+ * twin's values whatever the lane order; the float steps along the row stay
+ * the twin's (simd.h's LLM__GG_TILE, or LLM__GG_TILE8 below). */
+#define LLM__HAVE_GG_SUMS 1
+/* the totals of four vectors of eight int32 lanes */
+LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+/* A group's weights unpacked once for every token of a tile: q8_0's 32
+ * int8 codes (lo), the 4-bit types' 32 codes as int16 (lo the first 16, hi
+ * the last 16; q6_K's already times their scale, |product| <= 4096) */
+typedef struct llm__gw { __m256i lo, hi; } llm__gw;
+LLM__INLINE llm__gw llm__gw_q8_0(const unsigned char *row, int g) {
+    llm__gw w;
+    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * LLM__Q8_0_BYTES + 2));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
+    llm__gw w;
+    w.lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+    w.hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_q4_0(const unsigned char *row, int g) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * LLM__Q4_0_BYTES + 2));
+    const __m128i low = _mm_set1_epi8(15);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+    return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+}
+/* q4_K: codes 0..15 */
+LLM__INLINE llm__gw llm__gw_q4_k(const unsigned char *row, int g) {
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * LLM__Q4_K_BYTES + 16 + 32 * ((g % 8) / 2)));
+    return llm__gw_i8(_mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15)));
+}
+/* q6_K: (codes - 32) times their scale, the first 16 with sc[2k], the last 16 with sc[2k + 1] */
+LLM__INLINE llm__gw llm__gw_q6_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q6_K_BYTES;
+    int k = g % 8, h = k >> 2, c = k & 3;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + h * 32));
+    lo = _mm256_and_si256(c < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
+    hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
+    llm__gw w = llm__gw_i8(_mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32)));
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int8_t)b[192 + 2 * k]));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int8_t)b[192 + 2 * k + 1]));
+    return w;
+}
+/* acc + the eight lane sums of 16 int16 products w*x, pairs per lane
+ * (VNNI's dpwssd where the CPU has it; no pair here reaches 2^31) */
+LLM__INLINE __m256i llm__dot16_i16(__m256i acc, __m256i w, __m256i x) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, w, x);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, w, x);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
+#endif
+}
+/* a group's lane sums: its weights w times the group's activation codes x */
+LLM__INLINE __m256i llm__gw_lanes_i8(llm__gw w, const int8_t *x) {
+    return llm__dot32_i8(_mm256_setzero_si256(), w.lo, llm__i8x32_load(x));
+}
+LLM__INLINE __m256i llm__gw_lanes_i16(llm__gw w, const int16_t *x) {
+    __m256i s = llm__dot16_i16(_mm256_setzero_si256(), w.lo, _mm256_loadu_si256((const __m256i *)(const void *)x));
+    return llm__dot16_i16(s, w.hi, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
+}
+/* isum[b * istride + g]: a row's sums of groups g < G with nc tokens (token
+ * b's codes at xq + b * xstride), four groups' lanes reduced together, each
+ * group's weights unpacked once for all the tokens */
+#define LLM__GG_SUMS_NC(name, act_t, lanes)                                                                   \
+    static inline void llm__gg_sums_nc_##name(int32_t *isum, size_t istride, const unsigned char *row,      \
+                                              const act_t *xq, size_t xstride, int nc, int G) {              \
+        int g = 0;                                                                                           \
+        for (; g + 4 <= G; g += 4) {                                                                         \
+            llm__gw w0 = llm__gw_##name(row, g), w1 = llm__gw_##name(row, g + 1);                            \
+            llm__gw w2 = llm__gw_##name(row, g + 2), w3 = llm__gw_##name(row, g + 3);                        \
+            for (int b = 0; b < nc; b++) {                                                                   \
+                const act_t *x = xq + (size_t)b * xstride + (size_t)g * LLM__GQ;                             \
+                _mm_storeu_si128((__m128i *)(void *)(isum + (size_t)b * istride + g),                        \
+                                 llm__hsum4_i32(lanes(w0, x), lanes(w1, x + LLM__GQ), lanes(w2, x + 2 * LLM__GQ), \
+                                                lanes(w3, x + 3 * LLM__GQ)));                                \
+            }                                                                                                \
+        }                                                                                                    \
+        for (; g < G; g++) {                                                                                 \
+            llm__gw w = llm__gw_##name(row, g);                                                              \
+            __m256i z = _mm256_setzero_si256();                                                              \
+            for (int b = 0; b < nc; b++) {                                                                   \
+                int32_t t4[4];                                                                               \
+                _mm_storeu_si128((__m128i *)(void *)t4,                                                      \
+                                 llm__hsum4_i32(lanes(w, xq + (size_t)b * xstride + (size_t)g * LLM__GQ), z, z, z)); \
+                isum[(size_t)b * istride + g] = t4[0];                                                       \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
+LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
+/* The types added after q6_K, with tiles here: their codes as ref.h's twins
+ * define them, so the sums are the twin's isum (q5_K's before its
+ * sub-block scale, as q4_K's; q3_K's and iq4_xs's with their scales folded
+ * into the codes, as q6_K's: the same integers) */
+/* 16 bytes of 4-bit codes: elements 0..15 (low nibbles) in the low lane, 16..31 (high) in the high lane */
+LLM__INLINE __m256i llm__nibbles32(const unsigned char *qs) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i low = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+}
+/* a little-endian u32 at h as 32 bytes, byte j = 16 where bit j is set (the 5th bit) */
+LLM__INLINE __m256i llm__bit5_32(const unsigned char *h) {
+    __m256i v = _mm256_set1_epi32((int)llm__le32(h));
+    const __m256i which = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    v = _mm256_and_si256(_mm256_shuffle_epi8(v, which), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+}
+LLM__INLINE llm__gw llm__gw_q4_1(const unsigned char *row, int g) {   /* codes 0..15 */
+    return llm__gw_i8(llm__nibbles32(row + (size_t)g * LLM__Q4_1_BYTES + 4));
+}
+LLM__INLINE llm__gw llm__gw_q5_0(const unsigned char *row, int g) {   /* codes - 16 */
+    const unsigned char *b = row + (size_t)g * LLM__Q5_0_BYTES;
+    __m256i q = _mm256_or_si256(llm__nibbles32(b + 6), llm__bit5_32(b + 2));
+    return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)));
+}
+LLM__INLINE llm__gw llm__gw_q5_1(const unsigned char *row, int g) {   /* codes 0..31 */
+    const unsigned char *b = row + (size_t)g * LLM__Q5_1_BYTES;
+    return llm__gw_i8(_mm256_or_si256(llm__nibbles32(b + 8), llm__bit5_32(b + 4)));
+}
+LLM__INLINE llm__gw llm__gw_iq4_nl(const unsigned char *row, int g) {   /* the table's values */
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values));
+    return llm__gw_i8(_mm256_shuffle_epi8(kv, llm__nibbles32(row + (size_t)g * LLM__IQ4_NL_BYTES + 2)));
+}
+/* q5_K: codes 0..31, before the sub-block's scale */
+LLM__INLINE llm__gw llm__gw_q5_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q5_K_BYTES;
+    int j = g % 8;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 48 + 32 * (j / 2)));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
+    lo = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(lo, 4) : lo, _mm256_set1_epi8(15));
+    hb = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+    return llm__gw_i8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)));
+}
+/* q3_K: codes -4..3 times their scales, the first 16 with scale 2k, the last 16 with 2k + 1 */
+LLM__INLINE llm__gw llm__gw_q3_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q3_K_BYTES;
+    int k = g % 8, h = k >> 2, j = k & 3;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32 + 32 * h));
+    __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)b);
+    lo = _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+    hm = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * h + j)), _mm256_set1_epi8(1));
+    llm__gw w = llm__gw_i8(_mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hm, 2)), _mm256_set1_epi8(4)));
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k)));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k + 1)));
+    return w;
+}
+/* iq4_xs: the table's values times the sub-block's scale (|product| <= 4064) */
+LLM__INLINE llm__gw llm__gw_iq4_xs(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__IQ4_XS_BYTES;
+    int k = g % 8;
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values));
+    llm__gw w = llm__gw_i8(_mm256_shuffle_epi8(kv, llm__nibbles32(b + 8 + 16 * k)));
+    __m256i ls = _mm256_set1_epi16((int16_t)llm__iq4xs_scale(b, k));
+    w.lo = _mm256_mullo_epi16(w.lo, ls);
+    w.hi = _mm256_mullo_epi16(w.hi, ls);
+    return w;
+}
+/* q2_K: codes 0..3 times their 4-bit scales (the first 16 with scale 2k,
+ * the last 16 with 2k + 1); and its mins as weights (m 2k for the first 16,
+ * m 2k + 1 for the last), whose sum with the activations is the twin's msum */
+LLM__INLINE llm__gw llm__gw_q2_k(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
+    int k = g % 8, h = k >> 2, j = k & 3;
+    __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16 + 32 * h));
+    q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+    llm__gw w = llm__gw_i8(q);
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)(b[2 * k] & 15)));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)(b[2 * k + 1] & 15)));
+    return w;
+}
+LLM__INLINE llm__gw llm__gw_q2_k_min(const unsigned char *row, int g) {
+    const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
+    int k = g % 8;
+    llm__gw w;
+    w.lo = _mm256_set1_epi16((int16_t)(b[2 * k] >> 4));
+    w.hi = _mm256_set1_epi16((int16_t)(b[2 * k + 1] >> 4));
+    return w;
+}
+LLM__GG_SUMS_NC(q2_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q2_k_min, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q3_k, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(iq4_xs, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q4_1, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_0, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_1, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(iq4_nl, int16_t, llm__gw_lanes_i16)
+LLM__GG_SUMS_NC(q5_k, int16_t, llm__gw_lanes_i16)
+#undef LLM__GG_SUMS_NC
+/* one token's: simd.h's llm__gg_sums_<type> */
+#define llm__gg_sums_q8_0(isum, row, xq, G) llm__gg_sums_nc_q8_0(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q4_0(isum, row, xq, G) llm__gg_sums_nc_q4_0(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q4_k(isum, row, xq, G) llm__gg_sums_nc_q4_k(isum, 0, row, xq, 0, 1, G)
+#define llm__gg_sums_q6_k(isum, row, xq, G) llm__gg_sums_nc_q6_k(isum, 0, row, xq, 0, 1, G)
+#endif
+
+#if defined(LLM__HAVE_GG_SUMS) && defined(__F16C__) && defined(__FMA__)
+/* The GGUF tiles with the float steps across eight rows at once: lane i of
+ * each vector is row a0 + i, and each lane does exactly the twin's steps
+ * (fma(isum, d * xs, acc), q4_K's two), group after group, so every row's
+ * bits are the twin's. */
+#define LLM__HAVE_GG_TILES 1
+#define LLM__HAVE_GG_TILE_Q8_0 1
+#define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__HAVE_GG_TILE_Q4_K 1
+#define LLM__HAVE_GG_TILE_Q6_K 1
+LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /* eight rows' f16 at off */
+    uint16_t h[8];
+    for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+}
+/* an 8-row block's sums for all the tile's tokens at once, each group's
+ * weights unpacked once (isum[b][i][g]: token b, row i, group g) */
+#define LLM__GG_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
+    LLM__KERNEL void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,                      \
+                        const int8_t *xq, const float *xs, int t, int nr, int nc) {                           \
+        int n = w->cols, G = n / LLM__GQ;                                                                      \
+        size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
+                             (size_t)llm__traits[w->type].qblock_bytes;                                        \
+        int32_t isum[LLM__NC][8][64], xsum[LLM__NC][64];                                                       \
+        const act_t *xb = (const act_t *)(const void *)xq + (size_t)t * n;                                     \
+        const float *sb = xs + (size_t)t * G;                                                                  \
+        (void)x; (void)xsum;                                                                                   \
+        memset(isum, 0, sizeof isum);                                                                          \
+        for (int b0 = 0; b0 < nc; b0 += LLM__NC) {                                                             \
+            int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;                                                    \
+            for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
+                int na = nr - a0 < 8 ? nr - a0 : 8;                                                            \
+                const unsigned char *rows[8], *rc[8];                                                          \
+                for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));            \
+                __m256 acc[LLM__NC];                                                                           \
+                for (int b = 0; b < nb; b++) acc[b] = _mm256_setzero_ps();                                     \
+                for (int c0 = 0; c0 < G; c0 += 64) {                                                           \
+                    int cg = G - c0 < 64 ? G - c0 : 64;                                                        \
+                    for (int b = 0; b < nb; b++)                                                               \
+                        for (int g = 0; g < cg; g++)                                                           \
+                            xsum[b][g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(b0 + b) * n + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
+                    for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
+                    for (int i = 0; i < na; i++)                                                               \
+                        llm__gg_sums_nc_##name(&isum[0][i][0], 8 * 64, rc[i], xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ, (size_t)n, nb, cg); \
+                    for (int b = 0; b < nb; b++)                                                               \
+                        for (int g = 0; g < cg; g++) {                                                         \
+                            const int32_t (*is)[64] = isum[b];                                                 \
+                            __m256i iv = _mm256_setr_epi32(is[0][g], is[1][g], is[2][g], is[3][g], is[4][g],   \
+                                                           is[5][g], is[6][g], is[7][g]);                      \
+                            __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);                    \
+                            LLM__GG_STEP8_##name(acc[b], rc, g, iv, xsum[b][g], xsv, d_off);                   \
+                        }                                                                                      \
+                }                                                                                              \
+                for (int b = 0; b < nb; b++) {                                                                 \
+                    float lane[8];                                                                             \
+                    _mm256_storeu_ps(lane, acc[b]);                                                            \
+                    for (int i = 0; i < na; i++) out[(size_t)(b0 + b) * ldo + a0 + i] = lane[i];               \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+/* acc = fma(isum, d * xs, acc), d the f16 at d_off(g) */
+#define LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off) \
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc)
+#define LLM__GG_STEP8_q8_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q4_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q6_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+/* q4_K: fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
+#define LLM__GG_STEP8_q4_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+    do {                                                                                                      \
+        int32_t sc_[8], m_[8];                                                                                \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * LLM__Q4_K_BYTES + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
+        __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
+        size_t o_ = (size_t)((g) / 8) * LLM__Q4_K_BYTES;                                                                  \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, o_), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, o_ + 2), xsv);                                              \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
+                              _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
+    } while (0)
+#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * LLM__Q8_0_BYTES)
+#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * LLM__Q4_0_BYTES)
+#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
+#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
+LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
+/* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
+ * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
+#define LLM__GG_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_iq4_nl(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_q3_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__GG_STEP8_iq4_xs(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+/* q4_1, q5_1: fma(isum, d xs, acc), then fma(sum(x), m xs, acc), m the f16 after d */
+#define LLM__GG_STEP8_MIN(acc, rc, g, iv, xs1, xsv, d_off)                                                     \
+    do {                                                                                                      \
+        LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off);                                                          \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_set1_epi32(xs1)),                                     \
+                              _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv), acc);                         \
+    } while (0)
+#define LLM__GG_STEP8_q4_1 LLM__GG_STEP8_MIN
+#define LLM__GG_STEP8_q5_1 LLM__GG_STEP8_MIN
+/* q5_K: q4_K's two steps with q5_K's blocks */
+#define LLM__GG_STEP8_q5_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+    do {                                                                                                      \
+        int32_t sc_[8], m_[8];                                                                                \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + d_off(g) + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
+        __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv);                                       \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
+                              _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
+    } while (0)
+#define LLM__GG_DOFF_q4_1(g) ((size_t)(g) * LLM__Q4_1_BYTES)
+#define LLM__GG_DOFF_q5_0(g) ((size_t)(g) * LLM__Q5_0_BYTES)
+#define LLM__GG_DOFF_q5_1(g) ((size_t)(g) * LLM__Q5_1_BYTES)
+#define LLM__GG_DOFF_iq4_nl(g) ((size_t)(g) * LLM__IQ4_NL_BYTES)
+#define LLM__GG_DOFF_q5_k(g) ((size_t)((g) / 8) * LLM__Q5_K_BYTES)
+#define LLM__GG_DOFF_q3_k(g) ((size_t)((g) / 8) * LLM__Q3_K_BYTES + 108)
+#define LLM__GG_DOFF_iq4_xs(g) ((size_t)((g) / 8) * LLM__IQ4_XS_BYTES)
+#define LLM__HAVE_GG_TILE_Q3_K 1
+#define LLM__HAVE_GG_TILE_IQ4_XS 1
+#define LLM__HAVE_GG_TILE_Q4_1 1
+#define LLM__HAVE_GG_TILE_Q5_0 1
+#define LLM__HAVE_GG_TILE_Q5_1 1
+#define LLM__HAVE_GG_TILE_IQ4_NL 1
+#define LLM__HAVE_GG_TILE_Q5_K 1
+LLM__GG_TILE8(llm__tile_gq4_1, q4_1, 1, LLM__GG_DOFF_q4_1, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_0, q5_0, 0, LLM__GG_DOFF_q5_0, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_1, q5_1, 1, LLM__GG_DOFF_q5_1, int16_t)
+LLM__GG_TILE8(llm__tile_giq4_nl, iq4_nl, 0, LLM__GG_DOFF_iq4_nl, int16_t)
+LLM__GG_TILE8(llm__tile_gq5_k, q5_k, 1, LLM__GG_DOFF_q5_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq3_k, q3_k, 0, LLM__GG_DOFF_q3_k, int16_t)
+/* q2_K: LLM__GG_TILE8 with a second sum per (row, group), the mins' msum,
+ * and the twin's two steps: fma(isum, d xs, acc), fma(msum, -(dmin xs), acc) */
+#define LLM__HAVE_GG_TILE_Q2_K 1
+LLM__KERNEL void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    int n = w->cols, G = n / LLM__GQ;
+    size_t chunk_bytes = (size_t)(64 * LLM__GQ / LLM__QK) * LLM__Q2_K_BYTES;
+    int32_t isum[LLM__NC][8][64], msum[LLM__NC][8][64];
+    const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)t * n;
+    const float *sb = xs + (size_t)t * G;
+    (void)x;
+    memset(isum, 0, sizeof isum);
+    memset(msum, 0, sizeof msum);
+    for (int b0 = 0; b0 < nc; b0 += LLM__NC) {
+        int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;
+        for (int a0 = 0; a0 < nr; a0 += 8) {
+            int na = nr - a0 < 8 ? nr - a0 : 8;
+            const unsigned char *rows[8], *rc[8];
+            for (int i = 0; i < 8; i++) rows[i] = llm__block_row(w, r + a0 + (i < na ? i : 0));
+            __m256 acc[LLM__NC];
+            for (int b = 0; b < nb; b++) acc[b] = _mm256_setzero_ps();
+            for (int c0 = 0; c0 < G; c0 += 64) {
+                int cg = G - c0 < 64 ? G - c0 : 64;
+                for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;
+                for (int i = 0; i < na; i++) {
+                    const int16_t *xc = xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ;
+                    llm__gg_sums_nc_q2_k(&isum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                    llm__gg_sums_nc_q2_k_min(&msum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                }
+                for (int b = 0; b < nb; b++)
+                    for (int g = 0; g < cg; g++) {
+                        const int32_t (*is)[64] = isum[b], (*ms)[64] = msum[b];
+                        __m256i iv = _mm256_setr_epi32(is[0][g], is[1][g], is[2][g], is[3][g], is[4][g], is[5][g],
+                                                       is[6][g], is[7][g]);
+                        __m256i mv = _mm256_setr_epi32(ms[0][g], ms[1][g], ms[2][g], ms[3][g], ms[4][g], ms[5][g],
+                                                       ms[6][g], ms[7][g]);
+                        __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);
+                        size_t o = (size_t)(g / 8) * LLM__Q2_K_BYTES;
+                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, o + 80), xsv), acc[b]);
+                        __m256 dm = _mm256_mul_ps(llm__gg_d8(rc, o + 82), xsv);
+                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_xor_ps(dm, _mm256_set1_ps(-0.0f)), acc[b]);
+                    }
+            }
+            for (int b = 0; b < nb; b++) {
+                float lane[8];
+                _mm256_storeu_ps(lane, acc[b]);
+                for (int i = 0; i < na; i++) out[(size_t)(b0 + b) * ldo + a0 + i] = lane[i];
+            }
+        }
+    }
+}
+LLM__GG_TILE8(llm__tile_giq4_xs, iq4_xs, 0, LLM__GG_DOFF_iq4_xs, int16_t)
+#if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
+LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
+LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(llm__tile8_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+#else
+LLM__GG_TILE8(llm__tile_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
+LLM__GG_TILE8(llm__tile_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
+LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+#endif
+#endif
+
+#if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
+#define LLM__HAVE_PANELS 1   /* q4_0, q4_K and q6_K read from repack.h's panels too */
+/* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
+ * group sum needs a horizontal add: the sixteen rows' code bytes are
+ * transposed (32-bit words: word m of every row in one vector), each word's
+ * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
+ * each by the matching pair of activation codes, broadcast. Lane i then
+ * holds row i's exact group sums and takes the twin's steps along the row:
+ * every row's bits are the twin's. A prefill tile runs each group's
+ * transposed words against four tokens. */
+
+/* 16 bytes of each of sixteen rows (at w, rb bytes apart) as four vectors:
+ * t[m] lane i is row i's word m. rb 0: w is in a panel (repack.h), where
+ * the words are so already, 64 bytes a word: the bytes o.. of a row are at
+ * 16 o from the panel's start (LLM__AT) */
+#define LLM__AT(blk, rb, o) ((blk) + (size_t)(o) * ((rb) ? 1 : 16))
+LLM__INLINE void llm__words16(__m512i *t, const unsigned char *w, size_t rb) {
+    if (!rb) {
+        for (int m = 0; m < 4; m++) t[m] = _mm512_load_si512((const void *)(w + 64 * m));
+        return;
+    }
+    __m512i z[4];
+    for (int r = 0; r < 4; r++) { /* rows r, r + 4, r + 8, r + 12 in the four 128-bit lanes */
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)r * rb)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 4) * rb)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 8) * rb)), 2);
+        z[r] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(w + (size_t)(r + 12) * rb)), 3);
+    }
+    /* 4 x 4 transposes of words in each lane: t[m] word 4L + r is row 4L + r's word m */
+    __m512i a = _mm512_unpacklo_epi32(z[0], z[1]), b = _mm512_unpackhi_epi32(z[0], z[1]);
+    __m512i c = _mm512_unpacklo_epi32(z[2], z[3]), d = _mm512_unpackhi_epi32(z[2], z[3]);
+    t[0] = _mm512_unpacklo_epi64(a, c); t[1] = _mm512_unpackhi_epi64(a, c);
+    t[2] = _mm512_unpacklo_epi64(b, d); t[3] = _mm512_unpackhi_epi64(b, d);
+}
+/* the sixteen rows' f16 at blk (rows rb apart) as f32, through memory:
+ * faster here than a gather; rb 0: the low halves of a panel's word */
+LLM__INLINE __m512 llm__f16_rows16(const unsigned char *blk, size_t rb) {
+    if (!rb) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_load_si512((const void *)blk)));
+    uint16_t dh[16];
+    for (int i = 0; i < 16; i++) memcpy(&dh[i], blk + (size_t)i * rb, 2);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dh));
+}
+/* A word of code bytes b0..b3 as int16 pairs, each nibble masked in place
+ * (1, 16, 256 times the code: at most 3840, so even eight words' dpwssd
+ * stay below 2^31) or, the top one, shifted down (a mask would leave it
+ * negative): (b0, b2) low nibbles, high nibbles, (b1, b3) low, high */
+#define LLM__NIB0(t) _mm512_and_si512(t, _mm512_set1_epi16(0x000F))
+#define LLM__NIB1(t) _mm512_and_si512(t, _mm512_set1_epi16(0x00F0))
+#define LLM__NIB2(t) _mm512_and_si512(t, _mm512_set1_epi16(0x0F00))
+#define LLM__NIB3(t) _mm512_srli_epi16(t, 12)
+#define LLM__PAIR(xw, i) _mm512_set1_epi32((xw)[i])
+
+/* The activation pairs of a group (32 int16 codes) in the order the code
+ * pairs come out, pair p = (x[at_p], x[at_p + 2]). q4_0: word m holds codes
+ * 4m..4m+3 (low nibbles) and 4m+16.. (high), at = 4m + 0, 16, 1, 17 for
+ * pairs 4m..4m+3. q4_K: word m holds codes 4m..4m+3 of two sub-blocks (low,
+ * high nibbles), at = 4m + 0, 1 for pairs 2m, 2m+1. */
+LLM__INLINE __m512i llm__pair_order(int q4k) {
+    int16_t idx[32];
+    static const int o[4] = { 0, 16, 1, 17 };
+    for (int p = 0; p < 32; p++)
+        idx[p] = (int16_t)(q4k ? 4 * (p / 4) + (p / 2) % 2 + 2 * (p % 2) : 4 * (p / 8) + o[(p / 2) % 4] + 2 * (p % 2));
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+/* The kernels below run a group's weights, unpacked once, against nb
+ * tokens (1 to decode, LLM__TB in a prefill tile): xp, xsum and xs are the
+ * first token's activation pairs, pair sums and scales at this group, the
+ * next tokens' LLM__XP_STRIDE, 64 and 64 further on, and acc[b] is token
+ * b's sixteen rows. */
+#define LLM__TB 4                          /* tokens a 16-row tile runs at once */
+#define LLM__XP_STRIDE (64 * LLM__GQ)      /* a token's chunk of 64 groups' pairs */
+
+/* q4_0 group: acc[b] = fma(isum, d * xs[b], acc[b]) for sixteen rows from
+ * their code words t (word m: codes 4m..4m+3 and 4m+16..) and scales d */
+LLM__INLINE void llm__q4_0_codes16(__m512 *acc, int nb, const __m512i *t, __m512 d, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i s[LLM__TB][4];
+    LLM__UNROLL for (int b = 0; b < nb; b++)
+        for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
+    for (int m = 0; m < 4; m++) {   /* one accumulator per nibble position: four short chains */
+        __m512i nib[4] = { LLM__NIB0(t[m]), LLM__NIB1(t[m]), LLM__NIB2(t[m]), LLM__NIB3(t[m]) };
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b][e] = _mm512_dpwssd_epi32(s[b][e], nib[e], LLM__PAIR(xw, 4 * m + e));
+        }
+    }
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        /* sum code * x (s[1], s[2] exact multiples of 16, 256), less 8 sum(x): the codes' offset */
+        __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][1], 4)),
+                                        _mm512_add_epi32(_mm512_srai_epi32(s[b][2], 8), s[b][3]));
+        isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * xsum[64 * b]));
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* one group, blk its block in the first row */
+LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i t[4];
+    llm__words16(t, blk + 2, rb);
+    llm__q4_0_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xsum, xs);
+}
+/* (a >> 16) | (b << 16) in each 32-bit lane: the word two bytes on */
+LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
+#ifdef __AVX512VBMI2__
+    return _mm512_shrdi_epi32(a, b, 16);
+#else
+    return _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_slli_epi32(b, 16));
+#endif
+}
+/* Eight groups (144 bytes a row, nine runs of 16) at once: the runs
+ * transposed give every group's scale and code words with no gather of
+ * scales. Group g's block starts at byte 18 g: for even g a word boundary,
+ * so d is the low half of word 9g/2 and each code word straddles two words;
+ * for odd g two bytes past one, so d is the high half of the word before
+ * and the code words are whole. */
+LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs, int ng) {
+    __m512i wd[36];   /* wd[k]: lane i is row i's bytes 4k..4k+3 */
+    for (int k = 0; k < 9; k++) llm__words16(wd + 4 * k, LLM__AT(blk, rb, 16 * k), rb);
+    LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: wd's indices constants, wd in registers */
+        if (g == ng) break;                     /* the first ng (fewer: a panel's padded last run) */
+        __m512i t[4], dw;
+        if (g % 2 == 0) {
+            int w0 = 9 * g / 2;
+            for (int m = 0; m < 4; m++) t[m] = llm__word_at2(wd[w0 + m], wd[w0 + m + 1]);
+            dw = wd[w0];
+        } else {
+            int w0 = (LLM__Q4_0_BYTES * g + 2) / 4;
+            for (int m = 0; m < 4; m++) t[m] = wd[w0 + m];
+            dw = _mm512_srli_epi32(wd[w0 - 1], 16);
+        }
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
+        llm__q4_0_codes16(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+    }
+}
+
+/* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
+ * words h1..h3 (bytes 0..3, 4..7, 8..11), as llm__q4k_scale_min */
+LLM__INLINE void llm__q4k_scale_min16(const __m512i *h, int j, __m512i *sc, __m512i *m) {
+    const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
+    if (j < 4) {
+        *sc = _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j), six);
+        *m = _mm512_and_si512(_mm512_srli_epi32(h[2], 8 * j), six);
+    } else {
+        int q = 8 * (j - 4);
+        *sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], q), four),
+                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[1], q + 6), two), 4));
+        *m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], q + 4), four),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], q + 6), two), 4));
+    }
+}
+/* q4_K block of 256 (eight groups) for sixteen rows: per group the twin's
+ * two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
+LLM__INLINE void llm__q4_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i h[4], t[4];
+    llm__words16(h, blk, rb);          /* d | dmin << 16, then the 12 scale bytes */
+    __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    for (int p = 0; p < 4; p++) {   /* sub-blocks 2p and 2p + 1: low and high nibbles of 32 bytes */
+        __m512i s[LLM__TB][4];
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
+        for (int half = 0; half < 2; half++) {
+            llm__words16(t, LLM__AT(blk, rb, 16 + 32 * p + 16 * half), rb);
+            for (int mm = 0; mm < 4; mm++) {
+                int m = 4 * half + mm;
+                __m512i nib[4] = { LLM__NIB0(t[mm]), LLM__NIB1(t[mm]), LLM__NIB2(t[mm]), LLM__NIB3(t[mm]) };
+                LLM__UNROLL for (int b = 0; b < nb; b++) {
+                    const int *x0 = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 64 * p), *x1 = x0 + 16;
+                    s[b][0] = _mm512_dpwssd_epi32(s[b][0], nib[0], LLM__PAIR(x0, 2 * m));
+                    s[b][2] = _mm512_dpwssd_epi32(s[b][2], nib[2], LLM__PAIR(x0, 2 * m + 1));
+                    s[b][1] = _mm512_dpwssd_epi32(s[b][1], nib[1], LLM__PAIR(x1, 2 * m));
+                    s[b][3] = _mm512_dpwssd_epi32(s[b][3], nib[3], LLM__PAIR(x1, 2 * m + 1));
+                }
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            int j = 2 * p + k;
+            __m512i sc, m;
+            llm__q4k_scale_min16(h, j, &sc, &m);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
+                                 : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
+                __m512 xsv = _mm512_set1_ps(xs[64 * b + j]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum)), _mm512_mul_ps(d, xsv), acc[b]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[64 * b + j]))),
+                                         _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc[b]);
+            }
+        }
+    }
+}
+
+/* q6_K block of 256 (eight groups) for sixteen rows. Group k = 4h + c takes
+ * the low (c < 2) or high nibbles of ql[64h + 32(c & 1) + l] and bits 2c,
+ * 2c + 1 of qh[32h + l]; per 16 values (a quarter q, one scale) the three
+ * byte runs are transposed, each word's even and odd bytes become int16
+ * code pairs (nibble | high bits << 4, less 32), against the pairs of
+ * llm__pair_order(1). isum = sc[2k] (first 16) + sc[2k + 1] (last 16), then
+ * the twin's step fma(isum, d * xs, acc). */
+LLM__INLINE __m512i llm__q6k_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) {
+    /* the nibble at bit s_nib and the two bits at s_hb of each int16's low byte, as a code - 32 */
+    __m512i lo = _mm512_and_si512(_mm512_srli_epi16(nib, (unsigned)s_nib), _mm512_set1_epi16(0x000F));
+    __m512i hi = s_hb >= 4 ? _mm512_srli_epi16(hb, (unsigned)(s_hb - 4)) : _mm512_slli_epi16(hb, (unsigned)(4 - s_hb));
+    hi = _mm512_and_si512(hi, _mm512_set1_epi16(0x0030));
+    return _mm512_sub_epi16(_mm512_or_si512(lo, hi), _mm512_set1_epi16(32));
+}
+LLM__INLINE void llm__q6_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const float *xs) {
+    __m512i sw[4];
+    llm__words16(sw, LLM__AT(blk, rb, 192), rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
+    __m512 d = llm__f16_rows16(LLM__AT(blk, rb, 208), rb);
+    for (int h = 0; h < 2; h++) {
+        __m512i a[2][4], bb[2][4], qh[2][4];   /* the quarters' byte runs, transposed once for the four groups */
+        for (int q = 0; q < 2; q++) {
+            llm__words16(a[q], LLM__AT(blk, rb, 64 * h + 16 * q), rb);
+            llm__words16(bb[q], LLM__AT(blk, rb, 64 * h + 32 + 16 * q), rb);
+            llm__words16(qh[q], LLM__AT(blk, rb, 128 + 32 * h + 16 * q), rb);
+        }
+        for (int c = 0; c < 4; c++) {
+            int k = 4 * h + c, sn = c < 2 ? 0 : 4;
+            __m512i sum[LLM__TB][2];
+            for (int q = 0; q < 2; q++) {
+                const __m512i *nbv = c & 1 ? bb[q] : a[q];
+                LLM__UNROLL for (int b = 0; b < nb; b++) sum[b][q] = _mm512_setzero_si512();
+                for (int m = 0; m < 4; m++) {
+                    int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
+                    __m512i p0 = llm__q6k_pair(nbv[m], qh[q][m], sn, 2 * c), p1 = llm__q6k_pair(nbv[m], qh[q][m], sn + 8, 2 * c + 8);
+                    LLM__UNROLL for (int b = 0; b < nb; b++) {
+                        const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 32 * k);
+                        sum[b][q] = _mm512_dpwssd_epi32(sum[b][q], p0, LLM__PAIR(xw, 2 * wm));
+                        sum[b][q] = _mm512_dpwssd_epi32(sum[b][q], p1, LLM__PAIR(xw, 2 * wm + 1));
+                    }
+                }
+            }
+            int j0 = 2 * k, j1 = 2 * k + 1;   /* the scales' bytes: word j / 4, byte j % 4, signed */
+            __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j0 / 4], (unsigned)(24 - 8 * (j0 % 4))), 24);
+            __m512i sc1 = _mm512_srai_epi32(_mm512_slli_epi32(sw[j1 / 4], (unsigned)(24 - 8 * (j1 % 4))), 24);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, sum[b][0]), _mm512_mullo_epi32(sc1, sum[b][1]));
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b + k])), acc[b]);
+            }
+        }
+    }
+}
+
+/* A chunk of up to 64 groups of nb tokens' activations (xb, token stride
+ * n; scales sb, stride G) as the kernels read them: each group's pairs in
+ * the type's order (xp), their sum (xsum) and scale (xsc); the tokens from
+ * nc on copy the last (a tile of 2 or 3 tokens runs as LLM__TB, the copies'
+ * results dropped) */
+LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int16_t *xb, const float *sb, int n, int G,
+                              int c0, int cg, int nb, int nc, __m512i order) {
+    for (int b = 0; b < nb; b++) {
+        int bs = b < nc ? b : nc - 1;
+        for (int g = 0; g < cg; g++) {
+            __m512i v = _mm512_loadu_si512((const void *)(xb + (size_t)bs * n + (size_t)(c0 + g) * LLM__GQ));
+            _mm512_storeu_si512((void *)(xp + (size_t)b * LLM__XP_STRIDE + g * LLM__GQ), _mm512_permutexvar_epi16(order, v));
+            xsum[64 * b + g] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, _mm512_set1_epi16(1)));
+            xsc[64 * b + g] = sb[(size_t)bs * G + c0 + g];
+        }
+    }
+}
+
+#ifndef LLM__PANEL_AHEAD
+#define LLM__PANEL_AHEAD 2
+#endif
+/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows and nb
+ * (1 or LLM__TB) of the nc tokens at a time: a chunk of up to 64 groups'
+ * activation pairs at a time, sixteen rows over it; gb8 bytes a row for
+ * eight groups (a q4_0 block of 18 is one group, a K-quant block eight).
+ * pan: the rows come from w's panels (repack.h; r a multiple of 16, any nr),
+ * one stream in address order, each vector loaded as it is; else from the
+ * file's rows, sixteen streams transposed as they come. */
+LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
+                                int nr, int nc, int nb, int kind, int pan) {
+    int n = w->cols, G = n / LLM__GQ;
+    /* eight groups' bytes: a q6_K block is 210 bytes in the file, 212
+     * (whole words, the traits' panel_slot) in a panel */
+    const llm__type_traits *tr = &llm__traits[w->type];
+    size_t rb = pan ? 0 : llm__block_row_bytes(w);
+    size_t gb8 = pan && tr->panel_unit ? (size_t)tr->panel_slot : (size_t)(8 * LLM__GQ / tr->qblock) * (size_t)tr->qblock_bytes;
+    size_t panel_bytes = 16 * llm__panel_row_bytes(w);
+    const __m512i order = llm__pair_order(kind != 0);
+    int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
+    int32_t xsum[LLM__TB * 64];             /* their sums */
+    float xsc[LLM__TB * 64];                /* and scales */
+    for (int c0 = 0; c0 < G; c0 += 64) {
+        int cg = G - c0 < 64 ? G - c0 : 64;
+        llm__pairs16(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, order);
+        for (int done = 0; done < nr; done += 16) {
+            /* from the file, a last short block overlaps the one before: its
+             * rows are computed again (the same bits) but only the new ones
+             * stored; a panel's rows past the matrix are zeros, not stored */
+            int a0 = pan || done + 16 <= nr ? done : nr - 16;
+            __mmask16 fresh = (__mmask16)(0xFFFFu << (done - a0));
+            if (nr - done < 16 && pan) fresh = (__mmask16)((1u << (nr - done)) - 1);
+            const unsigned char *rows = pan ? (const unsigned char *)w->panels + (size_t)(r + a0) / 16 * panel_bytes
+                                            : llm__block_row(w, r + a0);
+            rows = LLM__AT(rows, rb, (size_t)c0 / 8 * gb8);
+            int ahead = w->rows - (r + a0 + 16);   /* rows after these, in this call or the next */
+            __m512 acc[LLM__TB];
+            LLM__UNROLL for (int b = 0; b < nb; b++)
+                acc[b] = c0 && b < nc ? _mm512_maskz_loadu_ps(fresh, out + (size_t)b * ldo + a0) : _mm512_setzero_ps();
+            for (int g = 0, span; g < cg; g += span) {   /* eight groups at a time, q4_0's last few one by one */
+                const unsigned char *blk = LLM__AT(rows, rb, (size_t)g * gb8 / 8);
+                span = kind || pan || cg - g >= 8 ? 8 : 1;
+                /* sixteen row streams defeat the hardware prefetcher: fetch the
+                 * next sixteen rows meanwhile, in address order where one
+                 * chunk is the whole row (their 16 gb8 / 8 bytes a group),
+                 * else their same blocks, half the rows per group (q4_0:
+                 * 36 bytes a row every two groups, every line). A panel is
+                 * one stream, which the prefetcher follows. */
+                if (pan) {   /* the run LLM__PANEL_AHEAD runs on, in this panel or the next */
+                    const unsigned char *next = blk + (size_t)LLM__PANEL_AHEAD * 16 * gb8;
+                    for (size_t k = 0; k < 16 * gb8; k += 64) LLM__PREFETCH(next + k);
+                } else if (G <= 64) {
+                    size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
+                    for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
+                } else if (!kind && span == 8) {   /* q4_0's eight groups: 144 bytes of each row */
+                    for (int i = 0; i < 16 && i < ahead; i++)
+                        for (int k = 0; k < 8 * LLM__Q4_0_BYTES; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
+                } else {
+                    for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
+                }
+                const int16_t *xg = xp + g * LLM__GQ;
+                if (kind == 2) llm__q6_k_block16(acc, nb, blk, rb, xg, xsc + g);
+                else if (kind == 1) llm__q4_k_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
+                else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+            }
+            LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm512_mask_storeu_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
+        }
+    }
+}
+/* nc tokens: LLM__TB at a time, a single one (decode) alone */
+LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+                             int t, int nr, int nc, int kind, int pan) {
+    int n = w->cols, G = n / LLM__GQ;
+    for (int b = 0; b < nc; b += LLM__TB) {
+        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * G;
+        float *o = out + (size_t)b * ldo;
+        if (nc - b == 1) llm__tile16_nb(o, ldo, w, r, xb, sb, nr, 1, 1, kind, pan);
+        else llm__tile16_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind, pan);
+    }
+}
+/* The tiles' entry points start on a 64-byte boundary: their loops are
+ * long, and where the linker happened to place them moved 110M q4_K decode
+ * by a quarter (measured on Zen 5, the same code at another address) */
+#if defined(__GNUC__)
+#define LLM__CODE_ALIGN __attribute__((aligned(64)))
+#else
+#define LLM__CODE_ALIGN
+#endif
+LLM__CODE_ALIGN
+LLM__KERNEL void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 0);
+    else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__CODE_ALIGN
+LLM__KERNEL void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 0);
+    else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__CODE_ALIGN
+LLM__KERNEL void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
+    else llm__tile8_gq6_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+#endif
