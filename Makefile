@@ -116,7 +116,8 @@ I386_WRAPPERS = $(addprefix build/qemu/,$(notdir $(I386_BINS)))
 # largest vocabulary with fewer kinds of logits).
 I386_TESTS = test_32bit test_cli test_kernels test_sampler test_limits \
   test_reference::test_prefill_equals_decode_every_variant \
-  test_formats::test_compact_config_same_text_every_build test_formats::test_ak42_files \
+  test_formats::test_compact_config_same_text_every_build test_formats::test_q8_0_logits_same_bits_every_build_every_kv_cache \
+  test_formats::test_ak42_files \
   test_formats::test_malformed_llmw_refused test_formats::test_malformed_q4_llmw_refused test_eval::test_eval_bad_input \
   test_export_q4::test_engine_dequant_equals_spec_reader \
   test_tokenizer::test_unit_c test_tokenizer::test_malformed_tokenizer_files \

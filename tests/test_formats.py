@@ -121,6 +121,41 @@ def test_compact_config_same_text_every_build():
         assert outs[0] == outs[1] == outs[2], f"{dtype} {args}: texts differ:\n{outs[0]!r}\n{outs[1]!r}\n{outs[2]!r}"
 
 
+def test_q8_0_logits_same_bits_every_build_every_kv_cache():
+    """The promise under the text above, in bits: a q8_0 checkpoint's logits at
+    every position, decoded one token at a time and prefilled in one batch, are
+    the optimised build's bits in this build, for each KV cache type. The int8
+    cache rounds each key and value to 1/127 of its head's largest, so a value
+    that differs in its last bit can move a code, and the text with it: what
+    reaches the cache must be one order on every target too. (An f32 or f16
+    checkpoint's products keep the ISA's lanes, so its logits differ in the
+    last bits between builds and its text may differ: no promise there.)"""
+    path = exported("q8_0")
+    tokens = [1] + [(i * 53 + 7) % 512 for i in range(79)]   # 80 positions: three blocks of keys
+    reference = os.path.join(common.ROOT, "build", "logits")
+    for kv in ("f32", "f16", "q8"):
+        for mode in ("decode", "prefill"):
+            outs = []
+            for binary in (LOGITS, reference):
+                out = scratch(f"fmt_bits_{kv}_{mode}_{len(outs)}_{os.getpid()}.f32")
+                rc, so, se = run([path, "--tokens", ",".join(map(str, tokens)), "--mode", mode, "--kv", kv,
+                                  "--threads", 1, "--out", out], binary=binary)
+                assert rc == 0, se
+                with open(out, "rb") as f:
+                    outs.append(f.read())
+                os.remove(out)
+            assert len(outs[0]) == 80 * 512 * 4 and outs[0] == outs[1], \
+                f"kv {kv} {mode}: logits differ from the optimised build's (rel diff {rel_bytes(outs[0], outs[1]):.3g})"
+
+
+def rel_bytes(a, b):
+    import array
+    x, y = array.array("f"), array.array("f")
+    x.frombytes(a)
+    y.frombytes(b)
+    return rel(x, y) if len(x) == len(y) else float("inf")
+
+
 def test_llmw_with_norm_biases_matches_reference():
     """export.py random with LayerNorm biases, q/k/v biases and q/k norms (a version 2
     file), GQA, a head size apart from dim / heads (6 x 12 = 72 against dim 48),
