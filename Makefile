@@ -216,7 +216,7 @@ norm-table: build/run.stamp
 # The models are written to build/ppl/ (derived files: never committed).
 PPL_TEXT ?= tests/data/stories.txt
 PPL_DIR = build/ppl
-PPL_DTYPES = f32 f16 q8_0 q4_0 q4_k
+PPL_DTYPES = f32 f16 q8_0 q4_0 q4_K
 RANDOM15M = random --dim 288 --hidden-dim 768 --layers 6 --heads 6 --kv-heads 6 --vocab 32000 --seq-len 256 --seed 0
 ppl-table: build/run.stamp
 	@mkdir -p $(PPL_DIR)

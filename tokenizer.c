@@ -11,8 +11,16 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/fmt.h"   /* llm__fmt: model.h's message formatter */
+#include "engine/fmt.h"   /* llm__vfmt: model.h's message formatter */
 #include "tokenizer/internal.h"
+
+/* The tokenizer's one copy of the formatter (tokenizer/internal.h). */
+void tok__fmt(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    llm__vfmt(buf, cap, fmt, ap);
+    va_end(ap);
+}
 
 size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size) {
     long count;
@@ -31,7 +39,7 @@ size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size) {
 unsigned char *tok__claim_arena(tok_tokenizer *t, void *arena, size_t arena_size, size_t need) {
     size_t pad = arena ? align_pad(arena) : 0;
     if (!arena || arena_size < pad + need) {
-        llm__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
+        tok__fmt(t->error, sizeof t->error, "tokenizer arena too small: %lu bytes given, %lu needed",
                  (unsigned long)(arena ? arena_size : 0), (unsigned long)(pad + need));
         return NULL;
     }
@@ -176,7 +184,7 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
 
     if (!t) return TOK_ERR_ARG;
     if (t->vocab_size <= 0) {
-        llm__fmt(t->error, sizeof t->error, "tokenizer not initialized");
+        tok__fmt(t->error, sizeof t->error, "tokenizer not initialized");
         return TOK_ERR_ARG;
     }
     t->error[0] = '\0';
@@ -185,7 +193,7 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
     n = strlen(text);
     if (t->kind == TOK_KIND_BYTE_LEVEL) {
         if (!tok__text_len_ok(n)) {
-            llm__fmt(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
+            tok__fmt(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
             return TOK_ERR_SPACE;
         }
         return tok__bl_encode(t, (const unsigned char *)text, n, bos, eos, tokens, max_tokens, scratch, scratch_size);

@@ -11,7 +11,7 @@ Environment:
     LLM_MODELS     folder with stories260K.bin, tok512.bin, tokenizer.bin
                    (default: ../shared/models relative to the repository root)
     BENCH_MODELS   rows to run, from 260K,15M,42M,110M (default: all)
-    BENCH_DTYPES   from f32,f16,q8_0,q4_0,q4_k (default: all)
+    BENCH_DTYPES   from f32,f16,q8_0,q4_0,q4_K (default: all)
     BENCH_THREADS  thread counts (default: 1,2)
     BENCH_PROMPT   prompt tokens (default 128; 8 to 896), then 128 decoded tokens:
                    32 for short prompts (time to first token), 512 for long ones.
@@ -132,10 +132,10 @@ SHAPES = {
     "42M": (512, 8, 8, 8, 1376, 32000, 1024),
     "110M": (768, 12, 12, 12, 2048, 32000, 1024),
 }
-DTYPES = ("f32", "f16", "q8_0", "q4_0", "q4_k")
-# q4_0: 18 bytes a block of 32; q4_k: 144 a superblock of 256 (its narrow rows
+DTYPES = ("f32", "f16", "q8_0", "q4_0", "q4_K")
+# q4_0: 18 bytes a block of 32; q4_K: 144 a superblock of 256 (its narrow rows
 # are q4_0, FORMAT.md: the same 4.5 bits a weight)
-BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 1.0 + 4.0 / Q8_GROUP, "q4_0": 18.0 / 32, "q4_k": 144.0 / 256}
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 1.0 + 4.0 / Q8_GROUP, "q4_0": 18.0 / 32, "q4_K": 144.0 / 256}
 
 def prefill_flops_per_token(model, size, dtype):
     """2 x the multiply-adds a prefill token costs: the layers' matrices, and the

@@ -35,7 +35,7 @@ CACHE = os.path.join(ROOT, "build", "arm-insns")
 STEPS = int(os.environ.get("ARM_STEPS", "33"))
 QEMU = os.environ.get("QEMU", "qemu-aarch64")
 SHAPE = dict(dim=288, hidden_dim=768, n_layers=6, n_heads=6, n_kv_heads=6, vocab_size=32000, seq_len=256, shared=True)
-LLMW = ("f32", "f16", "q8_0", "q4_0", "q4_k")
+LLMW = ("f32", "f16", "q8_0", "q4_0", "q4_K")
 GGUF = ("Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "IQ4_NL")
 
 

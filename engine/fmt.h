@@ -1,7 +1,8 @@
 /* engine/fmt.h -- a tiny snprintf for error messages (%d %u %ld %lu %zu %llu
  * %s %g %p %%), so neither the engine nor the tokenizer needs stdio on a
  * device: always NUL-terminates, truncates. Included by base.h and by
- * tokenizer.c (its own translation unit: everything here is static). */
+ * tokenizer.c, whose tok__fmt (tokenizer/internal.h) every tokenizer file
+ * calls, so the library holds one copy (everything here is static). */
 #ifndef LLM__FMT_H
 #define LLM__FMT_H
 #include <stdarg.h>
@@ -48,14 +49,9 @@ static void llm__putg(llm__out *o, double v) { /* %g with 6 significant digits *
         for (int i = 0; i <= last; i++) llm__putc(o, d[i]);
     }
 }
-#if defined(__GNUC__)
-static void llm__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#endif
-static void llm__fmt(char *buf, size_t cap, const char *fmt, ...) {
+static void llm__vfmt(char *buf, size_t cap, const char *fmt, va_list ap) {
     llm__out o;
-    va_list ap;
     o.buf = buf; o.cap = cap; o.len = 0;
-    va_start(ap, fmt);
     for (const char *f = fmt; *f; f++) {
         if (*f != '%') { llm__putc(&o, *f); continue; }
         f++;
@@ -76,7 +72,15 @@ static void llm__fmt(char *buf, size_t cap, const char *fmt, ...) {
         else if (*f == '%') llm__putc(&o, '%');
         else { llm__putc(&o, '%'); if (!*f) break; llm__putc(&o, *f); }
     }
-    va_end(ap);
     if (cap) buf[o.len < cap ? o.len : cap - 1] = '\0';
+}
+#if defined(__GNUC__)
+static inline void llm__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#endif
+static inline void llm__fmt(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    llm__vfmt(buf, cap, fmt, ap);
+    va_end(ap);
 }
 #endif /* LLM__FMT_H */

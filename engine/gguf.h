@@ -1,7 +1,7 @@
 /* engine/gguf.h -- GGUF versions 2 and 3 (llama.cpp's format), parsed in
  * place: the header, the metadata (any key, typed; the architecture: llama,
  * qwen2 or qwen3), the tensor infos and the data section's start, and, for
- * callers (run.c's tokenizer), a lookup of any key. load_gguf.h builds the
+ * callers (the tokenizer's GGUF reader, run.c's --info), a lookup of any key. load_gguf.h builds the
  * model from what this reads.
  *
  * The file is hostile until checked: every count, string length, array
@@ -29,45 +29,45 @@ static const unsigned char llm__gv_size[LLM__GV_COUNT] = { 1, 1, 2, 2, 4, 4, 4, 
 
 /* A bounded cursor over the file: every read checks, and the first failure
  * leaves a message naming what was being read and where. */
-typedef struct llm__gg {
+typedef struct llm__gguf_cursor {
     const unsigned char *b;
     uint64_t n, at;
     int bad;
     char *e;
     size_t E;
-} llm__gg;
+} llm__gguf_cursor;
 
-static int llm__gg_fail(llm__gg *g, const char *what) {
+static int llm__gguf_fail(llm__gguf_cursor *g, const char *what) {
     if (!g->bad) llm__fmt(g->e, g->E, "GGUF truncated or corrupt: %s at byte %llu runs past the end (%llu bytes)", what,
                           (unsigned long long)g->at, (unsigned long long)g->n);
     g->bad = 1;
     return 0;
 }
 /* the next k bytes, or NULL (and the message) */
-static const unsigned char *llm__gg_take(llm__gg *g, uint64_t k, const char *what) {
+static const unsigned char *llm__gguf_take(llm__gguf_cursor *g, uint64_t k, const char *what) {
     if (g->bad) return NULL;
-    if (k > g->n - g->at) { llm__gg_fail(g, what); return NULL; }
+    if (k > g->n - g->at) { llm__gguf_fail(g, what); return NULL; }
     const unsigned char *p = g->b + g->at;
     g->at += k;
     return p;
 }
-static uint32_t llm__gg_u32(llm__gg *g, const char *what) {
-    const unsigned char *p = llm__gg_take(g, 4, what);
+static uint32_t llm__gguf_u32(llm__gguf_cursor *g, const char *what) {
+    const unsigned char *p = llm__gguf_take(g, 4, what);
     return p ? llm__u32(p) : 0;
 }
-static uint64_t llm__gg_u64(llm__gg *g, const char *what) {
-    const unsigned char *p = llm__gg_take(g, 8, what);
+static uint64_t llm__gguf_u64(llm__gguf_cursor *g, const char *what) {
+    const unsigned char *p = llm__gguf_take(g, 8, what);
     return p ? llm__u64(p) : 0;
 }
 /* a string: its bytes (not NUL-terminated) and length */
-static const unsigned char *llm__gg_str(llm__gg *g, uint64_t *len, const char *what) {
-    *len = llm__gg_u64(g, what);
-    return llm__gg_take(g, *len, what);
+static const unsigned char *llm__gguf_str(llm__gguf_cursor *g, uint64_t *len, const char *what) {
+    *len = llm__gguf_u64(g, what);
+    return llm__gguf_take(g, *len, what);
 }
 
 /* a name from the file as a printable C string (at most 63 bytes; bytes
  * outside printable ASCII shown as '?') */
-static void llm__gg_printable(char *out, size_t size, const unsigned char *p, uint64_t len) {
+static void llm__gguf_printable(char *out, size_t size, const unsigned char *p, uint64_t len) {
     size_t k = 0;
     for (; k + 1 < size && k < len; k++) out[k] = p[k] >= 32 && p[k] < 127 ? (char)p[k] : '?';
     out[k] = 0;
@@ -75,17 +75,17 @@ static void llm__gg_printable(char *out, size_t size, const unsigned char *p, ui
 
 /* Skip one value of type t (an array: of fixed-size values or strings; an
  * array of arrays is refused, as llama.cpp refuses it) */
-static int llm__gg_skip_value(llm__gg *g, uint32_t t, const char *key) {
+static int llm__gguf_skip_value(llm__gguf_cursor *g, uint32_t t, const char *key) {
     uint64_t len;
     if (t >= LLM__GV_COUNT) {
         if (!g->bad) llm__fmt(g->e, g->E, "GGUF metadata %s has unknown value type %u", key, (unsigned)t);
         g->bad = 1;
         return 0;
     }
-    if (t == LLM__GV_STRING) return llm__gg_str(g, &len, key) != NULL;
-    if (t != LLM__GV_ARRAY) return llm__gg_take(g, llm__gv_size[t], key) != NULL;
-    uint32_t et = llm__gg_u32(g, key);
-    uint64_t count = llm__gg_u64(g, key);
+    if (t == LLM__GV_STRING) return llm__gguf_str(g, &len, key) != NULL;
+    if (t != LLM__GV_ARRAY) return llm__gguf_take(g, llm__gv_size[t], key) != NULL;
+    uint32_t et = llm__gguf_u32(g, key);
+    uint64_t count = llm__gguf_u64(g, key);
     if (g->bad) return 0;
     if (et >= LLM__GV_COUNT || et == LLM__GV_ARRAY) {
         llm__fmt(g->e, g->E, "GGUF metadata %s is an array of %s type %u: not read", key,
@@ -93,30 +93,30 @@ static int llm__gg_skip_value(llm__gg *g, uint32_t t, const char *key) {
         g->bad = 1;
         return 0;
     }
-    if (et != LLM__GV_STRING) return llm__gg_take(g, llm__mul(count, llm__gv_size[et]), key) != NULL;
+    if (et != LLM__GV_STRING) return llm__gguf_take(g, llm__mul(count, llm__gv_size[et]), key) != NULL;
     /* strings: at least 8 bytes each, so the count is bounded before the loop */
-    if (count > (g->n - g->at) / 8) return llm__gg_fail(g, key);
+    if (count > (g->n - g->at) / 8) return llm__gguf_fail(g, key);
     for (uint64_t i = 0; i < count; i++)
-        if (!llm__gg_str(g, &len, key)) return 0;
+        if (!llm__gguf_str(g, &len, key)) return 0;
     return 1;
 }
 
 /* The header's counts, checked against what the file could hold; g is left
  * at the first metadata pair */
-static int llm__gg_header(llm__gg *g, uint32_t *version, uint64_t *n_tensors, uint64_t *n_kv) {
+static int llm__gguf_header(llm__gguf_cursor *g, uint32_t *version, uint64_t *n_tensors, uint64_t *n_kv) {
     if (g->n < 24) {
         llm__fmt(g->e, g->E, "GGUF file of %llu bytes is shorter than its 24-byte header: truncated", (unsigned long long)g->n);
         return LLM_ERR_SIZE;
     }
     g->at = 4;
-    *version = llm__gg_u32(g, "version");
+    *version = llm__gguf_u32(g, "version");
     if (*version < 2 || *version > 3) {
         llm__fmt(g->e, g->E, "GGUF version %u is not read (versions 2 and 3 are)%s", (unsigned)*version,
                  *version == 1 ? ": convert it again with llama.cpp" : "");
         return LLM_ERR_VERSION;
     }
-    *n_tensors = llm__gg_u64(g, "tensor count");
-    *n_kv = llm__gg_u64(g, "metadata count");
+    *n_tensors = llm__gguf_u64(g, "tensor count");
+    *n_kv = llm__gguf_u64(g, "metadata count");
     /* a pair takes at least 13 bytes (key length, type, one byte), a tensor info 32 */
     if (*n_kv > (g->n - g->at) / 13 || *n_tensors > (g->n - g->at) / 32) {
         llm__fmt(g->e, g->E, "GGUF header claims %llu metadata pairs and %llu tensors, more than its %llu bytes can hold: corrupt",
@@ -137,12 +137,12 @@ typedef struct llm__gv {
 
 /* Walk all metadata from the cursor: with key, find it (1: found, into v);
  * the walk validates every pair. Returns 0 when absent, -1 when corrupt. */
-static int llm__gg_find(llm__gg *g, uint64_t n_kv, const char *key, llm__gv *v) {
+static int llm__gguf_find(llm__gguf_cursor *g, uint64_t n_kv, const char *key, llm__gv *v) {
     size_t klen = key ? strlen(key) : 0;
     int found = 0;
     for (uint64_t i = 0; i < n_kv; i++) {
         uint64_t len;
-        const unsigned char *k = llm__gg_str(g, &len, "a metadata key");
+        const unsigned char *k = llm__gguf_str(g, &len, "a metadata key");
         if (!k) return -1;
         if (len > LLM__GGUF_MAX_KEY) {
             llm__fmt(g->e, g->E, "GGUF metadata key %llu is %llu bytes long (the limit is 65535): corrupt",
@@ -150,7 +150,7 @@ static int llm__gg_find(llm__gg *g, uint64_t n_kv, const char *key, llm__gv *v) 
             g->bad = 1;
             return -1;
         }
-        uint32_t t = llm__gg_u32(g, "a metadata type");
+        uint32_t t = llm__gguf_u32(g, "a metadata type");
         if (g->bad) return -1;
         if (!found && key && len == klen && memcmp(k, key, klen) == 0) {
             found = 1;
@@ -161,13 +161,13 @@ static int llm__gg_find(llm__gg *g, uint64_t n_kv, const char *key, llm__gv *v) 
         }
         char name[64];
         llm__fmt(name, sizeof name, "value %llu", (unsigned long long)i);
-        if (!llm__gg_skip_value(g, t, name)) return -1;
+        if (!llm__gguf_skip_value(g, t, name)) return -1;
     }
     return found;
 }
 
 /* value v as an integer / float (scalars of a numeric type only) */
-static int llm__gv_int(const llm__gg *g, const llm__gv *v, uint64_t i, int64_t *out) {
+static int llm__gv_int(const llm__gguf_cursor *g, const llm__gv *v, uint64_t i, int64_t *out) {
     if (i >= v->count || v->type >= LLM__GV_COUNT || !llm__gv_size[v->type]) return 0;
     const unsigned char *p = g->b + v->at + i * llm__gv_size[v->type];
     switch (v->type) {
@@ -182,7 +182,7 @@ static int llm__gv_int(const llm__gg *g, const llm__gv *v, uint64_t i, int64_t *
     }
     return 0;
 }
-static int llm__gv_float(const llm__gg *g, const llm__gv *v, double *out) {
+static int llm__gv_float(const llm__gguf_cursor *g, const llm__gv *v, double *out) {
     const unsigned char *p = g->b + v->at;
     if (v->is_array) return 0;
     if (v->type == LLM__GV_F32) { *out = llm__f32(p); return 1; }
@@ -218,10 +218,10 @@ static const char *llm__ggml_type_name(uint32_t id) {
 }
 
 /* The architectures read; llm__gguf.arch is an index here (-1: not yet known). */
-static const char *const llm__gg_archs[3] = { "llama", "qwen2", "qwen3" };
+static const char *const llm__gguf_archs[3] = { "llama", "qwen2", "qwen3" };
 
 typedef struct llm__gguf {
-    llm__gg g;
+    llm__gguf_cursor g;
     uint32_t version;
     uint64_t n_tensors, n_kv, kv_at, ti_at, data_at;
     uint32_t alignment;
@@ -231,9 +231,9 @@ typedef struct llm__gguf {
 /* find key (with "%s" replaced by the architecture) */
 static int llm__gguf_key(llm__gguf *f, const char *key, llm__gv *v) {
     char k[96];
-    llm__fmt(k, sizeof k, key, f->arch >= 0 ? llm__gg_archs[f->arch] : "");
+    llm__fmt(k, sizeof k, key, f->arch >= 0 ? llm__gguf_archs[f->arch] : "");
     f->g.at = f->kv_at;
-    return llm__gg_find(&f->g, f->n_kv, k, v);
+    return llm__gguf_find(&f->g, f->n_kv, k, v);
 }
 /* an integer key into *out (absent: *out unchanged, unless required) */
 static int llm__gguf_int(llm__gguf *f, llm_model *m, const char *key, int required, int lo, int hi, int *out) {
@@ -241,7 +241,7 @@ static int llm__gguf_int(llm__gguf *f, llm_model *m, const char *key, int requir
     int64_t x;
     int r = llm__gguf_key(f, key, &v);
     char k[96];
-    llm__fmt(k, sizeof k, key, f->arch >= 0 ? llm__gg_archs[f->arch] : "");
+    llm__fmt(k, sizeof k, key, f->arch >= 0 ? llm__gguf_archs[f->arch] : "");
     if (r < 0) return LLM_ERR_FORMAT;
     if (r == 0) {
         if (!required) return LLM_OK;
@@ -268,7 +268,7 @@ static int llm__gguf_float(llm__gguf *f, llm_model *m, const char *key, float *o
     if (r == 0) return LLM_OK;
     if (!llm__gv_float(&f->g, &v, &x) || !(x >= -FLT_MAX && x <= FLT_MAX)) {
         char k[96];
-        llm__fmt(k, sizeof k, key, llm__gg_archs[f->arch]);
+        llm__fmt(k, sizeof k, key, llm__gguf_archs[f->arch]);
         llm__fmt(m->error, sizeof m->error, "GGUF metadata %s is not a finite number", k);
         return LLM_ERR_FORMAT;
     }
@@ -285,7 +285,7 @@ static int llm__gguf_str_is(llm__gguf *f, const char *key, const char *s, int *p
     if (v.is_array || v.type != LLM__GV_STRING) { *present = 2; return 0; }
     uint64_t len = llm__u64(f->g.b + v.at);
     const unsigned char *p = f->g.b + v.at + 8;
-    if (got_size) llm__gg_printable(got, got_size, p, len);
+    if (got_size) llm__gguf_printable(got, got_size, p, len);
     return len == strlen(s) && !memcmp(p, s, len);
 }
 
@@ -295,23 +295,23 @@ static int llm__gguf_open(llm__gguf *f, const unsigned char *b, size_t n, char *
     memset(f, 0, sizeof *f);
     f->g.b = b; f->g.n = n; f->g.e = e; f->g.E = E;
     f->arch = -1;
-    int st = llm__gg_header(&f->g, &f->version, &f->n_tensors, &f->n_kv);
+    int st = llm__gguf_header(&f->g, &f->version, &f->n_tensors, &f->n_kv);
     if (st != LLM_OK) return st;
     f->kv_at = f->g.at;
-    if (llm__gg_find(&f->g, f->n_kv, NULL, NULL) < 0) return LLM_ERR_FORMAT;
+    if (llm__gguf_find(&f->g, f->n_kv, NULL, NULL) < 0) return LLM_ERR_FORMAT;
     f->ti_at = f->g.at;
     /* the tensor infos' extent */
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         uint64_t len;
-        if (!llm__gg_str(&f->g, &len, "a tensor name")) return LLM_ERR_FORMAT;
-        uint32_t nd = llm__gg_u32(&f->g, "a tensor's dimension count");
+        if (!llm__gguf_str(&f->g, &len, "a tensor name")) return LLM_ERR_FORMAT;
+        uint32_t nd = llm__gguf_u32(&f->g, "a tensor's dimension count");
         if (f->g.bad) return LLM_ERR_FORMAT;
         if (nd < 1 || nd > LLM__GGUF_MAX_DIMS) {
             llm__fmt(e, E, "GGUF tensor %llu has %u dimensions (1..%d are allowed): corrupt", (unsigned long long)i,
                      (unsigned)nd, LLM__GGUF_MAX_DIMS);
             return LLM_ERR_FORMAT;
         }
-        if (!llm__gg_take(&f->g, 8 * (uint64_t)nd + 12, "a tensor info")) return LLM_ERR_FORMAT;
+        if (!llm__gguf_take(&f->g, 8 * (uint64_t)nd + 12, "a tensor info")) return LLM_ERR_FORMAT;
     }
     f->alignment = 32;
     llm__gv v;
@@ -329,8 +329,8 @@ static int llm__gguf_open(llm__gguf *f, const unsigned char *b, size_t n, char *
     f->g.at = f->ti_at;
     for (uint64_t i = 0; i < f->n_tensors; i++) { /* again, to its end: already bounded */
         uint64_t len;
-        llm__gg_str(&f->g, &len, "a tensor name");
-        f->g.at += 8 * (uint64_t)llm__gg_u32(&f->g, "a tensor info") + 12;
+        llm__gguf_str(&f->g, &len, "a tensor name");
+        f->g.at += 8 * (uint64_t)llm__gguf_u32(&f->g, "a tensor info") + 12;
     }
     uint64_t end = f->g.at, A = f->alignment;
     f->data_at = end % A ? llm__add(end, A - end % A) : end;
@@ -342,7 +342,7 @@ static int llm__gguf_open(llm__gguf *f, const unsigned char *b, size_t n, char *
     int present = 0;
     char got[48];
     for (int a = 0; a < 3; a++) {
-        int is = llm__gguf_str_is(f, "general.architecture", llm__gg_archs[a], &present, got, sizeof got);
+        int is = llm__gguf_str_is(f, "general.architecture", llm__gguf_archs[a], &present, got, sizeof got);
         if (is < 0) return LLM_ERR_FORMAT;
         if (is == 1) { f->arch = a; break; }
     }
@@ -363,15 +363,15 @@ typedef struct llm__gti {
     int nd;
 } llm__gti;
 static void llm__gguf_tensor_info(llm__gguf *f, llm__gti *t) {
-    t->name = llm__gg_str(&f->g, &t->name_len, "a tensor name");
-    t->nd = (int)llm__gg_u32(&f->g, "a tensor info");
-    for (int d = 0; d < LLM__GGUF_MAX_DIMS; d++) t->ne[d] = d < t->nd ? llm__gg_u64(&f->g, "a tensor info") : 1;
-    t->ggml_type = llm__gg_u32(&f->g, "a tensor info");
-    t->offset = llm__gg_u64(&f->g, "a tensor info");
+    t->name = llm__gguf_str(&f->g, &t->name_len, "a tensor name");
+    t->nd = (int)llm__gguf_u32(&f->g, "a tensor info");
+    for (int d = 0; d < LLM__GGUF_MAX_DIMS; d++) t->ne[d] = d < t->nd ? llm__gguf_u64(&f->g, "a tensor info") : 1;
+    t->ggml_type = llm__gguf_u32(&f->g, "a tensor info");
+    t->offset = llm__gguf_u64(&f->g, "a tensor info");
 }
 
 /* ===================================================================== */
-/* Metadata for callers: run.c reads the tokenizer's arrays through these */
+/* Metadata for callers: the CLI finds the tokenizer's arrays through these */
 /* ===================================================================== */
 
 int llm_gguf_find(const void *bytes, size_t n_bytes, const char *key, llm_gguf_value *out) {
@@ -382,9 +382,9 @@ int llm_gguf_find(const void *bytes, size_t n_bytes, const char *key, llm_gguf_v
     memset(&f, 0, sizeof f);
     f.g.b = (const unsigned char *)bytes; f.g.n = n_bytes; f.g.e = e; f.g.E = sizeof e;
     uint32_t version;
-    if (llm__gg_header(&f.g, &version, &f.n_tensors, &f.n_kv) != LLM_OK) return -1;
+    if (llm__gguf_header(&f.g, &version, &f.n_tensors, &f.n_kv) != LLM_OK) return -1;
     llm__gv v;
-    int r = llm__gg_find(&f.g, f.n_kv, key, &v);
+    int r = llm__gguf_find(&f.g, f.n_kv, key, &v);
     if (r != 1) return r;
     out->type = (int)v.type; out->is_array = v.is_array; out->count = v.count;
     out->data = f.g.b + v.at;
@@ -393,7 +393,7 @@ int llm_gguf_find(const void *bytes, size_t n_bytes, const char *key, llm_gguf_v
 }
 
 int llm_gguf_int(const llm_gguf_value *v, uint64_t i, int64_t *out) {
-    llm__gg g;
+    llm__gguf_cursor g;
     llm__gv gv;
     memset(&g, 0, sizeof g);
     if (v->type < 0 || v->type >= LLM__GV_COUNT || !llm__gv_size[v->type]) return 0;

@@ -258,10 +258,10 @@ static int llm__gguf_check_tensors(llm__gguf *f, llm_model *m) {
         llm__gguf_tensor_info(f, &t);
         int s = llm__gt_slot(t.name, t.name_len, c->n_layers), type, st;
         char tn[64];
-        llm__gg_printable(tn, sizeof tn, t.name, t.name_len);
+        llm__gguf_printable(tn, sizeof tn, t.name, t.name_len);
         if (s < 0) {
             llm__fmt(m->error, sizeof m->error, "GGUF tensor '%s' is not one a %s model has (or its layer is past block_count %d)",
-                     tn, llm__gg_archs[f->arch], c->n_layers);
+                     tn, llm__gguf_archs[f->arch], c->n_layers);
             return LLM_ERR_FORMAT;
         }
         if (llm__gt_seen(seen, s)) {

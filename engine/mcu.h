@@ -50,8 +50,8 @@ static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, con
     isum[0] = s0; isum[1] = s1; isum[2] = s2; isum[3] = s3;
 }
 /* GGUF's q8_0 blocks (ref.h): one group's integer sum, exact, so the twin's */
-#define LLM__HAVE_GG_ISUM 1
-static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
+#define LLM__HAVE_BLK_ISUM 1
+static inline int32_t llm__blk_isum_q8_0(const unsigned char *b, const int8_t *x) {
     const int8_t *q = (const int8_t *)(const void *)(b + 2);
     return vmladavaq_s8(vmladavq_s8(vld1q_s8(q), vld1q_s8(x)), vld1q_s8(q + 16), vld1q_s8(x + 16));
 }
@@ -143,7 +143,7 @@ static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int 
         vstrwq_p_f32(o + a, acc, vctp32q((uint32_t)na));
     }
 }
-#define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__HAVE_BLK_TILE_Q4_0 1
 #define LLM__MCU_TILE_Q4_0 1
 #endif
 #elif defined(__ARM_FEATURE_DSP) && !defined(MODEL_NO_SIMD) && !defined(__aarch64__)
@@ -163,8 +163,8 @@ static inline int32_t llm__smlad_word(const int8_t *w, uint32_t xe, uint32_t xo,
     return __smlad(llm__sxtb16_ror8(a), xo, __smlad(__sxtb16(a), xe, acc));
 }
 /* GGUF's q8_0 blocks (ref.h): one group's integer sum, exact, so the twin's */
-#define LLM__HAVE_GG_ISUM 1
-static inline int32_t llm__gg_isum_q8_0(const unsigned char *b, const int8_t *x) {
+#define LLM__HAVE_BLK_ISUM 1
+static inline int32_t llm__blk_isum_q8_0(const unsigned char *b, const int8_t *x) {
     const int8_t *q = (const int8_t *)(const void *)(b + 2);
     int32_t s = 0;
     for (int j = 0; j < 32; j += 4) {
@@ -323,14 +323,14 @@ static void llm__token_q4_0(float *o, const unsigned char *rows, size_t rb, int 
         }
     }
 }
-#define LLM__HAVE_GG_TILE_Q4_0 1
+#define LLM__HAVE_BLK_TILE_Q4_0 1
 #define LLM__MCU_TILE_Q4_0 1
 #endif
 
 #ifdef LLM__MCU_TILE_Q4_0   /* (x86_gguf.h's q4_0 tile is its own) */
 /* The q4_0 tile of Helium and of the DSP: token by token, each by the ISA's
  * llm__token_q4_0 over the tile's rows */
-LLM__KERNEL void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {
     int n = w->cols, G = n / LLM__GQ;
     const unsigned char *rows = llm__block_row(w, r);

@@ -65,15 +65,15 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
  * lo = x & 127), split once per token for all the rows:
  * w . x = 128 (w . hi) + (w . lo), exact. A tile of fewer than four rows
  * repeats its last row in the spare lanes and stores only its own. */
-#define LLM__HAVE_GG_TILE_Q8_0 1
-#define LLM__HAVE_GG_TILE_Q4_0 1
-#define LLM__HAVE_GG_TILE_Q4_K 1
-#define LLM__HAVE_GG_TILE_Q6_K 1
-#define LLM__HAVE_GG_TILE_Q5_0 1
-#define LLM__HAVE_GG_TILE_Q5_1 1
-#define LLM__HAVE_GG_TILE_Q5_K 1
-#define LLM__HAVE_GG_TILE_IQ4_NL 1
-#define LLM__GG_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
+#define LLM__HAVE_BLK_TILE_Q8_0 1
+#define LLM__HAVE_BLK_TILE_Q4_0 1
+#define LLM__HAVE_BLK_TILE_Q4_K 1
+#define LLM__HAVE_BLK_TILE_Q6_K 1
+#define LLM__HAVE_BLK_TILE_Q5_0 1
+#define LLM__HAVE_BLK_TILE_Q5_1 1
+#define LLM__HAVE_BLK_TILE_Q5_K 1
+#define LLM__HAVE_BLK_TILE_IQ4_NL 1
+#define LLM__BLK_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
 
 /* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
 LLM__INLINE float32x4_t llm__half4(const unsigned char *const *p, size_t off) {
@@ -91,7 +91,7 @@ LLM__INLINE int32x4_t llm__total4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4
 #define LLM__DOT16_SPLIT(acc_hi, acc_lo, codes, hi, lo) \
     do { acc_hi = llm__dot16_i8(acc_hi, codes, hi); acc_lo = llm__dot16_i8(acc_lo, codes, lo); } while (0)
 /* acc + fma step of four rows: isum (lanes), d * xs */
-LLM__INLINE float32x4_t llm__gg_step4(float32x4_t acc, int32x4_t isum, float32x4_t d, float xs) {
+LLM__INLINE float32x4_t llm__blk_step4(float32x4_t acc, int32x4_t isum, float32x4_t d, float xs) {
     return vfmaq_f32(acc, vcvtq_f32_s32(isum), vmulq_n_f32(d, xs));
 }
 
@@ -128,7 +128,7 @@ LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
  * a group's sums are the running totals' difference from the last group's
  * (int32 wraps, so the difference is exact), which saves zeroing eight
  * accumulators per group. */
-#define LLM__GG_ROWS8 8
+#define LLM__BLK_ROWS8 8
 /* the eight rows' accumulators from out (a later chunk) or zero, and back */
 LLM__INLINE void llm__acc8_load(float32x4_t *acc, const float *o, int na, int first) {
     float t[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
@@ -141,7 +141,7 @@ LLM__INLINE void llm__acc8_store(float *o, int na, const float32x4_t *acc) {
     memcpy(o, t, (size_t)na * sizeof(float));
 }
 /* q8_0 (34-byte blocks: f16 d, int8 q[32]): eight rows rc of cg groups . x */
-static void llm__gg8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *x, const float *xs, int cg,
+static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *x, const float *xs, int cg,
                           int first) {
     float32x4_t acc[2];
     int32x4_t s[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
@@ -153,7 +153,7 @@ static void llm__gg8_q8_0(float *o, int na, const unsigned char *const *rc, cons
             s[i] = llm__dot32_i8(s[i], llm__i8x32_load((const int8_t *)(const void *)(rc[i] + LLM__Q8_0_BYTES * g + 2)), xv);
         LLM__UNROLL for (int v = 0; v < 2; v++) {
             int32x4_t total = llm__total4(s[4 * v], s[4 * v + 1], s[4 * v + 2], s[4 * v + 3]);
-            acc[v] = llm__gg_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, (size_t)LLM__Q8_0_BYTES * g), xs[g]);
+            acc[v] = llm__blk_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, (size_t)LLM__Q8_0_BYTES * g), xs[g]);
             prev[v] = total;
         }
     }
@@ -161,7 +161,7 @@ static void llm__gg8_q8_0(float *o, int na, const unsigned char *const *rc, cons
 }
 /* q4_0 (18-byte blocks: f16 d, 16 bytes of nibbles, code - 8): isum = codes .
  * x - 8 xsum, the codes 0..15 as they are; corr[g] = -8 xsum[g] */
-static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *corr, const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
@@ -181,7 +181,7 @@ static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, cons
         LLM__UNROLL for (int v = 0; v < 2; v++) {
             int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
                                           llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
-            acc[v] = llm__gg_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)LLM__Q4_0_BYTES * g), xs[g]);
+            acc[v] = llm__blk_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)LLM__Q4_0_BYTES * g), xs[g]);
             prev[v] = total;
         }
     }
@@ -191,16 +191,16 @@ static void llm__gg8_q4_0(float *o, int na, const unsigned char *const *rc, cons
  * scales and mins, 128 bytes of nibbles): per group the twin's two steps,
  * fma((float)(sc isum), d xs, acc) then fma((float)(m xsum), -(dmin xs), acc) */
 /* q4_K's eight 6-bit scales and mins of four rows' blocks (12 bytes at
- * rc[i] + off), sc[j][i] and mn[j][i] as ref.h's llm__q4k_scale_min gives
+ * rc[i] + off), sc[j][i] and mn[j][i] as ref.h's llm__q4_K_scale_min gives
  * them: j < 4: s[j] & 63, s[j + 4] & 63; else (s[j + 4] & 15) | (s[j - 4] >> 6) << 4,
  * (s[j + 4] >> 4) | (s[j] >> 6) << 4; byte lookups per row, then the rows
  * interleaved so that each j is one vector of four */
-LLM__INLINE uint8x8_t llm__q4k_six(uint8x16_t s, const uint8_t *lo_at, const int8_t *lo_shift, const uint8_t *lo_mask,
+LLM__INLINE uint8x8_t llm__q4_K_six(uint8x16_t s, const uint8_t *lo_at, const int8_t *lo_shift, const uint8_t *lo_mask,
                                    const uint8_t *hi_at) {
     uint8x8_t lo = vand_u8(vshl_u8(vqtbl1_u8(s, vld1_u8(lo_at)), vld1_s8(lo_shift)), vld1_u8(lo_mask));
     return vorr_u8(lo, vshl_n_u8(vshr_n_u8(vqtbl1_u8(s, vld1_u8(hi_at)), 6), 4));   /* index 255: zero */
 }
-LLM__INLINE void llm__q4k_store_rows(int32_t (*out)[4], const uint8x8_t *v) {
+LLM__INLINE void llm__q4_K_store_rows(int32_t (*out)[4], const uint8x8_t *v) {
     uint8x8_t a = vzip1_u8(v[0], v[1]), b = vzip2_u8(v[0], v[1]), c = vzip1_u8(v[2], v[3]), d = vzip2_u8(v[2], v[3]);
     uint8x8_t t[4];
     t[0] = vreinterpret_u8_u16(vzip1_u16(vreinterpret_u16_u8(a), vreinterpret_u16_u8(c)));   /* j 0, 1 */
@@ -213,7 +213,7 @@ LLM__INLINE void llm__q4k_store_rows(int32_t (*out)[4], const uint8x8_t *v) {
         vst1q_s32(out[2 * k + 1], vreinterpretq_s32_u32(vmovl_high_u16(w)));
     }
 }
-static void llm__q4k_scales4(int32_t (*sc)[4], int32_t (*mn)[4], const unsigned char *const *rc, size_t off) {
+static void llm__q4_K_scales4(int32_t (*sc)[4], int32_t (*mn)[4], const unsigned char *const *rc, size_t off) {
     static const uint8_t sc_at[8] = { 0, 1, 2, 3, 8, 9, 10, 11 }, sc_hi[8] = { 255, 255, 255, 255, 0, 1, 2, 3 };
     static const uint8_t mn_at[8] = { 4, 5, 6, 7, 8, 9, 10, 11 }, mn_hi[8] = { 255, 255, 255, 255, 4, 5, 6, 7 };
     static const uint8_t sc_mask[8] = { 63, 63, 63, 63, 15, 15, 15, 15 }, mn_mask[8] = { 63, 63, 63, 63, 15, 15, 15, 15 };
@@ -221,20 +221,20 @@ static void llm__q4k_scales4(int32_t (*sc)[4], int32_t (*mn)[4], const unsigned 
     uint8x8_t s6[4], m6[4];
     for (int i = 0; i < 4; i++) {
         uint8x16_t s = vld1q_u8(rc[i] + off);   /* 16 bytes, 12 used: inside the block */
-        s6[i] = llm__q4k_six(s, sc_at, no_shift, sc_mask, sc_hi);
-        m6[i] = llm__q4k_six(s, mn_at, mn_shift, mn_mask, mn_hi);
+        s6[i] = llm__q4_K_six(s, sc_at, no_shift, sc_mask, sc_hi);
+        m6[i] = llm__q4_K_six(s, mn_at, mn_shift, mn_mask, mn_hi);
     }
-    llm__q4k_store_rows(sc, s6);
-    llm__q4k_store_rows(mn, m6);
+    llm__q4_K_store_rows(sc, s6);
+    llm__q4_K_store_rows(mn, m6);
 }
-static void llm__gg4_q4_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q4_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     const uint8x16_t m15 = vdupq_n_u8(15);
     for (int k0 = 0; k0 < cg; k0 += 8) {
         size_t at = (size_t)(k0 / 8) * LLM__Q4_K_BYTES;
         int32_t sc[8][4], mn[8][4];
-        llm__q4k_scales4(sc, mn, rc, at + 4);
+        llm__q4_K_scales4(sc, mn, rc, at + 4);
         float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
         for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles) and k0 + 2p + 1 (high) */
             int32x4_t sh[2][4], sl[2][4];
@@ -265,7 +265,7 @@ static void llm__gg4_q4_k(float *o, int na, const unsigned char *const *rc, cons
  * group k = 4h + c takes, for l < 32, ql[64h + 32(c & 1) + l]'s low (c < 2)
  * or high nibble and bits 2c, 2c + 1 of qh[32h + l], less 32; its isum is
  * sc[2k] (first 16 . x) + sc[2k + 1] (last 16 . x) */
-LLM__INLINE int8x16_t llm__q6k_codes16(const unsigned char *b, int h, int c, int l0) {
+LLM__INLINE int8x16_t llm__q6_K_codes16(const unsigned char *b, int h, int c, int l0) {
     uint8x16_t ql = vld1q_u8(b + 64 * h + 32 * (c & 1) + l0), qh = vld1q_u8(b + 128 + 32 * h + l0);
     uint8x16_t q;
     switch (c) {
@@ -276,7 +276,7 @@ LLM__INLINE int8x16_t llm__q6k_codes16(const unsigned char *b, int h, int c, int
     }
     return vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32));
 }
-static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q6_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     for (int k0 = 0; k0 < cg; k0 += 8) {
@@ -292,15 +292,15 @@ static void llm__gg4_q6_k(float *o, int na, const unsigned char *const *rc, cons
             int32x4_t sh[2][4], sl[2][4];
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
-                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], llm__q6k_codes16(rc[i] + at, h, c, 0), h0, l0);
-                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], llm__q6k_codes16(rc[i] + at, h, c, 16), h1, l1);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], llm__q6_K_codes16(rc[i] + at, h, c, 0), h0, l0);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], llm__q6_K_codes16(rc[i] + at, h, c, 16), h1, l1);
             }
             int32x4_t s0 = vmlaq_n_s32(llm__total4(sl[0][0], sl[0][1], sl[0][2], sl[0][3]),
                                        llm__total4(sh[0][0], sh[0][1], sh[0][2], sh[0][3]), 128);
             int32x4_t s1 = vmlaq_n_s32(llm__total4(sl[1][0], sl[1][1], sl[1][2], sl[1][3]),
                                        llm__total4(sh[1][0], sh[1][1], sh[1][2], sh[1][3]), 128);
             int32x4_t isum = vmlaq_s32(vmulq_s32(vld1q_s32(sc[2 * k]), s0), vld1q_s32(sc[2 * k + 1]), s1);
-            acc = llm__gg_step4(acc, isum, d, xs[g]);
+            acc = llm__blk_step4(acc, isum, d, xs[g]);
         }
     }
     llm__acc4_store(o, na, acc);
@@ -350,7 +350,7 @@ LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned
     *m = vuzp2q_f32(lo, hi);
 }
 /* four rows rc of cg groups . x (hi, lo), the lane totals running on */
-LLM__INLINE void llm__gg4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                               const int32_t *xsum, const float *xs, int cg, int first, int kind) {
     static const uint8_t idx[32] = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                      2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 };
@@ -384,25 +384,25 @@ LLM__INLINE void llm__gg4_b32(float *o, int na, const unsigned char *const *rc, 
         if (kind == LLM__B32_Q5_1) {
             float32x4_t d, m;
             llm__half4_pairs(&d, &m, rc, bytes * g);
-            acc = llm__gg_step4(acc, vaddq_s32(isum, vdupq_n_s32(16 * xsum[g])), d, xs[g]);
+            acc = llm__blk_step4(acc, vaddq_s32(isum, vdupq_n_s32(16 * xsum[g])), d, xs[g]);
             acc = vfmaq_f32(acc, vmulq_n_f32(m, xs[g]), vdupq_n_f32((float)xsum[g]));
         } else {
-            acc = llm__gg_step4(acc, isum, llm__half4(rc, bytes * g), xs[g]);
+            acc = llm__blk_step4(acc, isum, llm__half4(rc, bytes * g), xs[g]);
         }
     }
     llm__acc4_store(o, na, acc);
 }
-static void llm__gg4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_0);
+    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_0);
 }
-static void llm__gg4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_1);
+    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_1);
 }
-static void llm__gg4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                             const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__gg4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_IQ4_NL);
+    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_IQ4_NL);
 }
 /* q5_K (176-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of scales
  * and mins as q4_K's, qh[32], qs[128]): group j's element l is q4_K's
@@ -413,7 +413,7 @@ static void llm__gg4_iq4_nl(float *o, int na, const unsigned char *const *rc, co
  * totals run on as q5_0's. Then per group q4_K's two steps,
  * fma((float)(sc s), d xs, acc) then fma((float)(m sum(x)), -(dmin xs),
  * acc): the twin's */
-static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
@@ -421,7 +421,7 @@ static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, cons
     for (int k0 = 0; k0 < cg; k0 += 8) {
         size_t at = (size_t)(k0 / 8) * LLM__Q5_K_BYTES;
         int32_t sc[8][4], mn[8][4];
-        llm__q4k_scales4(sc, mn, rc, at + 4);
+        llm__q4_K_scales4(sc, mn, rc, at + 4);
         float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
         uint8x16_t clear[4][2];   /* each row's qh inverted: all ones where a bit is clear */
         LLM__UNROLL for (int i = 0; i < 4; i++) {
@@ -463,42 +463,42 @@ static void llm__gg4_q5_k(float *o, int na, const unsigned char *const *rc, cons
  * q4_0) or four rows (the others, whose codes and sums need more
  * registers);
  * out holds each row's accumulator between chunks. */
-#define LLM__NEON_GG_TILE(name, act_t, q16, xsum_mul, rows, call)                                                                \
-    LLM__KERNEL void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
+#define LLM__NEON_BLK_TILE(name, act_t, q16, xsum_mul, rows, call)                                                                \
+    LLM__KERNEL void llm__tile_blk_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,               \
                                        const int8_t *xq, const float *xs, int t, int nr, int nc) {               \
         int n = w->cols, G = n / LLM__GQ;                                                                        \
-        size_t chunk_bytes = (size_t)(LLM__GG_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
+        size_t chunk_bytes = (size_t)(LLM__BLK_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
                              (size_t)llm__traits[w->type].qblock_bytes;                                          \
-        int8_t hi[q16 ? LLM__GG_CHUNK * LLM__GQ : 1], lo[q16 ? LLM__GG_CHUNK * LLM__GQ : 1];                     \
-        int32_t xsum[LLM__GG_CHUNK];                                                                             \
+        int8_t hi[q16 ? LLM__BLK_CHUNK * LLM__GQ : 1], lo[q16 ? LLM__BLK_CHUNK * LLM__GQ : 1];                     \
+        int32_t xsum[LLM__BLK_CHUNK];                                                                             \
         (void)x; (void)hi; (void)lo; (void)xsum;                                                                 \
         for (int b = 0; b < nc; b++) {                                                                           \
             const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                             \
             const float *sb = xs + (size_t)(t + b) * G;                                                          \
             float *o = out + (size_t)b * ldo;                                                                    \
-            for (int c0 = 0; c0 < G; c0 += LLM__GG_CHUNK) {                                                      \
-                int cg = G - c0 < LLM__GG_CHUNK ? G - c0 : LLM__GG_CHUNK;                                        \
+            for (int c0 = 0; c0 < G; c0 += LLM__BLK_CHUNK) {                                                      \
+                int cg = G - c0 < LLM__BLK_CHUNK ? G - c0 : LLM__BLK_CHUNK;                                        \
                 const act_t *xc = xb + (size_t)c0 * LLM__GQ;                                                     \
                 if (q16) llm__split_q16(hi, lo, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
                 for (int a0 = 0; a0 < nr; a0 += rows) {                                                          \
                     int na = nr - a0 < rows ? nr - a0 : rows;                                                    \
                     const unsigned char *rc[rows];                                                               \
                     for (int i = 0; i < rows; i++)                                                               \
-                        rc[i] = llm__block_row(w, r + a0 + (i < na ? i : na - 1)) + (size_t)(c0 / LLM__GG_CHUNK) * chunk_bytes; \
+                        rc[i] = llm__block_row(w, r + a0 + (i < na ? i : na - 1)) + (size_t)(c0 / LLM__BLK_CHUNK) * chunk_bytes; \
                     call;                                                                                        \
                 }                                                                                                \
             }                                                                                                    \
         }                                                                                                        \
     }
-LLM__NEON_GG_TILE(q8_0, int8_t, 0, 0, 8, llm__gg8_q8_0(o + a0, na, rc, (const int8_t *)xc, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q4_0, int16_t, 1, -8, 8, llm__gg8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q4_k, int16_t, 1, 1, 4, llm__gg4_q4_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q6_k, int16_t, 1, 0, 4, llm__gg4_q6_k(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q5_0, int16_t, 1, 0, 4, llm__gg4_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q5_1, int16_t, 1, 1, 4, llm__gg4_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(iq4_nl, int16_t, 1, 0, 4, llm__gg4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_GG_TILE(q5_k, int16_t, 1, 1, 4, llm__gg4_q5_k(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-#undef LLM__NEON_GG_TILE
+LLM__NEON_BLK_TILE(q8_0, int8_t, 0, 0, 8, llm__blk8_q8_0(o + a0, na, rc, (const int8_t *)xc, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_0, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_0, int16_t, 1, 0, 4, llm__blk4_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+#undef LLM__NEON_BLK_TILE
 #endif
 
 #if defined(LLM__VL) && defined(__ARM_NEON) && defined(__aarch64__)

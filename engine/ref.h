@@ -275,11 +275,11 @@ LLM__KERNEL void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
 /* f16 to f32 is exact, so F16C's instruction gives the portable bits */
 #if defined(__F16C__) && !defined(MODEL_NO_SIMD)
 #include <immintrin.h>
-static inline float llm__gg_half(const unsigned char *p) { return _cvtsh_ss((unsigned short)(p[0] | (unsigned)p[1] << 8)); }
+static inline float llm__blk_half(const unsigned char *p) { return _cvtsh_ss((unsigned short)(p[0] | (unsigned)p[1] << 8)); }
 #elif !defined(MODEL_NO_SIMD) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M' && defined(__ARM_FP) && (__ARM_FP & 4)
 /* a Cortex-M FPU's half-precision conversion, VCVTB: exact too, and one
  * instruction where the portable conversion is a call per group */
-static inline float llm__gg_half(const unsigned char *p) {
+static inline float llm__blk_half(const unsigned char *p) {
     uint32_t h = (uint32_t)(p[0] | (unsigned)p[1] << 8);
     float in, out;
     memcpy(&in, &h, 4);
@@ -287,7 +287,7 @@ static inline float llm__gg_half(const unsigned char *p) {
     return out;
 }
 #else
-static inline float llm__gg_half(const unsigned char *p) { return llm_f16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8)); }
+static inline float llm__blk_half(const unsigned char *p) { return llm_f16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8)); }
 #endif
 static float llm__bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
@@ -296,7 +296,7 @@ static float llm__bf16_to_f32(uint16_t h) {
     return f;
 }
 /* q4_K sub-block j's 6-bit scale and min, unpacked from the 12 bytes s */
-static inline void llm__q4k_scale_min(const unsigned char *s, int j, int *sc, int *m) {
+static inline void llm__q4_K_scale_min(const unsigned char *s, int j, int *sc, int *m) {
     if (j < 4) {
         *sc = s[j] & 63; *m = s[j + 4] & 63;
     } else {
@@ -306,7 +306,7 @@ static inline void llm__q4k_scale_min(const unsigned char *s, int j, int *sc, in
 /* q6_K block b's code at element e (0..255), -32..31: element 128h + 32q + l
  * takes ql[64h + 32(q & 1) + l]'s low (q < 2) or high nibble and bits 2q, 2q+1
  * of qh[32h + l] */
-static inline int llm__q6k_code(const unsigned char *b, int e) {
+static inline int llm__q6_K_code(const unsigned char *b, int e) {
     int h = e >> 7, q = (e >> 5) & 3, l = e & 31;
     int lo = b[h * 64 + (q & 1) * 32 + l], hi = b[128 + h * 32 + l];
     return (((q < 2 ? lo : lo >> 4) & 15) | (((hi >> (2 * q)) & 3) << 4)) - 32;
@@ -328,19 +328,19 @@ static int32_t llm__gsum_q4_0(const unsigned char *row, int g, const int16_t *xq
     for (int j = 0; j < 16; j++) s += ((b[j] & 15) - 8) * xq[j] + ((b[j] >> 4) - 8) * xq[j + 16];
     return s;
 }
-static int32_t llm__gsum_q4_k(const unsigned char *row, int g, const int16_t *xq) {   /* codes 0..15, no scale */
+static int32_t llm__gsum_q4_K(const unsigned char *row, int g, const int16_t *xq) {   /* codes 0..15, no scale */
     const unsigned char *qs = row + (size_t)(g / 8) * LLM__Q4_K_BYTES + 16 + 32 * ((g % 8) / 2);
     int shift = (g & 1) * 4;
     int32_t s = 0;
     for (int l = 0; l < 32; l++) s += ((qs[l] >> shift) & 15) * xq[l];
     return s;
 }
-static int32_t llm__gsum_q6_k(const unsigned char *row, int g, const int16_t *xq) {   /* with its two scales */
+static int32_t llm__gsum_q6_K(const unsigned char *row, int g, const int16_t *xq) {   /* with its two scales */
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q6_K_BYTES;
     int k = g % 8;
     int32_t s0 = 0, s1 = 0;
-    for (int l = 0; l < 16; l++) s0 += llm__q6k_code(b, 32 * k + l) * xq[l];
-    for (int l = 16; l < 32; l++) s1 += llm__q6k_code(b, 32 * k + l) * xq[l];
+    for (int l = 0; l < 16; l++) s0 += llm__q6_K_code(b, 32 * k + l) * xq[l];
+    for (int l = 16; l < 32; l++) s1 += llm__q6_K_code(b, 32 * k + l) * xq[l];
     return (int32_t)(int8_t)b[192 + 2 * k] * s0 + (int32_t)(int8_t)b[192 + 2 * k + 1] * s1;
 }
 static int32_t llm__sum_i16(const int16_t *xq, int n) {
@@ -352,23 +352,23 @@ static int32_t llm__sum_i16(const int16_t *xq, int n) {
 /* Group g's step along the row, given its integer sums (isum; q4_K also
  * xsum, the activation codes' sum) */
 static inline float llm__gstep_d(const unsigned char *d, int32_t isum, float xs, float acc) {
-    return llm__q8_step(isum, llm__gg_half(d), xs, acc);
+    return llm__q8_step(isum, llm__blk_half(d), xs, acc);
 }
 #define llm__gstep_q8_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * LLM__Q8_0_BYTES, isum, xs, acc)
 #define llm__gstep_q4_0(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)(g) * LLM__Q4_0_BYTES, isum, xs, acc)
-#define llm__gstep_q6_k(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)((g) / 8) * LLM__Q6_K_BYTES + 208, isum, xs, acc)
-static inline float llm__gstep_q4_k(const unsigned char *row, int g, int32_t isum, int32_t xsum, float xs, float acc) {
+#define llm__gstep_q6_K(row, g, isum, xsum, xs, acc) llm__gstep_d((row) + (size_t)((g) / 8) * LLM__Q6_K_BYTES + 208, isum, xs, acc)
+static inline float llm__gstep_q4_K(const unsigned char *row, int g, int32_t isum, int32_t xsum, float xs, float acc) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q4_K_BYTES;
     int sc, m;
-    llm__q4k_scale_min(b + 4, g % 8, &sc, &m);
-    acc = fmaf((float)(sc * isum), llm__gg_half(b) * xs, acc);
-    return fmaf((float)(m * xsum), -(llm__gg_half(b + 2) * xs), acc);
+    llm__q4_K_scale_min(b + 4, g % 8, &sc, &m);
+    acc = fmaf((float)(sc * isum), llm__blk_half(b) * xs, acc);
+    return fmaf((float)(m * xsum), -(llm__blk_half(b + 2) * xs), acc);
 }
 
 /* The twins: row (n,) . activations xq (n,) of type act_t (int8_t or
  * int16_t, the traits' act_type) with scales xs (n/32,) */
-#define LLM__GG_DOT(name, with_xsum, act_t)                                                            \
-    static float llm__dot_g##name(const unsigned char *row, const act_t *xq, const float *xs, int n) { \
+#define LLM__BLK_DOT(name, with_xsum, act_t)                                                            \
+    static float llm__dot_blk_##name(const unsigned char *row, const act_t *xq, const float *xs, int n) { \
         float acc = 0.0f;                                                                              \
         for (int g = 0; g < n / LLM__GQ; g++) {                                                        \
             const act_t *x = xq + (size_t)g * LLM__GQ;                                                 \
@@ -378,15 +378,15 @@ static inline float llm__gstep_q4_k(const unsigned char *row, int g, int32_t isu
         }                                                                                              \
         return acc;                                                                                    \
     }                                                                                                  \
-    LLM__KERNEL float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
+    LLM__KERNEL float llm__row_dot_blk_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
         (void)x;                                                                                       \
-        return llm__dot_g##name(llm__block_row(w, r), (const act_t *)(const void *)xq, xs, w->cols);   \
+        return llm__dot_blk_##name(llm__block_row(w, r), (const act_t *)(const void *)xq, xs, w->cols);   \
     }
-LLM__GG_DOT(q8_0, 0, int8_t)
-LLM__GG_DOT(q4_0, 0, int16_t)
-LLM__GG_DOT(q4_k, 1, int16_t)
-LLM__GG_DOT(q6_k, 0, int16_t)
-#undef LLM__GG_DOT
+LLM__BLK_DOT(q8_0, 0, int8_t)
+LLM__BLK_DOT(q4_0, 0, int16_t)
+LLM__BLK_DOT(q4_K, 1, int16_t)
+LLM__BLK_DOT(q6_K, 0, int16_t)
+#undef LLM__BLK_DOT
 
 /* ---- the types added after q6_K, each from its definition ----
  *   q4_1 (20 bytes / 32): f16 d, f16 m, uint8 qs[16]; q as q4_0's (0..15);
@@ -402,7 +402,7 @@ LLM__GG_DOT(q6_k, 0, int16_t)
  *        q = (qs[32h + l] >> 2j) & 3 and sub-block s = e / 16;
  *                                                       w = d (sc[s] & 15) q - dmin (sc[s] >> 4)
  *   q3_K (110 bytes / 256): uint8 hmask[32], qs[64], 12 bytes packing
- *        sixteen 6-bit scales (llm__q3k_scale), f16 d; element 128h + 32j + l
+ *        sixteen 6-bit scales (llm__q3_K_scale), f16 d; element 128h + 32j + l
  *        has low bits (qs[32h + l] >> 2j) & 3, less 4 where bit 4h + j of
  *        hmask[l] is clear (q -4..3);                            w = d (sc[e / 16] - 32) q
  *   q5_K (176 bytes / 256): f16 d, f16 dmin, 12 bytes of scales and mins as
@@ -431,19 +431,19 @@ static inline int llm__q5_code(const unsigned char *qs, uint32_t h, int j) { ret
 /* q3_K's sixteen 6-bit scales (less 32: -32..31) from its 12 bytes s:
  * low four bits from s[i] (i < 8, low nibble) or s[i - 8] (high nibble),
  * the top two from s[8 + i % 4] >> 2 (i / 4) */
-static inline int llm__q3k_scale(const unsigned char *s, int i) {
+static inline int llm__q3_K_scale(const unsigned char *s, int i) {
     int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
     return (lo | ((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
 }
 /* q3_K block b's code at element e, -4..3 */
-static inline int llm__q3k_code(const unsigned char *b, int e) {
+static inline int llm__q3_K_code(const unsigned char *b, int e) {
     int h = e >> 7, j = (e >> 5) & 3, l = e & 31;
     return ((b[32 + 32 * h + l] >> (2 * j)) & 3) - ((b[l] >> (4 * h + j)) & 1 ? 0 : 4);
 }
 /* q2_K block b's code at element e, 0..3 */
-static inline int llm__q2k_code(const unsigned char *b, int e) { return (b[16 + 32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3; }
+static inline int llm__q2_K_code(const unsigned char *b, int e) { return (b[16 + 32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3; }
 /* q5_K block b's code at element e (sub-block e / 32), 0..31 */
-static inline int llm__q5k_code(const unsigned char *b, int e) {
+static inline int llm__q5_K_code(const unsigned char *b, int e) {
     int j = e >> 5, l = e & 31;
     return ((b[48 + 32 * (j / 2) + l] >> (4 * (j & 1))) & 15) | ((b[16 + l] >> j) & 1) << 4;
 }
@@ -484,29 +484,29 @@ static int32_t llm__gsum2_iq4_nl(const unsigned char *row, int g, const int16_t 
     *msum = 0;
     return s;
 }
-static int32_t llm__gsum2_q2_k(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+static int32_t llm__gsum2_q2_K(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
     int k = g % 8;
     int32_t s[2] = { 0, 0 }, sx[2] = { 0, 0 };
-    for (int l = 0; l < 32; l++) { s[l >> 4] += llm__q2k_code(b, 32 * k + l) * xq[l]; sx[l >> 4] += xq[l]; }
+    for (int l = 0; l < 32; l++) { s[l >> 4] += llm__q2_K_code(b, 32 * k + l) * xq[l]; sx[l >> 4] += xq[l]; }
     int c0 = b[2 * k], c1 = b[2 * k + 1];
     *msum = (c0 >> 4) * sx[0] + (c1 >> 4) * sx[1];
     return (c0 & 15) * s[0] + (c1 & 15) * s[1];
 }
-static int32_t llm__gsum2_q3_k(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+static int32_t llm__gsum2_q3_K(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q3_K_BYTES;
     int k = g % 8;
     int32_t s[2] = { 0, 0 };
-    for (int l = 0; l < 32; l++) s[l >> 4] += llm__q3k_code(b, 32 * k + l) * xq[l];
+    for (int l = 0; l < 32; l++) s[l >> 4] += llm__q3_K_code(b, 32 * k + l) * xq[l];
     *msum = 0;
-    return llm__q3k_scale(b + 96, 2 * k) * s[0] + llm__q3k_scale(b + 96, 2 * k + 1) * s[1];
+    return llm__q3_K_scale(b + 96, 2 * k) * s[0] + llm__q3_K_scale(b + 96, 2 * k + 1) * s[1];
 }
-static int32_t llm__gsum2_q5_k(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
+static int32_t llm__gsum2_q5_K(const unsigned char *row, int g, const int16_t *xq, int32_t *msum) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q5_K_BYTES;
     int k = g % 8, sc, m;
     int32_t s = 0, sx = 0;
-    for (int l = 0; l < 32; l++) { s += llm__q5k_code(b, 32 * k + l) * xq[l]; sx += xq[l]; }
-    llm__q4k_scale_min(b + 4, k, &sc, &m);
+    for (int l = 0; l < 32; l++) { s += llm__q5_K_code(b, 32 * k + l) * xq[l]; sx += xq[l]; }
+    llm__q4_K_scale_min(b + 4, k, &sc, &m);
     *msum = m * sx;
     return sc * s;
 }
@@ -522,27 +522,27 @@ static int32_t llm__gsum2_iq4_xs(const unsigned char *row, int g, const int16_t 
 /* group g's step: d (and the min's scale) at their offsets in the group's block */
 static inline float llm__gstep2_dm(const unsigned char *d, const unsigned char *m, float sign, int32_t isum,
                                    int32_t msum, float xs, float acc) {
-    acc = fmaf((float)isum, llm__gg_half(d) * xs, acc);
-    return m ? fmaf((float)msum, sign * (llm__gg_half(m) * xs), acc) : acc;
+    acc = fmaf((float)isum, llm__blk_half(d) * xs, acc);
+    return m ? fmaf((float)msum, sign * (llm__blk_half(m) * xs), acc) : acc;
 }
-#define LLM__GG2_STEP(name, bytes, per, d_at, m_at, sign)                                                         \
+#define LLM__BLK2_STEP(name, bytes, per, d_at, m_at, sign)                                                         \
     static inline float llm__gstep2_##name(const unsigned char *row, int g, int32_t isum, int32_t msum, float xs, \
                                            float acc) {                                                           \
         const unsigned char *b = row + (size_t)(g / (per)) * (bytes);                                             \
         return llm__gstep2_dm(b + (d_at), (m_at) < 0 ? NULL : b + (m_at), sign, isum, msum, xs, acc);            \
     }
-LLM__GG2_STEP(q4_1, LLM__Q4_1_BYTES, 1, 0, 2, 1.0f)
-LLM__GG2_STEP(q5_0, LLM__Q5_0_BYTES, 1, 0, -1, 1.0f)
-LLM__GG2_STEP(q5_1, LLM__Q5_1_BYTES, 1, 0, 2, 1.0f)
-LLM__GG2_STEP(iq4_nl, LLM__IQ4_NL_BYTES, 1, 0, -1, 1.0f)
-LLM__GG2_STEP(q2_k, LLM__Q2_K_BYTES, 8, 80, 82, -1.0f)
-LLM__GG2_STEP(q3_k, LLM__Q3_K_BYTES, 8, 108, -1, 1.0f)
-LLM__GG2_STEP(q5_k, LLM__Q5_K_BYTES, 8, 0, 2, -1.0f)
-LLM__GG2_STEP(iq4_xs, LLM__IQ4_XS_BYTES, 8, 0, -1, 1.0f)
-#undef LLM__GG2_STEP
+LLM__BLK2_STEP(q4_1, LLM__Q4_1_BYTES, 1, 0, 2, 1.0f)
+LLM__BLK2_STEP(q5_0, LLM__Q5_0_BYTES, 1, 0, -1, 1.0f)
+LLM__BLK2_STEP(q5_1, LLM__Q5_1_BYTES, 1, 0, 2, 1.0f)
+LLM__BLK2_STEP(iq4_nl, LLM__IQ4_NL_BYTES, 1, 0, -1, 1.0f)
+LLM__BLK2_STEP(q2_K, LLM__Q2_K_BYTES, 8, 80, 82, -1.0f)
+LLM__BLK2_STEP(q3_K, LLM__Q3_K_BYTES, 8, 108, -1, 1.0f)
+LLM__BLK2_STEP(q5_K, LLM__Q5_K_BYTES, 8, 0, 2, -1.0f)
+LLM__BLK2_STEP(iq4_xs, LLM__IQ4_XS_BYTES, 8, 0, -1, 1.0f)
+#undef LLM__BLK2_STEP
 /* their twins: row (n,) . int16 activation codes xq (n,) with scales xs (n/32,) */
-#define LLM__GG2_DOT(name)                                                                                     \
-    static float llm__dot_g##name(const unsigned char *row, const int16_t *xq, const float *xs, int n) {     \
+#define LLM__BLK2_DOT(name)                                                                                     \
+    static float llm__dot_blk_##name(const unsigned char *row, const int16_t *xq, const float *xs, int n) {     \
         float acc = 0.0f;                                                                                    \
         for (int g = 0; g < n / LLM__GQ; g++) {                                                              \
             int32_t msum, isum = llm__gsum2_##name(row, g, xq + (size_t)g * LLM__GQ, &msum);                 \
@@ -550,19 +550,19 @@ LLM__GG2_STEP(iq4_xs, LLM__IQ4_XS_BYTES, 8, 0, -1, 1.0f)
         }                                                                                                    \
         return acc;                                                                                          \
     }                                                                                                        \
-    LLM__KERNEL float llm__row_dot_g##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
+    LLM__KERNEL float llm__row_dot_blk_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) { \
         (void)x;                                                                                             \
-        return llm__dot_g##name(llm__block_row(w, r), (const int16_t *)(const void *)xq, xs, w->cols);       \
+        return llm__dot_blk_##name(llm__block_row(w, r), (const int16_t *)(const void *)xq, xs, w->cols);       \
     }
-LLM__GG2_DOT(q4_1)
-LLM__GG2_DOT(q5_0)
-LLM__GG2_DOT(q5_1)
-LLM__GG2_DOT(iq4_nl)
-LLM__GG2_DOT(q2_k)
-LLM__GG2_DOT(q3_k)
-LLM__GG2_DOT(q5_k)
-LLM__GG2_DOT(iq4_xs)
-#undef LLM__GG2_DOT
+LLM__BLK2_DOT(q4_1)
+LLM__BLK2_DOT(q5_0)
+LLM__BLK2_DOT(q5_1)
+LLM__BLK2_DOT(iq4_nl)
+LLM__BLK2_DOT(q2_K)
+LLM__BLK2_DOT(q3_K)
+LLM__BLK2_DOT(q5_K)
+LLM__BLK2_DOT(iq4_xs)
+#undef LLM__BLK2_DOT
 
 LLM__KERNEL float llm__row_dot_bf16(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs) {
     const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
@@ -577,111 +577,111 @@ LLM__KERNEL void llm__dequant_row_bf16(float *out, const llm_tensor *w, int r) {
     const uint16_t *p = (const uint16_t *)w->data + (size_t)r * (size_t)w->cols;
     for (int j = 0; j < w->cols; j++) out[j] = llm__bf16_to_f32(p[j]);
 }
-LLM__KERNEL void llm__dequant_row_gq8_0(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q8_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q8_0_BYTES)
-        for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(int8_t)b[2 + j] * llm__gg_half(b);
+        for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(int8_t)b[2 + j] * llm__blk_half(b);
 }
 /* (q4_0 and q4_K rows may end in an LLMW file's padding: only the real
  * columns are written) */
-LLM__KERNEL void llm__dequant_row_gq4_0(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q4_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     int n = w->cols;
     for (int g = 0; g < (n + 31) / 32; g++, b += LLM__Q4_0_BYTES) {
-        float d = llm__gg_half(b);
+        float d = llm__blk_half(b);
         for (int j = 0; j < 16; j++) {
             if (32 * g + j < n) out[32 * g + j] = (float)((b[2 + j] & 15) - 8) * d;
             if (32 * g + j + 16 < n) out[32 * g + j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
         }
     }
 }
-LLM__KERNEL void llm__dequant_row_gq4_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q4_K(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     int n = w->cols;
     for (int k = 0; k < (n + 255) / 256; k++, b += LLM__Q4_K_BYTES) {
-        float d = llm__gg_half(b), dmin = llm__gg_half(b + 2);
+        float d = llm__blk_half(b), dmin = llm__blk_half(b + 2);
         for (int j = 0; j < 8 && 256 * k + 32 * j < n; j++) {
             int sc, m, len = n - (256 * k + 32 * j) < 32 ? n - (256 * k + 32 * j) : 32;
-            llm__q4k_scale_min(b + 4, j, &sc, &m);
+            llm__q4_K_scale_min(b + 4, j, &sc, &m);
             float d1 = d * (float)sc, m1 = dmin * (float)m;
             const unsigned char *qs = b + 16 + 32 * (j / 2);
             for (int l = 0; l < len; l++) out[256 * k + 32 * j + l] = d1 * (float)((qs[l] >> ((j & 1) * 4)) & 15) - m1;
         }
     }
 }
-LLM__KERNEL void llm__dequant_row_gq6_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q6_K(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / 256; k++, b += LLM__Q6_K_BYTES) {
-        float d = llm__gg_half(b + 208);
-        for (int e = 0; e < 256; e++) out[256 * k + e] = d * (float)(int8_t)b[192 + e / 16] * (float)llm__q6k_code(b, e);
+        float d = llm__blk_half(b + 208);
+        for (int e = 0; e < 256; e++) out[256 * k + e] = d * (float)(int8_t)b[192 + e / 16] * (float)llm__q6_K_code(b, e);
     }
 }
 /* the types added after q6_K, in ggml's dequantizers' order (d times the
  * sub-scale first, then times the code, then the min) */
-LLM__KERNEL void llm__dequant_row_gq4_1(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q4_1(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q4_1_BYTES) {
-        float d = llm__gg_half(b), m = llm__gg_half(b + 2);
+        float d = llm__blk_half(b), m = llm__blk_half(b + 2);
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)llm__nib(b + 4, j) * d + m;
     }
 }
-LLM__KERNEL void llm__dequant_row_gq5_0(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q5_0(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q5_0_BYTES) {
-        float d = llm__gg_half(b);
+        float d = llm__blk_half(b);
         uint32_t h = llm__le32(b + 2);
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)(llm__q5_code(b + 6, h, j) - 16) * d;
     }
 }
-LLM__KERNEL void llm__dequant_row_gq5_1(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q5_1(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__Q5_1_BYTES) {
-        float d = llm__gg_half(b), m = llm__gg_half(b + 2);
+        float d = llm__blk_half(b), m = llm__blk_half(b + 2);
         uint32_t h = llm__le32(b + 4);
         for (int j = 0; j < 32; j++) out[32 * g + j] = (float)llm__q5_code(b + 8, h, j) * d + m;
     }
 }
-LLM__KERNEL void llm__dequant_row_giq4_nl(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_iq4_nl(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int g = 0; g < w->cols / 32; g++, b += LLM__IQ4_NL_BYTES) {
-        float d = llm__gg_half(b);
+        float d = llm__blk_half(b);
         for (int j = 0; j < 32; j++) out[32 * g + j] = d * (float)llm__iq4_values[llm__nib(b + 2, j)];
     }
 }
-LLM__KERNEL void llm__dequant_row_gq2_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q2_K(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q2_K_BYTES) {
-        float d = llm__gg_half(b + 80), dmin = llm__gg_half(b + 82);
+        float d = llm__blk_half(b + 80), dmin = llm__blk_half(b + 82);
         for (int e = 0; e < LLM__QK; e++) {
             int sc = b[e / 16];
-            out[LLM__QK * k + e] = d * (float)(sc & 15) * (float)llm__q2k_code(b, e) - dmin * (float)(sc >> 4);
+            out[LLM__QK * k + e] = d * (float)(sc & 15) * (float)llm__q2_K_code(b, e) - dmin * (float)(sc >> 4);
         }
     }
 }
-LLM__KERNEL void llm__dequant_row_gq3_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q3_K(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q3_K_BYTES) {
-        float d = llm__gg_half(b + 108);
+        float d = llm__blk_half(b + 108);
         for (int e = 0; e < LLM__QK; e++)
-            out[LLM__QK * k + e] = d * (float)llm__q3k_scale(b + 96, e / 16) * (float)llm__q3k_code(b, e);
+            out[LLM__QK * k + e] = d * (float)llm__q3_K_scale(b + 96, e / 16) * (float)llm__q3_K_code(b, e);
     }
 }
-LLM__KERNEL void llm__dequant_row_gq5_k(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_q5_K(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__Q5_K_BYTES) {
-        float d = llm__gg_half(b), dmin = llm__gg_half(b + 2);
+        float d = llm__blk_half(b), dmin = llm__blk_half(b + 2);
         for (int j = 0; j < 8; j++) {
             int sc, m;
-            llm__q4k_scale_min(b + 4, j, &sc, &m);
+            llm__q4_K_scale_min(b + 4, j, &sc, &m);
             float d1 = d * (float)sc, m1 = dmin * (float)m;
-            for (int l = 0; l < 32; l++) out[LLM__QK * k + 32 * j + l] = d1 * (float)llm__q5k_code(b, 32 * j + l) - m1;
+            for (int l = 0; l < 32; l++) out[LLM__QK * k + 32 * j + l] = d1 * (float)llm__q5_K_code(b, 32 * j + l) - m1;
         }
     }
 }
-LLM__KERNEL void llm__dequant_row_giq4_xs(float *out, const llm_tensor *w, int r) {
+LLM__KERNEL void llm__dequant_row_blk_iq4_xs(float *out, const llm_tensor *w, int r) {
     const unsigned char *b = llm__block_row(w, r);
     for (int k = 0; k < w->cols / LLM__QK; k++, b += LLM__IQ4_XS_BYTES) {
-        float d = llm__gg_half(b);
+        float d = llm__blk_half(b);
         for (int j = 0; j < 8; j++) {
             float dl = d * (float)llm__iq4xs_scale(b, j);
             for (int l = 0; l < 32; l++) out[LLM__QK * k + 32 * j + l] = dl * (float)llm__iq4_values[llm__nib(b + 8 + 16 * j, l)];

@@ -20,7 +20,7 @@
  * it, llm__gemm_fp_chunked).
  * An ISA file may also give a fast kernel its ref.h name without _ref
  * (llm__max, llm__round_q8, llm__exp_shifted, llm__dot8, announced by
- * LLM__HAVE_*), and GGUF's group sums llm__gg_sums_<type>; what it leaves
+ * LLM__HAVE_*), and GGUF's group sums llm__blk_sums_<type>; what it leaves
  * out maps to the twin below.
  *
  * Every product here computes each (row, token) dot product the same way
@@ -540,8 +540,8 @@ LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, 
 /* GGUF's types. bf16: its scalar twin (no vector kernel yet). The block
  * types: each (row, token) by the group sums of the type, then the twin's
  * steps along the row; an ISA file with faster group sums gives
- * llm__gg_sums_<type>(isum, row, xq, groups), all of a row's sums at once,
- * or llm__gg_isum_q8_0(block, x), one group's (LLM__HAVE_GG_ISUM),
+ * llm__blk_sums_<type>(isum, row, xq, groups), all of a row's sums at once,
+ * or llm__blk_isum_q8_0(block, x), one group's (LLM__HAVE_BLK_ISUM),
  * and the steps stay the twin's, so the bits do. */
 LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                 const float *xs, int t, int nr, int nc) {
@@ -550,48 +550,48 @@ LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r,
             out[(size_t)b * ldo + a] = llm__row_dot_bf16(w, r + a, x + (size_t)(t + b) * w->cols, xq, xs);
 }
 /* A row's G group sums, each by an expression of g_ */
-#define LLM__GG_SUMS_EACH(isum, G, sum_of_g) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = (sum_of_g)
-#if defined(LLM__HAVE_GG_ISUM) && !defined(llm__gg_sums_q8_0)
-/* an ISA file's one-group sums of q8_0 (llm__gg_isum_q8_0(block, x)) */
-#define llm__gg_sums_q8_0(isum, row, xq, G) \
-    LLM__GG_SUMS_EACH(isum, G, llm__gg_isum_q8_0((row) + (size_t)g_ * LLM__Q8_0_BYTES, (xq) + (size_t)g_ * LLM__GQ))
+#define LLM__BLK_SUMS_EACH(isum, G, sum_of_g) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = (sum_of_g)
+#if defined(LLM__HAVE_BLK_ISUM) && !defined(llm__blk_sums_q8_0)
+/* an ISA file's one-group sums of q8_0 (llm__blk_isum_q8_0(block, x)) */
+#define llm__blk_sums_q8_0(isum, row, xq, G) \
+    LLM__BLK_SUMS_EACH(isum, G, llm__blk_isum_q8_0((row) + (size_t)g_ * LLM__Q8_0_BYTES, (xq) + (size_t)g_ * LLM__GQ))
 #endif
 /* the twins' sums for what the ISA file leaves out */
-#define LLM__GG_TWIN_SUMS(name, isum, row, xq, G) LLM__GG_SUMS_EACH(isum, G, llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ))
-#ifndef llm__gg_sums_q8_0
-#define llm__gg_sums_q8_0(isum, row, xq, G) LLM__GG_TWIN_SUMS(q8_0, isum, row, xq, G)
+#define LLM__BLK_TWIN_SUMS(name, isum, row, xq, G) LLM__BLK_SUMS_EACH(isum, G, llm__gsum_##name(row, g_, (xq) + (size_t)g_ * LLM__GQ))
+#ifndef llm__blk_sums_q8_0
+#define llm__blk_sums_q8_0(isum, row, xq, G) LLM__BLK_TWIN_SUMS(q8_0, isum, row, xq, G)
 #endif
-#ifndef llm__gg_sums_q4_0
-#define llm__gg_sums_q4_0(isum, row, xq, G) LLM__GG_TWIN_SUMS(q4_0, isum, row, xq, G)
+#ifndef llm__blk_sums_q4_0
+#define llm__blk_sums_q4_0(isum, row, xq, G) LLM__BLK_TWIN_SUMS(q4_0, isum, row, xq, G)
 #endif
-#ifndef llm__gg_sums_q4_k
-#define llm__gg_sums_q4_k(isum, row, xq, G) LLM__GG_TWIN_SUMS(q4_k, isum, row, xq, G)
+#ifndef llm__blk_sums_q4_K
+#define llm__blk_sums_q4_K(isum, row, xq, G) LLM__BLK_TWIN_SUMS(q4_K, isum, row, xq, G)
 #endif
-#ifndef llm__gg_sums_q6_k
-#define llm__gg_sums_q6_k(isum, row, xq, G) LLM__GG_TWIN_SUMS(q6_k, isum, row, xq, G)
+#ifndef llm__blk_sums_q6_K
+#define llm__blk_sums_q6_K(isum, row, xq, G) LLM__BLK_TWIN_SUMS(q6_K, isum, row, xq, G)
 #endif
-#define LLM__GG_ROW_SUMS(name, isum, row, xq, G) llm__gg_sums_##name(isum, row, xq, G)
+#define LLM__BLK_ROW_SUMS(name, isum, row, xq, G) llm__blk_sums_##name(isum, row, xq, G)
 /* na <= 4 rows' sums at once, isum[i][g] for row rc[i]: an ISA file's
- * llm__gg_sums4_<type> (sharing each load of x), else row by row */
-#define LLM__GG_EACH_ROW(name, isum, rc, na, xq, G) \
-    for (int i_ = 0; i_ < (na); i_++) LLM__GG_ROW_SUMS(name, (isum)[i_], (rc)[i_], xq, G)
-#ifndef llm__gg_sums4_q8_0
-#define llm__gg_sums4_q8_0(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q8_0, isum, rc, na, xq, G)
+ * llm__blk_sums4_<type> (sharing each load of x), else row by row */
+#define LLM__BLK_EACH_ROW(name, isum, rc, na, xq, G) \
+    for (int i_ = 0; i_ < (na); i_++) LLM__BLK_ROW_SUMS(name, (isum)[i_], (rc)[i_], xq, G)
+#ifndef llm__blk_sums4_q8_0
+#define llm__blk_sums4_q8_0(isum, rc, na, xq, G) LLM__BLK_EACH_ROW(q8_0, isum, rc, na, xq, G)
 #endif
-#ifndef llm__gg_sums4_q4_0
-#define llm__gg_sums4_q4_0(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q4_0, isum, rc, na, xq, G)
+#ifndef llm__blk_sums4_q4_0
+#define llm__blk_sums4_q4_0(isum, rc, na, xq, G) LLM__BLK_EACH_ROW(q4_0, isum, rc, na, xq, G)
 #endif
-#ifndef llm__gg_sums4_q4_k
-#define llm__gg_sums4_q4_k(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q4_k, isum, rc, na, xq, G)
+#ifndef llm__blk_sums4_q4_K
+#define llm__blk_sums4_q4_K(isum, rc, na, xq, G) LLM__BLK_EACH_ROW(q4_K, isum, rc, na, xq, G)
 #endif
-#ifndef llm__gg_sums4_q6_k
-#define llm__gg_sums4_q6_k(isum, rc, na, xq, G) LLM__GG_EACH_ROW(q6_k, isum, rc, na, xq, G)
+#ifndef llm__blk_sums4_q6_K
+#define llm__blk_sums4_q6_K(isum, rc, na, xq, G) LLM__BLK_EACH_ROW(q6_K, isum, rc, na, xq, G)
 #endif
 /* out doubles as each row's accumulator between chunks of 64 groups, so a
  * chunk's activation sums (q4_K's) are taken once for all the rows; act_t
  * is the type's activation code (ref.h's twins) */
-#define LLM__GG_TILE(name, with_xsum, act_t)                                                                     \
-    LLM__KERNEL void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,         \
+#define LLM__BLK_TILE(name, with_xsum, act_t)                                                                     \
+    LLM__KERNEL void llm__tile_blk_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,         \
                                        const int8_t *xq, const float *xs, int t, int nr, int nc) {              \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
         size_t chunk_bytes = (size_t)(64 * LLM__GQ / llm__traits[w->type].qblock) *                            \
@@ -611,7 +611,7 @@ LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r,
                     const unsigned char *rc[4];                                                                \
                     for (int i = 0; i < na; i++)                                                               \
                         rc[i] = llm__block_row(w, r + a0 + i) + (size_t)(c0 / 64) * chunk_bytes;               \
-                    llm__gg_sums4_##name(isum, rc, na, xb + (size_t)c0 * LLM__GQ, cg);                         \
+                    llm__blk_sums4_##name(isum, rc, na, xb + (size_t)c0 * LLM__GQ, cg);                         \
                     for (int i = 0; i < na; i++) {                                                             \
                         float acc = c0 ? o[a0 + i] : 0.0f;                                                     \
                         for (int g = 0; g < cg; g++)                                                           \
@@ -625,58 +625,58 @@ LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r,
     }
 /* each type's generic tile unless an ISA file has its own (x86_gguf.h's steps
  * eight rows at a time, mcu.h's DSP and Helium q4_0) */
-#ifndef LLM__HAVE_GG_TILE_Q8_0
-LLM__GG_TILE(q8_0, 0, int8_t)
+#ifndef LLM__HAVE_BLK_TILE_Q8_0
+LLM__BLK_TILE(q8_0, 0, int8_t)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q4_0
-LLM__GG_TILE(q4_0, 0, int16_t)
+#ifndef LLM__HAVE_BLK_TILE_Q4_0
+LLM__BLK_TILE(q4_0, 0, int16_t)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q4_K
-LLM__GG_TILE(q4_k, 1, int16_t)
+#ifndef LLM__HAVE_BLK_TILE_Q4_K
+LLM__BLK_TILE(q4_K, 1, int16_t)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q6_K
-LLM__GG_TILE(q6_k, 0, int16_t)
+#ifndef LLM__HAVE_BLK_TILE_Q6_K
+LLM__BLK_TILE(q6_K, 0, int16_t)
 #endif
-#undef LLM__GG_TILE
+#undef LLM__BLK_TILE
 /* The types with one sum per group that may carry a row's own min term
- * (ref.h's LLM__GG2_DOT): each (row, token) is the twin's row product, so
+ * (ref.h's LLM__BLK2_DOT): each (row, token) is the twin's row product, so
  * the twin's bits, on every target without a tile of its own */
-#define LLM__GG2_TILE(name)                                                                                    \
-    LLM__KERNEL void llm__tile_g##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,       \
+#define LLM__BLK2_TILE(name)                                                                                    \
+    LLM__KERNEL void llm__tile_blk_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x,       \
                                        const int8_t *xq, const float *xs, int t, int nr, int nc) {            \
         int n = w->cols, G = n / LLM__GQ;                                                                    \
         (void)x;                                                                                             \
         for (int b = 0; b < nc; b++) {                                                                       \
             const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;                     \
             for (int a = 0; a < nr; a++)                                                                     \
-                out[(size_t)b * ldo + a] = llm__dot_g##name(llm__block_row(w, r + a), xb, xs + (size_t)(t + b) * G, n); \
+                out[(size_t)b * ldo + a] = llm__dot_blk_##name(llm__block_row(w, r + a), xb, xs + (size_t)(t + b) * G, n); \
         }                                                                                                    \
     }
-#ifndef LLM__HAVE_GG_TILE_Q4_1
-LLM__GG2_TILE(q4_1)
+#ifndef LLM__HAVE_BLK_TILE_Q4_1
+LLM__BLK2_TILE(q4_1)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q5_0
-LLM__GG2_TILE(q5_0)
+#ifndef LLM__HAVE_BLK_TILE_Q5_0
+LLM__BLK2_TILE(q5_0)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q5_1
-LLM__GG2_TILE(q5_1)
+#ifndef LLM__HAVE_BLK_TILE_Q5_1
+LLM__BLK2_TILE(q5_1)
 #endif
-#ifndef LLM__HAVE_GG_TILE_IQ4_NL
-LLM__GG2_TILE(iq4_nl)
+#ifndef LLM__HAVE_BLK_TILE_IQ4_NL
+LLM__BLK2_TILE(iq4_nl)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q2_K
-LLM__GG2_TILE(q2_k)
+#ifndef LLM__HAVE_BLK_TILE_Q2_K
+LLM__BLK2_TILE(q2_K)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q3_K
-LLM__GG2_TILE(q3_k)
+#ifndef LLM__HAVE_BLK_TILE_Q3_K
+LLM__BLK2_TILE(q3_K)
 #endif
-#ifndef LLM__HAVE_GG_TILE_Q5_K
-LLM__GG2_TILE(q5_k)
+#ifndef LLM__HAVE_BLK_TILE_Q5_K
+LLM__BLK2_TILE(q5_K)
 #endif
-#ifndef LLM__HAVE_GG_TILE_IQ4_XS
-LLM__GG2_TILE(iq4_xs)
+#ifndef LLM__HAVE_BLK_TILE_IQ4_XS
+LLM__BLK2_TILE(iq4_xs)
 #endif
-#undef LLM__GG2_TILE
+#undef LLM__BLK2_TILE
 
 const char *llm_simd_name(void) {
 #if defined(__AVX512VNNI__) && defined(LLM__Q8_SIMD)

@@ -3,27 +3,32 @@
  * the products read instead of switching on the type. Also the KV cache's
  * element sizes (its views: attention.h).
  *
+ * Names: a type is spelled as ggml spells its block (q4_0, q4_K, iq4_nl;
+ * LLMW's own int8 groups are q8); the prefix blk_ / LLM__BLK_ marks the
+ * GGUF block kernels, gguf_ the file's parser (gguf.h, load_gguf.h).
+ *
  * A new GGUF block type, as a checklist (each of the eight added after
  * q6_K followed it):
  *   1. model.h: its llm_type value (before LLM_TYPE_COUNT).
  *   2. here: its block's size as a named constant with a static assert
  *      that it is the sum of its fields (LLM__*_BYTES below), its
- *      functions' declarations (LLM__GG_TYPE_FNS) and its row in
+ *      functions' declarations (LLM__BLK_TYPE_FNS) and its row in
  *      llm__traits: qblock, qblock_bytes, act_type (LLM__ACT_Q16: int16
  *      activation codes per group of 32), panel_rows and the panel fields
  *      0 unless a fast tile reads repack.h's panels.
  *   3. ref.h: its scalar twin, written from the format's definition: the
  *      layout in the comment, llm__gsum2_<t> (a group's exact integer
  *      sums) and llm__gstep2_<t> (the group's one fused step), a line
- *      LLM__GG2_DOT(<t>), and llm__dequant_row_g<t>.
- *   4. simd.h: LLM__GG2_TILE(<t>) under #ifndef LLM__HAVE_GG_TILE_<T>:
+ *      LLM__BLK2_DOT(<t>), and llm__dequant_row_blk_<t>.
+ *   4. simd.h: LLM__BLK2_TILE(<t>) under #ifndef LLM__HAVE_BLK_TILE_<T>:
  *      its generic tile (the twin's sums and steps, so the twin's bits),
  *      which every target runs unless its ISA file defines
- *      LLM__HAVE_GG_TILE_<T> and its own llm__tile_g<t> (optional; it must
+ *      LLM__HAVE_BLK_TILE_<T> and its own llm__tile_blk_<t> (optional; it must
  *      give the twin's bits: tests/test_kernels.c checks it). x86_gguf.h's, for
  *      most types: an llm__gw_<t> unpacking a group's codes to int16, an
- *      LLM__GG_SUMS_NC line, and LLM__GG_TILE8 with the twin's step.
- *   5. gguf.h: its ggml id in llm__ggml_types (and the refusal message's list).
+ *      LLM__BLK_SUMS_NC line, and LLM__BLK_TILE8 with the twin's step.
+ *   5. gguf.h: its ggml id in llm__ggml_types; load_gguf.h: the refusal
+ *      message's list of types (llm__gguf_check_tensor).
  *   6. tests: tests/gguf_writer.py (BLOCK, random_blocks, dequantize, a
  *      quantizer), a hand-worked block in tests/test_gguf.py, the type in
  *      test_kernels.c's GGUF type lists, a seed in tests/fuzz/make_seeds.py.
@@ -46,11 +51,11 @@
 #define LLM__IQ4_XS_BYTES 136   /* f16 d, u16 scales_h, u8 scales_l[4], u8 qs[128] */
 LLM__STATIC_ASSERT(LLM__Q8_0_BYTES == 2 + 32 && LLM__Q4_0_BYTES == 2 + 16 && LLM__Q4_1_BYTES == 2 + 2 + 16, q8_0_q4_blocks);
 LLM__STATIC_ASSERT(LLM__Q5_0_BYTES == 2 + 4 + 16 && LLM__Q5_1_BYTES == 2 + 2 + 4 + 16 && LLM__IQ4_NL_BYTES == 2 + 16, q5_iq4_nl_blocks);
-LLM__STATIC_ASSERT(LLM__Q2_K_BYTES == LLM__QK / 16 + LLM__QK / 4 + 2 + 2, q2_k_block);
-LLM__STATIC_ASSERT(LLM__Q3_K_BYTES == LLM__QK / 8 + LLM__QK / 4 + 12 + 2, q3_k_block);
-LLM__STATIC_ASSERT(LLM__Q4_K_BYTES == 2 + 2 + 12 + LLM__QK / 2, q4_k_block);
-LLM__STATIC_ASSERT(LLM__Q5_K_BYTES == 2 + 2 + 12 + LLM__QK / 8 + LLM__QK / 2, q5_k_block);
-LLM__STATIC_ASSERT(LLM__Q6_K_BYTES == LLM__QK / 2 + LLM__QK / 4 + LLM__QK / 16 + 2, q6_k_block);
+LLM__STATIC_ASSERT(LLM__Q2_K_BYTES == LLM__QK / 16 + LLM__QK / 4 + 2 + 2, q2_K_block);
+LLM__STATIC_ASSERT(LLM__Q3_K_BYTES == LLM__QK / 8 + LLM__QK / 4 + 12 + 2, q3_K_block);
+LLM__STATIC_ASSERT(LLM__Q4_K_BYTES == 2 + 2 + 12 + LLM__QK / 2, q4_K_block);
+LLM__STATIC_ASSERT(LLM__Q5_K_BYTES == 2 + 2 + 12 + LLM__QK / 8 + LLM__QK / 2, q5_K_block);
+LLM__STATIC_ASSERT(LLM__Q6_K_BYTES == LLM__QK / 2 + LLM__QK / 4 + LLM__QK / 16 + 2, q6_K_block);
 LLM__STATIC_ASSERT(LLM__IQ4_XS_BYTES == 2 + 2 + LLM__QK / 64 + LLM__QK / 2, iq4_xs_block);
 /* a q6_K block in a panel (repack.h): its 210 bytes in whole words */
 #define LLM__Q6_K_SLOT 212
@@ -111,25 +116,25 @@ LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, c
  * where int8 activations were most of the error */
 #define LLM__GQ 32
 #define LLM__ACT_Q16 LLM_TYPE_COUNT
-#define LLM__GG_TYPE_FNS(name)                                                                                       \
+#define LLM__BLK_TYPE_FNS(name)                                                                                       \
     LLM__KERNEL void llm__dequant_row_##name(float *out, const llm_tensor *w, int r);                                \
     LLM__KERNEL float llm__row_dot_##name(const llm_tensor *w, int r, const float *x, const int8_t *xq, const float *xs); \
     LLM__KERNEL void llm__tile_##name(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq, \
                                       const float *xs, int t, int nr, int nc);
-LLM__GG_TYPE_FNS(bf16)
-LLM__GG_TYPE_FNS(gq8_0)
-LLM__GG_TYPE_FNS(gq4_0)
-LLM__GG_TYPE_FNS(gq4_k)
-LLM__GG_TYPE_FNS(gq6_k)
-LLM__GG_TYPE_FNS(gq4_1)
-LLM__GG_TYPE_FNS(gq5_0)
-LLM__GG_TYPE_FNS(gq5_1)
-LLM__GG_TYPE_FNS(giq4_nl)
-LLM__GG_TYPE_FNS(gq2_k)
-LLM__GG_TYPE_FNS(gq3_k)
-LLM__GG_TYPE_FNS(gq5_k)
-LLM__GG_TYPE_FNS(giq4_xs)
-#undef LLM__GG_TYPE_FNS
+LLM__BLK_TYPE_FNS(bf16)
+LLM__BLK_TYPE_FNS(blk_q8_0)
+LLM__BLK_TYPE_FNS(blk_q4_0)
+LLM__BLK_TYPE_FNS(blk_q4_K)
+LLM__BLK_TYPE_FNS(blk_q6_K)
+LLM__BLK_TYPE_FNS(blk_q4_1)
+LLM__BLK_TYPE_FNS(blk_q5_0)
+LLM__BLK_TYPE_FNS(blk_q5_1)
+LLM__BLK_TYPE_FNS(blk_iq4_nl)
+LLM__BLK_TYPE_FNS(blk_q2_K)
+LLM__BLK_TYPE_FNS(blk_q3_K)
+LLM__BLK_TYPE_FNS(blk_q5_K)
+LLM__BLK_TYPE_FNS(blk_iq4_xs)
+#undef LLM__BLK_TYPE_FNS
 
 static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     /* name    block value scale activations    row to f32            scalar dot        fast tile */
@@ -138,22 +143,22 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     { "q8_0",  0,    1,    4,    LLM_TYPE_Q8_0, llm__dequant_row_q8,  llm__row_dot_q8,  llm__tile_q8, 0, 0, 0, 0, 0 },
     /* GGUF's: value_bytes 1 is only the L2 blocking's estimate of a row
      *                                                                          qblock, bytes, panel rows, unit, slot */
-#define LLM__GG_ROW(name, fn, act, qb, bytes, pr, pu, ps) \
+#define LLM__BLK_ROW(name, fn, act, qb, bytes, pr, pu, ps) \
     { name, 32, 1, 0, act, llm__dequant_row_##fn, llm__row_dot_##fn, llm__tile_##fn, qb, bytes, pr, pu, ps }
     { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0, 0, 0, 0 },
-    LLM__GG_ROW("gguf-q8_0", gq8_0, LLM_TYPE_Q8_0, 32, LLM__Q8_0_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-q4_0", gq4_0, LLM__ACT_Q16, 32, LLM__Q4_0_BYTES, 16, 0, LLM__PANEL_RUN),
-    LLM__GG_ROW("gguf-q4_K", gq4_k, LLM__ACT_Q16, LLM__QK, LLM__Q4_K_BYTES, 16, 0, LLM__PANEL_RUN),
-    LLM__GG_ROW("gguf-q6_K", gq6_k, LLM__ACT_Q16, LLM__QK, LLM__Q6_K_BYTES, 16, LLM__Q6_K_BYTES, LLM__Q6_K_SLOT),
-    LLM__GG_ROW("gguf-q4_1", gq4_1, LLM__ACT_Q16, 32, LLM__Q4_1_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-q5_0", gq5_0, LLM__ACT_Q16, 32, LLM__Q5_0_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-q5_1", gq5_1, LLM__ACT_Q16, 32, LLM__Q5_1_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-iq4_nl", giq4_nl, LLM__ACT_Q16, 32, LLM__IQ4_NL_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-q2_K", gq2_k, LLM__ACT_Q16, LLM__QK, LLM__Q2_K_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-q3_K", gq3_k, LLM__ACT_Q16, LLM__QK, LLM__Q3_K_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-q5_K", gq5_k, LLM__ACT_Q16, LLM__QK, LLM__Q5_K_BYTES, 0, 0, 0),
-    LLM__GG_ROW("gguf-iq4_xs", giq4_xs, LLM__ACT_Q16, LLM__QK, LLM__IQ4_XS_BYTES, 0, 0, 0),
-#undef LLM__GG_ROW
+    LLM__BLK_ROW("gguf-q8_0", blk_q8_0, LLM_TYPE_Q8_0, 32, LLM__Q8_0_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q4_0", blk_q4_0, LLM__ACT_Q16, 32, LLM__Q4_0_BYTES, 16, 0, LLM__PANEL_RUN),
+    LLM__BLK_ROW("gguf-q4_K", blk_q4_K, LLM__ACT_Q16, LLM__QK, LLM__Q4_K_BYTES, 16, 0, LLM__PANEL_RUN),
+    LLM__BLK_ROW("gguf-q6_K", blk_q6_K, LLM__ACT_Q16, LLM__QK, LLM__Q6_K_BYTES, 16, LLM__Q6_K_BYTES, LLM__Q6_K_SLOT),
+    LLM__BLK_ROW("gguf-q4_1", blk_q4_1, LLM__ACT_Q16, 32, LLM__Q4_1_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q5_0", blk_q5_0, LLM__ACT_Q16, 32, LLM__Q5_0_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q5_1", blk_q5_1, LLM__ACT_Q16, 32, LLM__Q5_1_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-iq4_nl", blk_iq4_nl, LLM__ACT_Q16, 32, LLM__IQ4_NL_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q2_K", blk_q2_K, LLM__ACT_Q16, LLM__QK, LLM__Q2_K_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q3_K", blk_q3_K, LLM__ACT_Q16, LLM__QK, LLM__Q3_K_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q5_K", blk_q5_K, LLM__ACT_Q16, LLM__QK, LLM__Q5_K_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-iq4_xs", blk_iq4_xs, LLM__ACT_Q16, LLM__QK, LLM__IQ4_XS_BYTES, 0, 0, 0),
+#undef LLM__BLK_ROW
 };
 LLM__STATIC_ASSERT(sizeof(float) == 4 && sizeof(uint16_t) == 2, f32_f16_sizes);
 LLM__STATIC_ASSERT(sizeof llm__traits / sizeof llm__traits[0] == LLM_TYPE_COUNT, one_row_per_type);

@@ -9,8 +9,8 @@
  * it), four groups' lanes reduced together, each group's weights unpacked
  * once for all of a tile's tokens. Integer sums are exact, so these give the
  * twin's values whatever the lane order; the float steps along the row stay
- * the twin's (simd.h's LLM__GG_TILE, or LLM__GG_TILE8 below). */
-#define LLM__HAVE_GG_SUMS 1
+ * the twin's (simd.h's LLM__BLK_TILE, or LLM__BLK_TILE8 below). */
+#define LLM__HAVE_BLK_SUMS 1
 /* the totals of four vectors of eight int32 lanes */
 LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
     __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
@@ -38,12 +38,12 @@ LLM__INLINE llm__gw llm__gw_q4_0(const unsigned char *row, int g) {
     return llm__gw_i8(_mm256_sub_epi8(q, _mm256_set1_epi8(8)));
 }
 /* q4_K: codes 0..15 */
-LLM__INLINE llm__gw llm__gw_q4_k(const unsigned char *row, int g) {
+LLM__INLINE llm__gw llm__gw_q4_K(const unsigned char *row, int g) {
     __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)(g / 8) * LLM__Q4_K_BYTES + 16 + 32 * ((g % 8) / 2)));
     return llm__gw_i8(_mm256_and_si256(g & 1 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15)));
 }
 /* q6_K: (codes - 32) times their scale, the first 16 with sc[2k], the last 16 with sc[2k + 1] */
-LLM__INLINE llm__gw llm__gw_q6_k(const unsigned char *row, int g) {
+LLM__INLINE llm__gw llm__gw_q6_K(const unsigned char *row, int g) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q6_K_BYTES;
     int k = g % 8, h = k >> 2, c = k & 3;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + h * 64 + (c & 1) * 32));
@@ -77,8 +77,8 @@ LLM__INLINE __m256i llm__gw_lanes_i16(llm__gw w, const int16_t *x) {
 /* isum[b * istride + g]: a row's sums of groups g < G with nc tokens (token
  * b's codes at xq + b * xstride), four groups' lanes reduced together, each
  * group's weights unpacked once for all the tokens */
-#define LLM__GG_SUMS_NC(name, act_t, lanes)                                                                   \
-    static inline void llm__gg_sums_nc_##name(int32_t *isum, size_t istride, const unsigned char *row,      \
+#define LLM__BLK_SUMS_NC(name, act_t, lanes)                                                                   \
+    static inline void llm__blk_sums_nc_##name(int32_t *isum, size_t istride, const unsigned char *row,      \
                                               const act_t *xq, size_t xstride, int nc, int G) {              \
         int g = 0;                                                                                           \
         for (; g + 4 <= G; g += 4) {                                                                         \
@@ -102,10 +102,10 @@ LLM__INLINE __m256i llm__gw_lanes_i16(llm__gw w, const int16_t *x) {
             }                                                                                                \
         }                                                                                                    \
     }
-LLM__GG_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
-LLM__GG_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q4_k, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q6_k, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
+LLM__BLK_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q4_K, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q6_K, int16_t, llm__gw_lanes_i16)
 /* The types added after q6_K, with tiles here: their codes as ref.h's twins
  * define them, so the sums are the twin's isum (q5_K's before its
  * sub-block scale, as q4_K's; q3_K's and iq4_xs's with their scales folded
@@ -142,7 +142,7 @@ LLM__INLINE llm__gw llm__gw_iq4_nl(const unsigned char *row, int g) {   /* the t
     return llm__gw_i8(_mm256_shuffle_epi8(kv, llm__nibbles32(row + (size_t)g * LLM__IQ4_NL_BYTES + 2)));
 }
 /* q5_K: codes 0..31, before the sub-block's scale */
-LLM__INLINE llm__gw llm__gw_q5_k(const unsigned char *row, int g) {
+LLM__INLINE llm__gw llm__gw_q5_K(const unsigned char *row, int g) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q5_K_BYTES;
     int j = g % 8;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 48 + 32 * (j / 2)));
@@ -152,7 +152,7 @@ LLM__INLINE llm__gw llm__gw_q5_k(const unsigned char *row, int g) {
     return llm__gw_i8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)));
 }
 /* q3_K: codes -4..3 times their scales, the first 16 with scale 2k, the last 16 with 2k + 1 */
-LLM__INLINE llm__gw llm__gw_q3_k(const unsigned char *row, int g) {
+LLM__INLINE llm__gw llm__gw_q3_K(const unsigned char *row, int g) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q3_K_BYTES;
     int k = g % 8, h = k >> 2, j = k & 3;
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32 + 32 * h));
@@ -160,8 +160,8 @@ LLM__INLINE llm__gw llm__gw_q3_k(const unsigned char *row, int g) {
     lo = _mm256_and_si256(_mm256_srl_epi16(lo, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
     hm = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * h + j)), _mm256_set1_epi8(1));
     llm__gw w = llm__gw_i8(_mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hm, 2)), _mm256_set1_epi8(4)));
-    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k)));
-    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)llm__q3k_scale(b + 96, 2 * k + 1)));
+    w.lo = _mm256_mullo_epi16(w.lo, _mm256_set1_epi16((int16_t)llm__q3_K_scale(b + 96, 2 * k)));
+    w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)llm__q3_K_scale(b + 96, 2 * k + 1)));
     return w;
 }
 /* iq4_xs: the table's values times the sub-block's scale (|product| <= 4064) */
@@ -178,7 +178,7 @@ LLM__INLINE llm__gw llm__gw_iq4_xs(const unsigned char *row, int g) {
 /* q2_K: codes 0..3 times their 4-bit scales (the first 16 with scale 2k,
  * the last 16 with 2k + 1); and its mins as weights (m 2k for the first 16,
  * m 2k + 1 for the last), whose sum with the activations is the twin's msum */
-LLM__INLINE llm__gw llm__gw_q2_k(const unsigned char *row, int g) {
+LLM__INLINE llm__gw llm__gw_q2_K(const unsigned char *row, int g) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
     int k = g % 8, h = k >> 2, j = k & 3;
     __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16 + 32 * h));
@@ -188,7 +188,7 @@ LLM__INLINE llm__gw llm__gw_q2_k(const unsigned char *row, int g) {
     w.hi = _mm256_mullo_epi16(w.hi, _mm256_set1_epi16((int16_t)(b[2 * k + 1] & 15)));
     return w;
 }
-LLM__INLINE llm__gw llm__gw_q2_k_min(const unsigned char *row, int g) {
+LLM__INLINE llm__gw llm__gw_q2_K_min(const unsigned char *row, int g) {
     const unsigned char *b = row + (size_t)(g / 8) * LLM__Q2_K_BYTES;
     int k = g % 8;
     llm__gw w;
@@ -196,41 +196,41 @@ LLM__INLINE llm__gw llm__gw_q2_k_min(const unsigned char *row, int g) {
     w.hi = _mm256_set1_epi16((int16_t)(b[2 * k + 1] >> 4));
     return w;
 }
-LLM__GG_SUMS_NC(q2_k, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q2_k_min, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q3_k, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(iq4_xs, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q4_1, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q5_0, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q5_1, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(iq4_nl, int16_t, llm__gw_lanes_i16)
-LLM__GG_SUMS_NC(q5_k, int16_t, llm__gw_lanes_i16)
-#undef LLM__GG_SUMS_NC
-/* one token's: simd.h's llm__gg_sums_<type> */
-#define llm__gg_sums_q8_0(isum, row, xq, G) llm__gg_sums_nc_q8_0(isum, 0, row, xq, 0, 1, G)
-#define llm__gg_sums_q4_0(isum, row, xq, G) llm__gg_sums_nc_q4_0(isum, 0, row, xq, 0, 1, G)
-#define llm__gg_sums_q4_k(isum, row, xq, G) llm__gg_sums_nc_q4_k(isum, 0, row, xq, 0, 1, G)
-#define llm__gg_sums_q6_k(isum, row, xq, G) llm__gg_sums_nc_q6_k(isum, 0, row, xq, 0, 1, G)
+LLM__BLK_SUMS_NC(q2_K, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q2_K_min, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q3_K, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(iq4_xs, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q4_1, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q5_0, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q5_1, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(iq4_nl, int16_t, llm__gw_lanes_i16)
+LLM__BLK_SUMS_NC(q5_K, int16_t, llm__gw_lanes_i16)
+#undef LLM__BLK_SUMS_NC
+/* one token's: simd.h's llm__blk_sums_<type> */
+#define llm__blk_sums_q8_0(isum, row, xq, G) llm__blk_sums_nc_q8_0(isum, 0, row, xq, 0, 1, G)
+#define llm__blk_sums_q4_0(isum, row, xq, G) llm__blk_sums_nc_q4_0(isum, 0, row, xq, 0, 1, G)
+#define llm__blk_sums_q4_K(isum, row, xq, G) llm__blk_sums_nc_q4_K(isum, 0, row, xq, 0, 1, G)
+#define llm__blk_sums_q6_K(isum, row, xq, G) llm__blk_sums_nc_q6_K(isum, 0, row, xq, 0, 1, G)
 #endif
 
-#if defined(LLM__HAVE_GG_SUMS) && defined(__F16C__) && defined(__FMA__)
+#if defined(LLM__HAVE_BLK_SUMS) && defined(__F16C__) && defined(__FMA__)
 /* The GGUF tiles with the float steps across eight rows at once: lane i of
  * each vector is row a0 + i, and each lane does exactly the twin's steps
  * (fma(isum, d * xs, acc), q4_K's two), group after group, so every row's
  * bits are the twin's. */
-#define LLM__HAVE_GG_TILES 1
-#define LLM__HAVE_GG_TILE_Q8_0 1
-#define LLM__HAVE_GG_TILE_Q4_0 1
-#define LLM__HAVE_GG_TILE_Q4_K 1
-#define LLM__HAVE_GG_TILE_Q6_K 1
-LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /* eight rows' f16 at off */
+#define LLM__HAVE_BLK_TILES 1
+#define LLM__HAVE_BLK_TILE_Q8_0 1
+#define LLM__HAVE_BLK_TILE_Q4_0 1
+#define LLM__HAVE_BLK_TILE_Q4_K 1
+#define LLM__HAVE_BLK_TILE_Q6_K 1
+LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /* eight rows' f16 at off */
     uint16_t h[8];
     for (int i = 0; i < 8; i++) memcpy(&h[i], rc[i] + off, 2);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
 }
 /* an 8-row block's sums for all the tile's tokens at once, each group's
  * weights unpacked once (isum[b][i][g]: token b, row i, group g) */
-#define LLM__GG_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
+#define LLM__BLK_TILE8(fn, name, with_xsum, d_off, act_t)                                                       \
     LLM__KERNEL void fn(float *out, int ldo, const llm_tensor *w, int r, const float *x,                      \
                         const int8_t *xq, const float *xs, int t, int nr, int nc) {                           \
         int n = w->cols, G = n / LLM__GQ;                                                                      \
@@ -256,14 +256,14 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
                             xsum[b][g] = with_xsum ? llm__sum_i16((const int16_t *)(const void *)(xb + (size_t)(b0 + b) * n + (size_t)(c0 + g) * LLM__GQ), LLM__GQ) : 0; \
                     for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
                     for (int i = 0; i < na; i++)                                                               \
-                        llm__gg_sums_nc_##name(&isum[0][i][0], 8 * 64, rc[i], xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ, (size_t)n, nb, cg); \
+                        llm__blk_sums_nc_##name(&isum[0][i][0], 8 * 64, rc[i], xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ, (size_t)n, nb, cg); \
                     for (int b = 0; b < nb; b++)                                                               \
                         for (int g = 0; g < cg; g++) {                                                         \
                             const int32_t (*is)[64] = isum[b];                                                 \
                             __m256i iv = _mm256_setr_epi32(is[0][g], is[1][g], is[2][g], is[3][g], is[4][g],   \
                                                            is[5][g], is[6][g], is[7][g]);                      \
                             __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);                    \
-                            LLM__GG_STEP8_##name(acc[b], rc, g, iv, xsum[b][g], xsv, d_off);                   \
+                            LLM__BLK_STEP8_##name(acc[b], rc, g, iv, xsum[b][g], xsv, d_off);                   \
                         }                                                                                      \
                 }                                                                                              \
                 for (int b = 0; b < nb; b++) {                                                                 \
@@ -275,80 +275,80 @@ LLM__INLINE __m256 llm__gg_d8(const unsigned char *const *rc, size_t off) {   /*
         }                                                                                                      \
     }
 /* acc = fma(isum, d * xs, acc), d the f16 at d_off(g) */
-#define LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off) \
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc)
-#define LLM__GG_STEP8_q8_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
-#define LLM__GG_STEP8_q4_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
-#define LLM__GG_STEP8_q6_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off) \
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__blk_d8(rc, d_off(g)), xsv), acc)
+#define LLM__BLK_STEP8_q8_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__BLK_STEP8_q4_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__BLK_STEP8_q6_K(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
 /* q4_K: fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
-#define LLM__GG_STEP8_q4_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+#define LLM__BLK_STEP8_q4_K(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
     do {                                                                                                      \
         int32_t sc_[8], m_[8];                                                                                \
-        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + (size_t)((g) / 8) * LLM__Q4_K_BYTES + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4_K_scale_min(rc[i_] + (size_t)((g) / 8) * LLM__Q4_K_BYTES + 4, (g) % 8, &sc_[i_], &m_[i_]); \
         __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
         __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
         size_t o_ = (size_t)((g) / 8) * LLM__Q4_K_BYTES;                                                                  \
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, o_), xsv), acc); \
-        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, o_ + 2), xsv);                                              \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__blk_d8(rc, o_), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__blk_d8(rc, o_ + 2), xsv);                                              \
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
                               _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
     } while (0)
-#define LLM__GG_DOFF_q8_0(g) ((size_t)(g) * LLM__Q8_0_BYTES)
-#define LLM__GG_DOFF_q4_0(g) ((size_t)(g) * LLM__Q4_0_BYTES)
-#define LLM__GG_DOFF_q6_k(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
-#define LLM__GG_DOFF_q4_k(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
-LLM__GG_TILE8(llm__tile_gq8_0, q8_0, 0, LLM__GG_DOFF_q8_0, int8_t)
+#define LLM__BLK_DOFF_q8_0(g) ((size_t)(g) * LLM__Q8_0_BYTES)
+#define LLM__BLK_DOFF_q4_0(g) ((size_t)(g) * LLM__Q4_0_BYTES)
+#define LLM__BLK_DOFF_q6_K(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
+#define LLM__BLK_DOFF_q4_K(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
+LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int8_t)
 /* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
  * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
-#define LLM__GG_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
-#define LLM__GG_STEP8_iq4_nl(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
-#define LLM__GG_STEP8_q3_k(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
-#define LLM__GG_STEP8_iq4_xs(acc, rc, g, iv, xs1, xsv, d_off) LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__BLK_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__BLK_STEP8_iq4_nl(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__BLK_STEP8_q3_K(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
+#define LLM__BLK_STEP8_iq4_xs(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
 /* q4_1, q5_1: fma(isum, d xs, acc), then fma(sum(x), m xs, acc), m the f16 after d */
-#define LLM__GG_STEP8_MIN(acc, rc, g, iv, xs1, xsv, d_off)                                                     \
+#define LLM__BLK_STEP8_MIN(acc, rc, g, iv, xs1, xsv, d_off)                                                     \
     do {                                                                                                      \
-        LLM__GG_STEP8_D(acc, rc, g, iv, xsv, d_off);                                                          \
+        LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off);                                                          \
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_set1_epi32(xs1)),                                     \
-                              _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv), acc);                         \
+                              _mm256_mul_ps(llm__blk_d8(rc, d_off(g) + 2), xsv), acc);                         \
     } while (0)
-#define LLM__GG_STEP8_q4_1 LLM__GG_STEP8_MIN
-#define LLM__GG_STEP8_q5_1 LLM__GG_STEP8_MIN
+#define LLM__BLK_STEP8_q4_1 LLM__BLK_STEP8_MIN
+#define LLM__BLK_STEP8_q5_1 LLM__BLK_STEP8_MIN
 /* q5_K: q4_K's two steps with q5_K's blocks */
-#define LLM__GG_STEP8_q5_k(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
+#define LLM__BLK_STEP8_q5_K(acc, rc, g, iv, xs1, xsv, d_off)                                                    \
     do {                                                                                                      \
         int32_t sc_[8], m_[8];                                                                                \
-        for (int i_ = 0; i_ < 8; i_++) llm__q4k_scale_min(rc[i_] + d_off(g) + 4, (g) % 8, &sc_[i_], &m_[i_]); \
+        for (int i_ = 0; i_ < 8; i_++) llm__q4_K_scale_min(rc[i_] + d_off(g) + 4, (g) % 8, &sc_[i_], &m_[i_]); \
         __m256i scv_ = _mm256_loadu_si256((const __m256i *)(const void *)sc_);                                \
         __m256i mv_ = _mm256_loadu_si256((const __m256i *)(const void *)m_);                                  \
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__gg_d8(rc, d_off(g)), xsv), acc); \
-        __m256 dm_ = _mm256_mul_ps(llm__gg_d8(rc, d_off(g) + 2), xsv);                                       \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(scv_, iv)), _mm256_mul_ps(llm__blk_d8(rc, d_off(g)), xsv), acc); \
+        __m256 dm_ = _mm256_mul_ps(llm__blk_d8(rc, d_off(g) + 2), xsv);                                       \
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv_, _mm256_set1_epi32(xs1))),           \
                               _mm256_xor_ps(dm_, _mm256_set1_ps(-0.0f)), acc);                                \
     } while (0)
-#define LLM__GG_DOFF_q4_1(g) ((size_t)(g) * LLM__Q4_1_BYTES)
-#define LLM__GG_DOFF_q5_0(g) ((size_t)(g) * LLM__Q5_0_BYTES)
-#define LLM__GG_DOFF_q5_1(g) ((size_t)(g) * LLM__Q5_1_BYTES)
-#define LLM__GG_DOFF_iq4_nl(g) ((size_t)(g) * LLM__IQ4_NL_BYTES)
-#define LLM__GG_DOFF_q5_k(g) ((size_t)((g) / 8) * LLM__Q5_K_BYTES)
-#define LLM__GG_DOFF_q3_k(g) ((size_t)((g) / 8) * LLM__Q3_K_BYTES + 108)
-#define LLM__GG_DOFF_iq4_xs(g) ((size_t)((g) / 8) * LLM__IQ4_XS_BYTES)
-#define LLM__HAVE_GG_TILE_Q3_K 1
-#define LLM__HAVE_GG_TILE_IQ4_XS 1
-#define LLM__HAVE_GG_TILE_Q4_1 1
-#define LLM__HAVE_GG_TILE_Q5_0 1
-#define LLM__HAVE_GG_TILE_Q5_1 1
-#define LLM__HAVE_GG_TILE_IQ4_NL 1
-#define LLM__HAVE_GG_TILE_Q5_K 1
-LLM__GG_TILE8(llm__tile_gq4_1, q4_1, 1, LLM__GG_DOFF_q4_1, int16_t)
-LLM__GG_TILE8(llm__tile_gq5_0, q5_0, 0, LLM__GG_DOFF_q5_0, int16_t)
-LLM__GG_TILE8(llm__tile_gq5_1, q5_1, 1, LLM__GG_DOFF_q5_1, int16_t)
-LLM__GG_TILE8(llm__tile_giq4_nl, iq4_nl, 0, LLM__GG_DOFF_iq4_nl, int16_t)
-LLM__GG_TILE8(llm__tile_gq5_k, q5_k, 1, LLM__GG_DOFF_q5_k, int16_t)
-LLM__GG_TILE8(llm__tile_gq3_k, q3_k, 0, LLM__GG_DOFF_q3_k, int16_t)
-/* q2_K: LLM__GG_TILE8 with a second sum per (row, group), the mins' msum,
+#define LLM__BLK_DOFF_q4_1(g) ((size_t)(g) * LLM__Q4_1_BYTES)
+#define LLM__BLK_DOFF_q5_0(g) ((size_t)(g) * LLM__Q5_0_BYTES)
+#define LLM__BLK_DOFF_q5_1(g) ((size_t)(g) * LLM__Q5_1_BYTES)
+#define LLM__BLK_DOFF_iq4_nl(g) ((size_t)(g) * LLM__IQ4_NL_BYTES)
+#define LLM__BLK_DOFF_q5_K(g) ((size_t)((g) / 8) * LLM__Q5_K_BYTES)
+#define LLM__BLK_DOFF_q3_K(g) ((size_t)((g) / 8) * LLM__Q3_K_BYTES + 108)
+#define LLM__BLK_DOFF_iq4_xs(g) ((size_t)((g) / 8) * LLM__IQ4_XS_BYTES)
+#define LLM__HAVE_BLK_TILE_Q3_K 1
+#define LLM__HAVE_BLK_TILE_IQ4_XS 1
+#define LLM__HAVE_BLK_TILE_Q4_1 1
+#define LLM__HAVE_BLK_TILE_Q5_0 1
+#define LLM__HAVE_BLK_TILE_Q5_1 1
+#define LLM__HAVE_BLK_TILE_IQ4_NL 1
+#define LLM__HAVE_BLK_TILE_Q5_K 1
+LLM__BLK_TILE8(llm__tile_blk_q4_1, q4_1, 1, LLM__BLK_DOFF_q4_1, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q5_0, q5_0, 0, LLM__BLK_DOFF_q5_0, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q5_1, q5_1, 1, LLM__BLK_DOFF_q5_1, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q5_K, q5_K, 1, LLM__BLK_DOFF_q5_K, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q3_K, q3_K, 0, LLM__BLK_DOFF_q3_K, int16_t)
+/* q2_K: LLM__BLK_TILE8 with a second sum per (row, group), the mins' msum,
  * and the twin's two steps: fma(isum, d xs, acc), fma(msum, -(dmin xs), acc) */
-#define LLM__HAVE_GG_TILE_Q2_K 1
-LLM__KERNEL void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+#define LLM__HAVE_BLK_TILE_Q2_K 1
+LLM__KERNEL void llm__tile_blk_q2_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {
     int n = w->cols, G = n / LLM__GQ;
     size_t chunk_bytes = (size_t)(64 * LLM__GQ / LLM__QK) * LLM__Q2_K_BYTES;
@@ -371,8 +371,8 @@ LLM__KERNEL void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r
                 for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;
                 for (int i = 0; i < na; i++) {
                     const int16_t *xc = xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ;
-                    llm__gg_sums_nc_q2_k(&isum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
-                    llm__gg_sums_nc_q2_k_min(&msum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                    llm__blk_sums_nc_q2_K(&isum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
+                    llm__blk_sums_nc_q2_K_min(&msum[0][i][0], 8 * 64, rc[i], xc, (size_t)n, nb, cg);
                 }
                 for (int b = 0; b < nb; b++)
                     for (int g = 0; g < cg; g++) {
@@ -383,8 +383,8 @@ LLM__KERNEL void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r
                                                        ms[6][g], ms[7][g]);
                         __m256 xsv = _mm256_set1_ps(sb[(size_t)(b0 + b) * G + c0 + g]);
                         size_t o = (size_t)(g / 8) * LLM__Q2_K_BYTES;
-                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__gg_d8(rc, o + 80), xsv), acc[b]);
-                        __m256 dm = _mm256_mul_ps(llm__gg_d8(rc, o + 82), xsv);
+                        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(llm__blk_d8(rc, o + 80), xsv), acc[b]);
+                        __m256 dm = _mm256_mul_ps(llm__blk_d8(rc, o + 82), xsv);
                         acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_xor_ps(dm, _mm256_set1_ps(-0.0f)), acc[b]);
                     }
             }
@@ -396,19 +396,19 @@ LLM__KERNEL void llm__tile_gq2_k(float *out, int ldo, const llm_tensor *w, int r
         }
     }
 }
-LLM__GG_TILE8(llm__tile_giq4_xs, iq4_xs, 0, LLM__GG_DOFF_iq4_xs, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_iq4_xs, iq4_xs, 0, LLM__BLK_DOFF_iq4_xs, int16_t)
 #if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
-LLM__GG_TILE8(llm__tile8_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
-LLM__GG_TILE8(llm__tile8_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
-LLM__GG_TILE8(llm__tile8_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 #else
-LLM__GG_TILE8(llm__tile_gq4_0, q4_0, 0, LLM__GG_DOFF_q4_0, int16_t)
-LLM__GG_TILE8(llm__tile_gq4_k, q4_k, 1, LLM__GG_DOFF_q4_k, int16_t)
-LLM__GG_TILE8(llm__tile_gq6_k, q6_k, 0, LLM__GG_DOFF_q6_k, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 #endif
 #endif
 
-#if defined(LLM__HAVE_GG_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
+#if defined(LLM__HAVE_BLK_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
 #define LLM__HAVE_PANELS 1   /* q4_0, q4_K and q6_K read from repack.h's panels too */
 /* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
@@ -465,11 +465,11 @@ LLM__INLINE __m512 llm__f16_rows16(const unsigned char *blk, size_t rb) {
  * 4m..4m+3 (low nibbles) and 4m+16.. (high), at = 4m + 0, 16, 1, 17 for
  * pairs 4m..4m+3. q4_K: word m holds codes 4m..4m+3 of two sub-blocks (low,
  * high nibbles), at = 4m + 0, 1 for pairs 2m, 2m+1. */
-LLM__INLINE __m512i llm__pair_order(int q4k) {
+LLM__INLINE __m512i llm__pair_order(int q4_K) {
     int16_t idx[32];
     static const int o[4] = { 0, 16, 1, 17 };
     for (int p = 0; p < 32; p++)
-        idx[p] = (int16_t)(q4k ? 4 * (p / 4) + (p / 2) % 2 + 2 * (p % 2) : 4 * (p / 8) + o[(p / 2) % 4] + 2 * (p % 2));
+        idx[p] = (int16_t)(q4_K ? 4 * (p / 4) + (p / 2) % 2 + 2 * (p % 2) : 4 * (p / 8) + o[(p / 2) % 4] + 2 * (p % 2));
     return _mm512_loadu_si512((const void *)idx);
 }
 
@@ -546,8 +546,8 @@ LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk
 }
 
 /* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
- * words h1..h3 (bytes 0..3, 4..7, 8..11), as llm__q4k_scale_min */
-LLM__INLINE void llm__q4k_scale_min16(const __m512i *h, int j, __m512i *sc, __m512i *m) {
+ * words h1..h3 (bytes 0..3, 4..7, 8..11), as llm__q4_K_scale_min */
+LLM__INLINE void llm__q4_K_scale_min16(const __m512i *h, int j, __m512i *sc, __m512i *m) {
     const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
     if (j < 4) {
         *sc = _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j), six);
@@ -562,7 +562,7 @@ LLM__INLINE void llm__q4k_scale_min16(const __m512i *h, int j, __m512i *sc, __m5
 }
 /* q4_K block of 256 (eight groups) for sixteen rows: per group the twin's
  * two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
-LLM__INLINE void llm__q4_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+LLM__INLINE void llm__q4_K_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
                                    const int32_t *xsum, const float *xs) {
     __m512i h[4], t[4];
     llm__words16(h, blk, rb);          /* d | dmin << 16, then the 12 scale bytes */
@@ -589,7 +589,7 @@ LLM__INLINE void llm__q4_k_block16(__m512 *acc, int nb, const unsigned char *blk
         for (int k = 0; k < 2; k++) {
             int j = 2 * p + k;
             __m512i sc, m;
-            llm__q4k_scale_min16(h, j, &sc, &m);
+            llm__q4_K_scale_min16(h, j, &sc, &m);
             LLM__UNROLL for (int b = 0; b < nb; b++) {
                 __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
                                  : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
@@ -609,14 +609,14 @@ LLM__INLINE void llm__q4_k_block16(__m512 *acc, int nb, const unsigned char *blk
  * code pairs (nibble | high bits << 4, less 32), against the pairs of
  * llm__pair_order(1). isum = sc[2k] (first 16) + sc[2k + 1] (last 16), then
  * the twin's step fma(isum, d * xs, acc). */
-LLM__INLINE __m512i llm__q6k_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) {
+LLM__INLINE __m512i llm__q6_K_pair(__m512i nib, __m512i hb, int s_nib, int s_hb) {
     /* the nibble at bit s_nib and the two bits at s_hb of each int16's low byte, as a code - 32 */
     __m512i lo = _mm512_and_si512(_mm512_srli_epi16(nib, (unsigned)s_nib), _mm512_set1_epi16(0x000F));
     __m512i hi = s_hb >= 4 ? _mm512_srli_epi16(hb, (unsigned)(s_hb - 4)) : _mm512_slli_epi16(hb, (unsigned)(4 - s_hb));
     hi = _mm512_and_si512(hi, _mm512_set1_epi16(0x0030));
     return _mm512_sub_epi16(_mm512_or_si512(lo, hi), _mm512_set1_epi16(32));
 }
-LLM__INLINE void llm__q6_k_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+LLM__INLINE void llm__q6_K_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
                                    const float *xs) {
     __m512i sw[4];
     llm__words16(sw, LLM__AT(blk, rb, 192), rb);   /* the 16 int8 scales: sw[w] holds sc[4w .. 4w + 3] */
@@ -636,7 +636,7 @@ LLM__INLINE void llm__q6_k_block16(__m512 *acc, int nb, const unsigned char *blk
                 LLM__UNROLL for (int b = 0; b < nb; b++) sum[b][q] = _mm512_setzero_si512();
                 for (int m = 0; m < 4; m++) {
                     int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
-                    __m512i p0 = llm__q6k_pair(nbv[m], qh[q][m], sn, 2 * c), p1 = llm__q6k_pair(nbv[m], qh[q][m], sn + 8, 2 * c + 8);
+                    __m512i p0 = llm__q6_K_pair(nbv[m], qh[q][m], sn, 2 * c), p1 = llm__q6_K_pair(nbv[m], qh[q][m], sn + 8, 2 * c + 8);
                     LLM__UNROLL for (int b = 0; b < nb; b++) {
                         const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 32 * k);
                         sum[b][q] = _mm512_dpwssd_epi32(sum[b][q], p0, LLM__PAIR(xw, 2 * wm));
@@ -735,8 +735,8 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                     for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                 }
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind == 2) llm__q6_k_block16(acc, nb, blk, rb, xg, xsc + g);
-                else if (kind == 1) llm__q4_k_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                if (kind == 2) llm__q6_K_block16(acc, nb, blk, rb, xg, xsc + g);
+                else if (kind == 1) llm__q4_K_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
                 else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
                 else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
             }
@@ -765,24 +765,24 @@ LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, co
 #define LLM__CODE_ALIGN
 #endif
 LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_gq4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 1);
     else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 0);
-    else llm__tile8_gq4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+    else llm__tile8_blk_q4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_gq4_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+LLM__KERNEL void llm__tile_blk_q4_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 1);
     else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 0);
-    else llm__tile8_gq4_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
+    else llm__tile8_blk_q4_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_gq6_k(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+LLM__KERNEL void llm__tile_blk_q6_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 1);
     else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
-    else llm__tile8_gq6_k(out, ldo, w, r, x, xq, xs, t, nr, nc);
+    else llm__tile8_blk_q6_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif

@@ -9,7 +9,7 @@ LTOK tokenizer file, and GGUF (`--format gguf`).
 Modules, each with one job (a module imports only those above it):
   common             the program name, ExportError, one-line messages
   llmw               the LLMW format: constants, tensor plan, layout, header, checks
-  quantizers         ggml's blocks of 32 (shared with GGUF), LLMW's q8_0, q4_0, q4_k
+  quantizers         ggml's blocks of 32 (shared with GGUF), LLMW's q8_0, q4_0, q4_K
   writer             writing an LLMW file
   jsonconf           strict JSON and checked config fields
   source             Source (a model's tensors by name) and the readers' helpers

@@ -66,11 +66,16 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def dtype_name(name):
+    """A --dtype as the engine spells it: ggml's q4_K (the older spelling q4_k is accepted)."""
+    return "q4_K" if name == "q4_k" else name
+
+
 def add_model_options(p, converting=True):
     g = p.add_argument_group("output options")
-    g.add_argument("--dtype", choices=list(DTYPES), default="f32",
-                   help="matrix storage: f32, f16, q8_0, q4_0 or q4_k (default f32); norms "
-                        "stay f32. q4_0: ggml's blocks of 32 (f16 scale, 4-bit codes); q4_k: "
+    g.add_argument("--dtype", choices=list(DTYPES), default="f32", type=dtype_name,
+                   help="matrix storage: f32, f16, q8_0, q4_0 or q4_K (q4_k too; default f32); norms "
+                        "stay f32. q4_0: ggml's blocks of 32 (f16 scale, 4-bit codes); q4_K: "
                         "ggml's superblocks of 256 (6-bit sub-block scales and mins); rows "
                         "are zero-padded to whole blocks. --format gguf: f32, f16, q8_0, q4_0")
     g.add_argument("--group-size", type=int, default=DEFAULT_GROUP, metavar="N",

@@ -24,7 +24,7 @@ HEADER_FIELDS = ("magic", "version", "header_size", "alignment",
 
 WT_F32, WT_F16, WT_Q8_0 = 0, 1, 2
 WT_Q4_0, WT_Q4_K = 5, 6     # ggml's block layouts (the engine's GGUF types), rows zero-padded
-DTYPES = {"f32": WT_F32, "f16": WT_F16, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0, "q4_k": WT_Q4_K}
+DTYPES = {"f32": WT_F32, "f16": WT_F16, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0, "q4_K": WT_Q4_K}
 # a block type's (values per block, bytes per block)
 BLOCK_TYPES = {WT_Q4_0: (32, 18), WT_Q4_K: (256, 144)}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
@@ -123,7 +123,7 @@ def matrix_bytes(rows, cols, weight_type, group_size):
 
 def matrix_type(cfg, cols):
     """A matrix's storage type: the header's weight_type, except that a version 2
-    q4_k file stores a matrix whose rows are not whole superblocks of 256 as q4_0
+    q4_K file stores a matrix whose rows are not whole superblocks of 256 as q4_0
     (FORMAT.md): padding them to 256 would cost more bytes than q4_0's coarser
     scales lose (stories260K's 64 and 172 columns, stories15M's 288)."""
     wt = cfg["weight_type"]

@@ -1,5 +1,5 @@
 """Weight quantizers: ggml's blocks of 32 (Q8_0, Q4_0; the GGUF writer's types and the
-math LLMW's q4_0 shares), and LLMW's q8_0 groups, q4_0 and q4_k, each with its dequantizer."""
+math LLMW's q4_0 shares), and LLMW's q8_0 groups, q4_0 and q4_K, each with its dequantizer."""
 import numpy as np
 
 from .common import ExportError
@@ -73,7 +73,7 @@ def dequantize_gguf(raw, gtype, rows, cols):
 
 
 # ----------------------------------------------------------------------------
-# LLMW's types: q8_0 groups along each row, q4_0 and q4_k
+# LLMW's types: q8_0 groups along each row, q4_0 and q4_K
 
 def round_half_away(x):
     """Round float32 x to the nearest integer, halves away from zero (C roundf)."""
@@ -194,7 +194,7 @@ def fit_scale_min(x, wt, nmax=15):
     return best_s, best_m
 
 
-def pack_q4_k_scales(ls, lm):
+def pack_q4_K_scales(ls, lm):
     """Eight 6-bit scales ls and mins lm (..., 8) -> ggml's 12 bytes (..., 12): bytes 0-3
     scales 0-3, bytes 4-7 mins 0-3, each with bits 4-5 of scale/min j+4 in its top two
     bits; bytes 8-11 scale j+4's low four bits, min j+4's in the high four."""
@@ -205,8 +205,8 @@ def pack_q4_k_scales(ls, lm):
     return out
 
 
-def quantize_q4_k(w, name="matrix"):
-    """(rows, cols) float32 -> LLMW q4_k bytes: rows zero-padded to superblocks of 256, each
+def quantize_q4_K(w, name="matrix"):
+    """(rows, cols) float32 -> LLMW q4_K bytes: rows zero-padded to superblocks of 256, each
     144 bytes: f16 d, f16 dmin, 12 bytes of eight 6-bit sub-block scales and mins, 128 bytes
     of codes (sub-blocks 2p, 2p + 1 the low and high nibbles of bytes 32p..32p + 31), value
     = d * sc * code - dmin * m. Each sub-block of 32 is fitted (fit_scale_min, error weights
@@ -232,8 +232,8 @@ def quantize_q4_k(w, name="matrix"):
     inv_m = np.where(max_m > 0, f32(63.0) / np.where(max_m > 0, max_m, f32(1.0)), f32(0.0)).astype(f32)
     ls = np.minimum(np.rint(inv_s[..., None] * s), 63).astype(np.uint8)
     lm = np.minimum(np.rint(inv_m[..., None] * mn), 63).astype(np.uint8)
-    d = f16_scale((max_s / f32(63.0)).astype(f32), name, "q4_k superblock scale")
-    dmin = f16_scale((max_m / f32(63.0)).astype(f32), name, "q4_k superblock min")
+    d = f16_scale((max_s / f32(63.0)).astype(f32), name, "q4_K superblock scale")
+    dmin = f16_scale((max_m / f32(63.0)).astype(f32), name, "q4_K superblock min")
     d1 = (d.astype(f32)[..., None] * ls.astype(f32)).reshape(-1, 1)
     m1 = (dmin.astype(f32)[..., None] * lm.astype(f32)).reshape(-1, 1)
     L = np.where(d1 > 0, np.clip(np.rint((x + m1) / np.where(d1 > 0, d1, f32(1.0))), 0, 15), 0)
@@ -241,12 +241,12 @@ def quantize_q4_k(w, name="matrix"):
     out = np.empty((rows, nb, 144), dtype=np.uint8)
     out[..., 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
     out[..., 2:4] = dmin.view(np.uint8).reshape(rows, nb, 2)
-    out[..., 4:16] = pack_q4_k_scales(ls, lm)
+    out[..., 4:16] = pack_q4_K_scales(ls, lm)
     out[..., 16:] = (L[:, :, :, 0] | L[:, :, :, 1] << 4).reshape(rows, nb, 128)
     return out.tobytes()
 
 
-def unpack_q4_k_scales(s):
+def unpack_q4_K_scales(s):
     """ggml's 12 bytes (..., 12) -> the eight 6-bit scales and mins, each (..., 8)."""
     s = s.astype(np.int32)
     sc = np.concatenate([s[..., 0:4] & 63, (s[..., 8:12] & 15) | (s[..., 0:4] >> 6) << 4], axis=-1)
@@ -254,15 +254,15 @@ def unpack_q4_k_scales(s):
     return sc, mn
 
 
-def dequantize_q4_k(raw, rows, cols):
-    """The real columns of LLMW q4_k bytes, float32, in the engine's order:
+def dequantize_q4_K(raw, rows, cols):
+    """The real columns of LLMW q4_K bytes, float32, in the engine's order:
     (d * sc) * code - dmin * m."""
     f32 = np.float32
     nb = n_groups(cols, 256)
     b = np.frombuffer(raw, np.uint8, rows * nb * 144).reshape(rows, nb, 144)
     d = b[..., 0:2].copy().view("<f2").astype(f32)       # (rows, nb, 1)
     dmin = b[..., 2:4].copy().view("<f2").astype(f32)
-    sc, mn = unpack_q4_k_scales(b[..., 4:16])
+    sc, mn = unpack_q4_K_scales(b[..., 4:16])
     qs = b[..., 16:].reshape(rows, nb, 4, 32)
     L = np.stack([qs & 15, qs >> 4], axis=3).reshape(rows, nb, 8, 32).astype(f32)
     d1 = (d * sc.astype(f32))[..., None]
@@ -270,4 +270,4 @@ def dequantize_q4_k(raw, rows, cols):
     return (d1 * L - m1).astype(f32).reshape(rows, nb * 256)[:, :cols]
 
 
-QUANTIZERS = {WT_Q4_0: (quantize_q4_0, dequantize_q4_0), WT_Q4_K: (quantize_q4_k, dequantize_q4_k)}
+QUANTIZERS = {WT_Q4_0: (quantize_q4_0, dequantize_q4_0), WT_Q4_K: (quantize_q4_K, dequantize_q4_K)}

@@ -209,7 +209,7 @@ def dequantize_q4_0(b, cols):
     return (half(b, 0) * (code.astype(np.float32) - np.float32(8))).reshape(b.shape[0], -1)[:, :cols]
 
 
-def q4_k_scale_min(s, j):
+def q4_K_scale_min(s, j):
     """Sub-block j's 6-bit scale and min from the 12 bytes s (rows, blocks, 12)."""
     s = s.astype(np.int32)
     if j < 4:
@@ -217,7 +217,7 @@ def q4_k_scale_min(s, j):
     return (s[..., j + 4] & 15) | ((s[..., j - 4] >> 6) << 4), (s[..., j + 4] >> 4) | ((s[..., j] >> 6) << 4)
 
 
-def dequantize_q4_k(b, cols):
+def dequantize_q4_K(b, cols):
     """Element 32j + l of a superblock: code = nibble j % 2 of byte 16 + 32 (j // 2) + l;
     value (d * sc_j) * code - dmin * m_j, in float32."""
     rows, nb, _ = b.shape
@@ -225,7 +225,7 @@ def dequantize_q4_k(b, cols):
     out = np.empty((rows, nb, 8, 32), np.float32)
     l = np.arange(32)
     for j in range(8):
-        sc, m = q4_k_scale_min(b[:, :, 4:16], j)
+        sc, m = q4_K_scale_min(b[:, :, 4:16], j)
         code = (b[:, :, 16 + 32 * (j // 2) + l] >> (4 * (j % 2))) & 15
         d1 = (d * sc.astype(np.float32))[..., None]
         m1 = (dmin * m.astype(np.float32))[..., None]
@@ -248,7 +248,7 @@ def read(path):
         if isinstance(raw, tuple):
             out[name] = dequantize(raw[0], raw[1], h["group_size"])
         elif isinstance(raw, Blocks):
-            out[name] = (dequantize_q4_0 if raw.wt == Q4_0 else dequantize_q4_k)(raw.b, raw.cols)
+            out[name] = (dequantize_q4_0 if raw.wt == Q4_0 else dequantize_q4_K)(raw.b, raw.cols)
         else:
             out[name] = raw.astype(np.float32)
     return h, out

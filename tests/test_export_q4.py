@@ -1,4 +1,4 @@
-"""export.py --dtype q4_0 / q4_k: LLMW's 4-bit types (FORMAT.md, "Matrix storage").
+"""export.py --dtype q4_0 / q4_K: LLMW's 4-bit types (FORMAT.md, "Matrix storage").
 
 The quantizers are checked against blocks worked out by hand from the format's
 rules, round trips are held to error bounds derived from those rules, odd row
@@ -35,8 +35,8 @@ def q4_0_rows(w):
     return np.frombuffer(raw, np.uint8).reshape(len(w), -1, 18)
 
 
-def q4_k_rows(w):
-    raw = exporter.quantizers.quantize_q4_k(np.asarray(w, np.float32))
+def q4_K_rows(w):
+    raw = exporter.quantizers.quantize_q4_K(np.asarray(w, np.float32))
     return np.frombuffer(raw, np.uint8).reshape(len(w), -1, 144)
 
 
@@ -73,10 +73,10 @@ HAND_LS = [63, 32, 1, 0, 10, 40, 17, 5]
 HAND_LM = [0, 63, 16, 16, 5, 33, 48, 0]
 
 
-def test_q4_k_superblock_by_hand():
+def test_q4_K_superblock_by_hand():
     L = np.tile(np.arange(16, dtype=np.float32), 2)
     x = np.concatenate([np.float32(ls / 32) * L - np.float32(lm / 16) for ls, lm in zip(HAND_LS, HAND_LM)])
-    b = q4_k_rows(x.reshape(1, 256))
+    b = q4_K_rows(x.reshape(1, 256))
     assert b.shape == (1, 1, 144)
     blk = b[0, 0].tobytes()
     assert blk[0:4] == bytes([0x00, 0x28, 0x00, 0x2c]), blk[:4].hex()
@@ -91,7 +91,7 @@ def test_q4_k_superblock_by_hand():
         want += bytes(codes[l] | hi[l] << 4 for l in range(32))
     assert blk[16:] == bytes(want), blk[16:].hex()
     # on the grid, so the round trip is exact
-    assert (exporter.quantizers.dequantize_q4_k(blk, 1, 256)[0] == x).all()
+    assert (exporter.quantizers.dequantize_q4_K(blk, 1, 256)[0] == x).all()
 
 
 # ---------------------------------------------------------------- bounds, odd sizes, edges
@@ -114,8 +114,8 @@ def test_round_trip_bounds_odd_sizes():
         pad = np.arange(-(-cols // 32) * 32) >= cols
         codes = np.concatenate([b[:, :, 2:] & 15, b[:, :, 2:] >> 4], axis=2).reshape(7, -1)
         assert (codes[:, pad] == 8).all(), cols
-        k = q4_k_rows(w)
-        kb = exporter.quantizers.dequantize_q4_k(k.tobytes(), 7, cols)
+        k = q4_K_rows(w)
+        kb = exporter.quantizers.dequantize_q4_K(k.tobytes(), 7, cols)
         # each value within half a step of its sub-block, (d sc) / 2, when it lies inside
         # the sub-block's range [-dmin m, 15 d sc - dmin m]; everywhere within a
         # sixteenth of the row's range (the 6-bit scales cost the rest)
@@ -139,14 +139,14 @@ def test_round_trip_bounds_odd_sizes():
         # the search is worth its time: less squared error than q4_0 at nearly the same size
         e4 = float(((back - w) ** 2).mean())
         ek = float(((kb - w) ** 2).mean())
-        print(f"   cols {cols}: mean squared error q4_0 {e4:.4g}, q4_k {ek:.4g}")
+        print(f"   cols {cols}: mean squared error q4_0 {e4:.4g}, q4_K {ek:.4g}")
         assert ek < e4, (cols, ek, e4)
 
 
 def llmw_scales(k):
     """The 6-bit scales and mins of q4_K blocks (rows, blocks, 144), by tests/llmw.py."""
-    sc = np.stack([llmw.q4_k_scale_min(k[:, :, 4:16], j)[0] for j in range(8)], axis=2)
-    mn = np.stack([llmw.q4_k_scale_min(k[:, :, 4:16], j)[1] for j in range(8)], axis=2)
+    sc = np.stack([llmw.q4_K_scale_min(k[:, :, 4:16], j)[0] for j in range(8)], axis=2)
+    mn = np.stack([llmw.q4_K_scale_min(k[:, :, 4:16], j)[1] for j in range(8)], axis=2)
     return sc.astype(np.float32), mn.astype(np.float32)
 
 
@@ -154,7 +154,7 @@ def test_zero_rows_and_one_huge_value():
     z = np.zeros((2, 172), np.float32)
     b = q4_0_rows(z)
     assert (b[:, :, 2:] == 0x88).all() and (exporter.quantizers.dequantize_q4_0(b.tobytes(), 2, 172) == 0).all()
-    k = q4_k_rows(z)
+    k = q4_K_rows(z)
     assert (k == 0).all(), "an all-zero q4_K row is all zero bytes"
     w = np.full((1, 64), 0.01, np.float32)
     w[0, 5] = 1000.0
@@ -163,11 +163,11 @@ def test_zero_rows_and_one_huge_value():
     assert back[0, 5] == 1000.0                                       # d = 1000 / -8 = -125, exact
     assert (back[0, :32][np.arange(32) != 5] == 0).all()              # 0.01 / -125 + 8.5 -> code 8 -> 0
     assert (np.abs(back[0, 32:] - 0.01) <= 0.01 / 16).all()           # the other block keeps its own d
-    kb = exporter.quantizers.dequantize_q4_k(q4_k_rows(w).tobytes(), 1, 64)
+    kb = exporter.quantizers.dequantize_q4_K(q4_K_rows(w).tobytes(), 1, 64)
     assert abs(kb[0, 5] - 1000.0) <= 1000.0 / 15 / 2 * 1.01, kb[0, 5]
     # too large for an f16 scale: refused, naming the tensor
     big = np.full((1, 32), 1e9, np.float32)
-    for q in (exporter.quantizers.quantize_q4_0, exporter.quantizers.quantize_q4_k):
+    for q in (exporter.quantizers.quantize_q4_0, exporter.quantizers.quantize_q4_K):
         try:
             q(big, "layers.0.wq")
         except exporter.common.ExportError as e:
@@ -185,7 +185,7 @@ def test_nan_and_inf_refused_one_line():
     assert rc == 0, err
     h, tensors, data = llmw.parse(good)
     start = tensors["layers.0.w2"][0]
-    for dtype in ("q4_0", "q4_k"):
+    for dtype in ("q4_0", "q4_K"):
         for bad in (float("nan"), float("inf")):
             p = os.path.join(d, "bad.llmw")
             with open(p, "wb") as f:
@@ -202,7 +202,7 @@ def test_nan_and_inf_refused_one_line():
 def test_engine_dequant_equals_spec_reader():
     """Every row of every matrix as the engine decodes it (embeddings use these rows)
     equals tests/llmw.py's decoding bit for bit: stories260K (rows of 64 and 172) and a
-    random model of rows 48 and 100 with an unshared classifier, in q4_0 and q4_k."""
+    random model of rows 48 and 100 with an unshared classifier, in q4_0 and q4_K."""
     assert os.path.exists(LOGITS), f"missing {LOGITS} (build it, or set LOGITS)"
     d = common.scratch("q4_dequant")
     os.makedirs(d, exist_ok=True)
@@ -211,12 +211,12 @@ def test_engine_dequant_equals_spec_reader():
                          "--vocab", 97, "--unshared", "--seed", 9, rnd)
     assert rc == 0, err
     for src in (common.model("stories260K.bin"), rnd):
-        for dtype in ("q4_0", "q4_k"):
+        for dtype in ("q4_0", "q4_K"):
             path = os.path.join(d, f"{os.path.basename(src)}.{dtype}.llmw")
             rc, err = run_export("--dtype", dtype, src, path)
             assert rc == 0, err
             h, weights = llmw.read(path)
-            assert h["weight_type"] == {"q4_0": 5, "q4_k": 6}[dtype] and h["group_size"] == 0
+            assert h["weight_type"] == {"q4_0": 5, "q4_K": 6}[dtype] and h["group_size"] == 0
             out = os.path.join(d, "dq.f32")
             rc, so, se = common.run([path, "--mode", "dequant", "--out", out], binary=LOGITS)
             assert rc == 0, se

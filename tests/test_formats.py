@@ -90,7 +90,7 @@ def test_compact_weights_close_to_f32():
     base = logits(LEGACY)
     want = token_ids(open(model("stories260K.greedy200.txt"), "rb").read())
     for dtype, group, tol, min_agree in (("f16", 32, TOL_F16, 200), ("q8_0", 32, TOL_Q8, 50), ("q8_0", 64, TOL_Q8, 50),
-                                         ("q8_0", 48, TOL_Q8, 20), ("q4_0", 32, TOL_Q4, 20), ("q4_k", 32, TOL_Q4, 20)):
+                                         ("q8_0", 48, TOL_Q8, 20), ("q4_0", 32, TOL_Q4, 20), ("q4_K", 32, TOL_Q4, 20)):
         def one(dtype=dtype, group=group, tol=tol, min_agree=min_agree):
             path = exported(dtype, group)
             for mode in ("prefill", "decode"):
@@ -111,7 +111,7 @@ def test_compact_config_same_text_every_build():
     the same text."""
     reference = os.path.join(common.ROOT, "run")
     for dtype, args in (("q8_0", ["-t", "0", "-n", "256"]), ("q8_0", ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"]),
-                        ("q4_0", ["-t", "0", "-n", "256"]), ("q4_k", ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])):
+                        ("q4_0", ["-t", "0", "-n", "256"]), ("q4_K", ["-t", "1.0", "-p", "0.9", "-s", "133742", "-n", "256"])):
         path = exported(dtype)
         outs = []
         for binary, threads in ((None, 1), (None, 2), (reference, 1)):
@@ -394,20 +394,20 @@ def test_malformed_llmw_refused():
         yield name, lambda blob=blob, word=word, name=name: refused_in_one_line(name, blob, word)
 
 
-def q4_k_wide():
-    """A random model whose every matrix row is a multiple of 256 wide, in q4_k: all
+def q4_K_wide():
+    """A random model whose every matrix row is a multiple of 256 wide, in q4_K: all
     q4_K (stories260K's rows of 64 and 172 are stored q4_0, FORMAT.md)."""
     path = scratch("fmt_wide_q4_k.llmw")
     if not os.path.exists(path):
         export("random", "--dim", 256, "--hidden-dim", 512, "--layers", 1, "--heads", 4, "--kv-heads", 4,
-               "--vocab", 512, "--seq-len", 32, "--dtype", "q4_k", path)
+               "--vocab", 512, "--seq-len", 32, "--dtype", "q4_K", path)
     return path
 
 
 def test_malformed_q4_llmw_refused():
     """LLMW q4_0 / q4_K files with a bad field: one line naming it, exit 1."""
-    for dtype in ("q4_0", "q4_k"):
-        good = open(exported(dtype) if dtype == "q4_0" else q4_k_wide(), "rb").read()
+    for dtype in ("q4_0", "q4_K"):
+        good = open(exported(dtype) if dtype == "q4_0" else q4_K_wide(), "rb").read()
 
         def patched(off, fmt, value):
             b = bytearray(good)
@@ -432,10 +432,10 @@ def test_malformed_q4_llmw_refused():
             # stories260K in q4_0 with the header saying q4_K is a valid q4_K file:
             # its rows (64, 172) are not whole superblocks, so q4_K stores them q4_0
             del cases["other_q4_type"]
-        if dtype == "q4_k":
-            # stories260K's q4_k file: its rows (64, 172) must be q4_0, so an entry
+        if dtype == "q4_K":
+            # stories260K's q4_K file: its rows (64, 172) must be q4_0, so an entry
             # that says q4_K is refused
-            narrow = open(exported("q4_k"), "rb").read()
+            narrow = open(exported("q4_K"), "rb").read()
             b = bytearray(narrow)
             struct.pack_into("<I", b, entry(2, 8), 6)
             cases["narrow_row_as_q4_k"] = (bytes(b), "multiple of 256")

@@ -240,7 +240,7 @@ def test_errors_are_one_line():
     d = scratch_dir("errors")
     legacy, tok = common.model("stories260K.bin"), common.model("tok512.bin")
     cases = [
-        (["--format", "gguf", "--tokenizer", tok, "--dtype", "q4_k", legacy, os.path.join(d, "x.gguf")],
+        (["--format", "gguf", "--tokenizer", tok, "--dtype", "q4_K", legacy, os.path.join(d, "x.gguf")],
          "is for LLMW", False),
         (["--tokenizer", tok, legacy, os.path.join(d, "x.llmw")], "--tokenizer is for", False),
         (["--format", "gguf", legacy, os.path.join(d, "x.gguf")], "give --tokenizer", False),

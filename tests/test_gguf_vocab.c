@@ -21,27 +21,10 @@
 
 #include "../model.h"       /* llm_gguf_value (declarations only) */
 #include "../tokenizer.h"
+#include "expect.h"
 
-static int test_failed, n_failed, n_passed;
 
-#define EXPECT(cond, ...)                                                \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            if (test_failed < 8) {                                       \
-                printf("    line %d: %s: ", __LINE__, #cond);            \
-                printf(__VA_ARGS__);                                     \
-                printf("\n");                                            \
-            }                                                            \
-            test_failed++;                                               \
-        }                                                                \
-    } while (0)
 
-static void run(const char *name, void (*fn)(void)) {
-    test_failed = 0;
-    fn();
-    if (test_failed) { printf("FAIL %s\n", name); n_failed++; }
-    else { printf("ok   %s\n", name); n_passed++; }
-}
 
 /* ---- GGUF values in memory ---------------------------------------------- */
 

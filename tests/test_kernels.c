@@ -1063,7 +1063,7 @@ static void test_padded_blocks(void) {
 /* q6_K's largest group sums: codes -32 with scales -128 against activations
  * all at the int16 code limit (2 * 16 * 32 * 128 * 16383, just below 2^31):
  * twin and tile give 256 * 128 * 32 per block, so no int32 overflowed */
-static void test_gguf_q6k_extremes(void) {
+static void test_gguf_q6_K_extremes(void) {
     int rows = 21, cols = 512;   /* x86's 16-row tile and its edge */
     unsigned char *w = calloc((size_t)rows * 2, 210);
     uint16_t one = llm_f32_to_f16(1.0f);
@@ -1199,7 +1199,7 @@ int main(int argc, char **argv) {
     test_gguf_tile_shapes();
     test_gguf_q4_0_odd_scales();
     test_padded_blocks();
-    test_gguf_q6k_extremes();
+    test_gguf_q6_K_extremes();
     test_tiles_awkward();
     test_attention_fast();
     test_attention_decode_heads();

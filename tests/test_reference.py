@@ -78,7 +78,7 @@ def checkpoint(which):
         base, _, dtype = which.partition("-")
         if dtype:
             src, vocab = checkpoint(base)
-            dtype, _, v1 = dtype.partition("@")   # 'q4_k@v1': LLMW version 1
+            dtype, _, v1 = dtype.partition("@")   # 'q4_K@v1': LLMW version 1
             path = common.scratch(f"ref_{base}_{dtype}{v1}.llmw")
             version = ["--llmw-version", "1"] if v1 else []
             p = subprocess.run([REF_PYTHON, os.path.join(common.ROOT, "export.py"), "--dtype", dtype] + version + [src, path],
@@ -176,7 +176,7 @@ def test_prefill_equals_decode_every_variant():
     q4_0 (rows of 64 and 172, of 48 and 100: zero-padded blocks; q4_K in a
     version 1 file, since version 2 stores rows that are not whole
     superblocks of 256 as q4_0)."""
-    for which in ("stories260K", "random", "outnorm", "stories260K-q4_k@v1", "random-q4_0"):
+    for which in ("stories260K", "random", "outnorm", "stories260K-q4_K@v1", "random-q4_0"):
         for combo in COMBOS:
             def one(which=which, combo=combo):
                 path, vocab = checkpoint(which)

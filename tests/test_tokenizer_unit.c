@@ -16,41 +16,16 @@
 #include <time.h>
 
 #include "../tokenizer.h"
+#include "expect.h"
 
 static const char *models = ".";
 static const char *corpus_path = "tests/data/tokenizer_corpus.txt";
-static int test_failed, n_failed, n_passed;
 
-#define EXPECT(cond, ...)                                                \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            if (test_failed < 8) {                                       \
-                printf("    line %d: %s: ", __LINE__, #cond);            \
-                printf(__VA_ARGS__);                                     \
-                printf("\n");                                            \
-            }                                                            \
-            test_failed++;                                               \
-        }                                                                \
-    } while (0)
 
-static void run(const char *name, void (*fn)(void))
-{
-    test_failed = 0;
-    fn();
-    if (test_failed) {
-        printf("FAIL %s (%d failed checks)\n", name, test_failed);
-        n_failed++;
-    } else {
-        printf("ok %s\n", name);
-        n_passed++;
-    }
-    fflush(stdout);
-}
 
 /* ---- helpers ---- */
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
+static unsigned char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     unsigned char *b;
     long sz;
@@ -69,8 +44,7 @@ static unsigned char *slurp(const char *path, size_t *n)
     return b;
 }
 
-static unsigned char *model_file(const char *name, size_t *n)
-{
+static unsigned char *model_file(const char *name, size_t *n) {
     char path[4096];
     unsigned char *b;
     snprintf(path, sizeof path, "%s/%s", models, name);
@@ -91,8 +65,7 @@ typedef struct {
 } loaded;
 
 /* Parse a copy of (bytes, n) held in an exact-size allocation. */
-static void load_mem(loaded *L, const unsigned char *bytes, size_t n, int vocab_size)
-{
+static void load_mem(loaded *L, const unsigned char *bytes, size_t n, int vocab_size) {
     size_t need;
     L->bytes = (unsigned char *)calloc(n ? n : 1, 1);
     if (n) memcpy(L->bytes, bytes, n);
@@ -102,16 +75,14 @@ static void load_mem(loaded *L, const unsigned char *bytes, size_t n, int vocab_
     L->rc = tok_init(&L->t, L->bytes, n, vocab_size, L->arena, need);
 }
 
-static void unload(loaded *L)
-{
+static void unload(loaded *L) {
     free(L->bytes);
     free(L->arena);
     L->bytes = NULL;
     L->arena = NULL;
 }
 
-static void load_model(loaded *L, const char *name, int vocab_size)
-{
+static void load_model(loaded *L, const char *name, int vocab_size) {
     size_t n;
     unsigned char *b = model_file(name, &n);
     load_mem(L, b, n, vocab_size);
@@ -123,8 +94,7 @@ static void load_model(loaded *L, const char *name, int vocab_size)
 }
 
 /* Encode with an exact-size, deliberately misaligned scratch buffer. */
-static int encode(tok_tokenizer *t, const char *s, int bos, int eos, int *out, int cap)
-{
+static int encode(tok_tokenizer *t, const char *s, int bos, int eos, int *out, int cap) {
     size_t ss = tok_encode_scratch_size(strlen(s));
     unsigned char *buf = (unsigned char *)malloc(ss + 1);
     int k = tok_encode(t, s, bos, eos, out, cap, buf + 1, ss);
@@ -133,8 +103,7 @@ static int encode(tok_tokenizer *t, const char *s, int bos, int eos, int *out, i
 }
 
 /* Encode s (with BOS) into a fresh array; *n gets the count (negative: error). */
-static int *encode_alloc(tok_tokenizer *t, const char *s, int *n)
-{
+static int *encode_alloc(tok_tokenizer *t, const char *s, int *n) {
     int cap = 3 * (int)strlen(s) + 3;
     int *ids = (int *)malloc(sizeof(int) * (size_t)cap);
     *n = encode(t, s, 1, 0, ids, cap);
@@ -142,8 +111,7 @@ static int *encode_alloc(tok_tokenizer *t, const char *s, int *n)
 }
 
 /* Decode ids[1..n) (ids[0] is BOS) into a fresh NUL-terminated string. */
-static char *decode_all(const tok_tokenizer *t, const int *ids, int n)
-{
+static char *decode_all(const tok_tokenizer *t, const int *ids, int n) {
     size_t cap = 16, len = 0;
     char *s = (char *)malloc(cap);
     int i;
@@ -162,8 +130,7 @@ static char *decode_all(const tok_tokenizer *t, const int *ids, int n)
 }
 
 /* decode(encode(s)) == s, and every id below the vocabulary size. */
-static int roundtrip(tok_tokenizer *t, const char *s, int verbose)
-{
+static int roundtrip(tok_tokenizer *t, const char *s, int verbose) {
     int n, i, ok = 1;
     int *ids = encode_alloc(t, s, &n);
     char *back;
@@ -182,18 +149,15 @@ static int roundtrip(tok_tokenizer *t, const char *s, int verbose)
     return ok;
 }
 
-static int contains(const char *hay, const char *needle)
-{
+static int contains(const char *hay, const char *needle) {
     return strstr(hay, needle) != NULL;
 }
 
-static int one_line(const char *s)
-{
+static int one_line(const char *s) {
     return s[0] != '\0' && strchr(s, '\n') == NULL;
 }
 
-static int find_piece(const tok_tokenizer *t, const char *s)
-{
+static int find_piece(const tok_tokenizer *t, const char *s) {
     int i;
     size_t n = strlen(s);
     for (i = 0; i < t->vocab_size; i++)
@@ -203,8 +167,7 @@ static int find_piece(const tok_tokenizer *t, const char *s)
 
 /* A tokenizer.bin image: <unk>, <s>, </s>, <0x00>..<0xFF>, then
  * the given pieces with their scores (NULL: -index). Returns its size. */
-static size_t build_vocab(unsigned char *out, const char **pieces, const float *scores, int n)
-{
+static size_t build_vocab(unsigned char *out, const char **pieces, const float *scores, int n) {
     size_t off = 4;
     int i, maxlen = 6;
     char tmp[16];
@@ -237,8 +200,7 @@ static loaded big, small;   /* tokenizer.bin, tok512.bin */
 
 /* ---- tests ---- */
 
-static void test_load(void)
-{
+static void test_load(void) {
     int b;
     EXPECT(big.t.vocab_size == 32000, "%d", big.t.vocab_size);
     EXPECT(big.t.max_token_length == 27, "%d", big.t.max_token_length);
@@ -256,8 +218,7 @@ static void test_load(void)
            small.t.word_split);
 }
 
-static void test_vocab_size_given(void)
-{
+static void test_vocab_size_given(void) {
     loaded L;
     size_t n;
     unsigned char *b = model_file("tok512.bin", &n);
@@ -270,8 +231,7 @@ static void test_vocab_size_given(void)
     free(b);
 }
 
-static void test_wrong_vocab_size(void)
-{
+static void test_wrong_vocab_size(void) {
     loaded L;
     size_t n;
     unsigned char *b = model_file("tokenizer.bin", &n);
@@ -292,8 +252,7 @@ static void test_wrong_vocab_size(void)
     free(b);
 }
 
-static void test_arena_size_exact(void)
-{
+static void test_arena_size_exact(void) {
     size_t n, need, tables = 512 * 16 + 257 * sizeof(int);
     unsigned char *b = model_file("tok512.bin", &n);
     tok_tokenizer t;
@@ -322,8 +281,7 @@ static void test_arena_size_exact(void)
 }
 
 static void expect_bad(const unsigned char *bytes, size_t n, int vocab, const char *what,
-                       const char *needle, int line)
-{
+                       const char *needle, int line) {
     loaded L;
     load_mem(&L, bytes, n, vocab);
     if (L.rc >= 0 || !one_line(tok_error(&L.t)) || (needle && !contains(tok_error(&L.t), needle))) {
@@ -340,8 +298,7 @@ static void expect_bad(const unsigned char *bytes, size_t n, int vocab, const ch
 }
 #define BAD(b, n, v, what, needle) expect_bad(b, n, v, what, needle, __LINE__)
 
-static void put_i32(unsigned char *p, long v)
-{
+static void put_i32(unsigned char *p, long v) {
     unsigned long u = (unsigned long)v;
     p[0] = (unsigned char)(u & 0xff);
     p[1] = (unsigned char)((u >> 8) & 0xff);
@@ -350,8 +307,7 @@ static void put_i32(unsigned char *p, long v)
 }
 
 /* byte offset of entry i of a valid image */
-static size_t entry_offset(const unsigned char *b, int i)
-{
+static size_t entry_offset(const unsigned char *b, int i) {
     size_t off = 4;
     while (i-- > 0) {
         int len;
@@ -361,8 +317,7 @@ static size_t entry_offset(const unsigned char *b, int i)
     return off;
 }
 
-static void test_malformed_files(void)
-{
+static void test_malformed_files(void) {
     size_t n, e10, last;
     unsigned char *orig = model_file("tok512.bin", &n);
     unsigned char *b = (unsigned char *)malloc(n + 64);
@@ -458,8 +413,7 @@ static void test_malformed_files(void)
 /* Random byte mutations of a valid file: whatever tok_init decides, nothing
  * may read or write out of bounds (run under ASan), and encode/decode of an
  * accepted file must stay within its vocabulary. */
-static void test_mutations(void)
-{
+static void test_mutations(void) {
     size_t n, i;
     unsigned char *orig = model_file("tok512.bin", &n);
     unsigned char *b = (unsigned char *)malloc(n);
@@ -500,8 +454,7 @@ static void test_mutations(void)
 }
 
 static void expect_ids(tok_tokenizer *t, const char *s, int bos, int eos, const int *want, int n_want,
-                       int line)
-{
+                       int line) {
     int got[64], k, i, same;
     k = encode(t, s, bos, eos, got, 64);
     same = k == n_want;
@@ -523,8 +476,7 @@ static void expect_ids(tok_tokenizer *t, const char *s, int bos, int eos, const 
         expect_ids(t, s, bos, eos, want_, (int)(sizeof want_ / sizeof want_[0]), __LINE__); \
     } while (0)
 
-static void test_encode_known(void)
-{
+static void test_encode_known(void) {
     /* ids from python3-sentencepiece with tokenizer.model */
     IDS(&big.t, "Hello world", 1, 0, 1, 15043, 3186);
     IDS(&big.t, "Hello world", 0, 1, 15043, 3186, 2);
@@ -547,8 +499,7 @@ static void test_encode_known(void)
 
 /* Control tokens never come out of an encoding, and a byte token only for a
  * character that is not a piece itself. */
-static void check_no_specials(tok_tokenizer *t, const char *text, int line)
-{
+static void check_no_specials(tok_tokenizer *t, const char *text, int line) {
     int ids[128], k = encode(t, text, 0, 0, ids, 128), j, bad = 0;
     if (k <= 0) bad = 1;
     for (j = 0; j < k; j++) {
@@ -576,8 +527,7 @@ static void check_no_specials(tok_tokenizer *t, const char *text, int line)
     }
 }
 
-static void test_no_special_tokens(void)
-{
+static void test_no_special_tokens(void) {
     static const char *texts[] = {"<s>", "</s>", "<unk>", "<0x41>", "<0x0A>", "\n<s>\n", "\n</s>\n",
                                   "<s>Hello</s>", "x<0x41>y", "<0xFF><0x00>", "<<s>>"};
     int i;
@@ -609,8 +559,7 @@ static void test_no_special_tokens(void)
 
 /* Synthetic vocabularies: merge order, ties, and a piece with an inner space
  * (which turns off the word-by-word shortcut). */
-static void test_merge_rules(void)
-{
+static void test_merge_rules(void) {
     unsigned char buf[8192];
     loaded L;
     size_t n;
@@ -650,8 +599,7 @@ static void test_merge_rules(void)
     }
 }
 
-static void test_max_tokens(void)
-{
+static void test_max_tokens(void) {
     int ids[8];
     EXPECT(encode(&big.t, "Hello world", 1, 0, ids, 3) == 3, "%s", tok_error(&big.t));
     EXPECT(encode(&big.t, "Hello world", 1, 0, ids, 2) < 0, "fit in 2");
@@ -663,8 +611,7 @@ static void test_max_tokens(void)
            "error not cleared: %s", tok_error(&big.t));
 }
 
-static void test_scratch(void)
-{
+static void test_scratch(void) {
     const char *s = "Scratch space, please.";
     size_t ss = tok_encode_scratch_size(strlen(s));
     int ids[32], off;
@@ -687,8 +634,7 @@ static void test_scratch(void)
            (unsigned long)tok_encode_scratch_size(100));
 }
 
-static void test_decode(void)
-{
+static void test_decode(void) {
     size_t len;
     const char *p;
     int hello = find_piece(&big.t, " Hello"), b;
@@ -724,8 +670,7 @@ static void test_decode(void)
     EXPECT(tok_decode(&big.t, 0, hello, NULL) != NULL, "NULL len");
 }
 
-static void test_invalid_utf8(void)
-{
+static void test_invalid_utf8(void) {
     int a[32], b[32], ka, kb, i, same;
     int fffd = find_piece(&big.t, "\xef\xbf\xbd");
     ka = encode(&big.t, "a\xff" "b\x80\xc3", 1, 0, a, 32);
@@ -740,8 +685,7 @@ static void test_invalid_utf8(void)
            a[3] == small.t.byte_token[0xBD], "%d tokens", ka);
 }
 
-static void test_byte_fallback(void)
-{
+static void test_byte_fallback(void) {
     int ids[32], k;
     /* tok512 has "é" but no "ü": its two bytes */
     k = encode(&small.t, "\xc3\xbc", 1, 0, ids, 32);
@@ -763,8 +707,7 @@ static void test_byte_fallback(void)
     }
 }
 
-static size_t put_utf8(char *out, unsigned long cp)
-{
+static size_t put_utf8(char *out, unsigned long cp) {
     if (cp < 0x80) { out[0] = (char)cp; return 1; }
     if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
     if (cp < 0x10000) {
@@ -777,8 +720,7 @@ static size_t put_utf8(char *out, unsigned long cp)
 }
 
 /* Code points from all of Unicode, 40 to a string: decode(encode(s)) == s. */
-static void test_roundtrip_unicode(void)
-{
+static void test_roundtrip_unicode(void) {
     char s[256];
     unsigned long cp = 1;
     int bad = 0, strings = 0;
@@ -798,8 +740,7 @@ static void test_roundtrip_unicode(void)
     EXPECT(bad == 0, "%d of %d strings", bad, strings);
 }
 
-static void test_roundtrip_corpus(void)
-{
+static void test_roundtrip_corpus(void) {
     size_t n, i, start = 0;
     unsigned char *c = slurp(corpus_path, &n);
     int lines = 0, bad = 0;
@@ -827,8 +768,7 @@ static void test_roundtrip_corpus(void)
     free(c);
 }
 
-static double encode_seconds(tok_tokenizer *t, const char *s, int *n_tokens)
-{
+static double encode_seconds(tok_tokenizer *t, const char *s, int *n_tokens) {
     size_t len = strlen(s), ss = tok_encode_scratch_size(len);
     void *scratch = malloc(ss);
     int cap = 3 * (int)len + 3;
@@ -842,8 +782,7 @@ static double encode_seconds(tok_tokenizer *t, const char *s, int *n_tokens)
 }
 
 /* O(n log n): a megabyte in well under the time a quadratic merge would need. */
-static void test_speed(void)
-{
+static void test_speed(void) {
     static const char *words[] = {"Once ", "upon ", "a ", "time, ", "there ", "was ", "a ", "little ",
                                   "girl ", "named ", "Lily. ", "She ", "liked ", "the ", "park.\n",
                                   "Stra\303\237e ", "\xe4\xb8\xad\xe6\x96\x87 ", "  ", "12345 "};
@@ -878,16 +817,14 @@ static void test_speed(void)
 /* The order tok_init's sorted index must follow, written out here: piece
  * bytes (a prefix first), then normal pieces before control and <0xNN> byte
  * tokens, then id. */
-static int is_byte_token(const tok_tokenizer *t, int id)
-{
+static int is_byte_token(const tok_tokenizer *t, int id) {
     int b;
     for (b = 0; b < 256; b++)
         if (t->byte_token[b] == id) return 1;
     return 0;
 }
 
-static int before(const tok_tokenizer *t, int a, int b)
-{
+static int before(const tok_tokenizer *t, int a, int b) {
     const unsigned char *pa = t->bytes + t->piece_offset[a], *pb = t->bytes + t->piece_offset[b];
     int la = t->piece_len[a], lb = t->piece_len[b], m = la < lb ? la : lb;
     int c = m ? memcmp(pa, pb, (size_t)m) : 0, na, nb;
@@ -900,8 +837,7 @@ static int before(const tok_tokenizer *t, int a, int b)
 }
 
 /* sorted is a permutation of the ids, each entry before the next */
-static void expect_sorted(const tok_tokenizer *t, const char *what)
-{
+static void expect_sorted(const tok_tokenizer *t, const char *what) {
     int n = t->vocab_size, i, bad = 0;
     char *seen = (char *)calloc((size_t)n, 1);
     for (i = 0; i < n; i++) {
@@ -916,8 +852,7 @@ static void expect_sorted(const tok_tokenizer *t, const char *what)
 
 /* A tokenizer.bin of n pieces drawn from a small alphabet (so many share
  * prefixes, and some repeat), with byte tokens among them. */
-static unsigned char *synthetic_vocab(int n, unsigned long long seed, size_t *size)
-{
+static unsigned char *synthetic_vocab(int n, unsigned long long seed, size_t *size) {
     unsigned char *b = (unsigned char *)malloc(4 + (size_t)n * (8 + 8)), *p = b + 4;
     int i, max_len = 0;
     for (i = 0; i < n; i++) {
@@ -943,8 +878,7 @@ static unsigned char *synthetic_vocab(int n, unsigned long long seed, size_t *si
     return b;
 }
 
-static void test_sorted_index(void)
-{
+static void test_sorted_index(void) {
     static const int sizes[] = {3, 7, 8, 9, 63, 64, 65, 1000, 4097};
     size_t k;
     expect_sorted(&big.t, "tokenizer.bin");
@@ -966,8 +900,7 @@ static void test_sorted_index(void)
     }
 }
 
-static void test_uninitialized(void)
-{
+static void test_uninitialized(void) {
     loaded L;
     int ids[4];
     size_t len = 7;
@@ -979,8 +912,7 @@ static void test_uninitialized(void)
     unload(&L);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc > 1) models = argv[1];
     if (argc > 2) corpus_path = argv[2];
     load_model(&big, "tokenizer.bin", 0);

@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../engine/fmt.h"   /* llm__fmt: model.h's message formatter */
 #include "internal.h"
 #include "../tokenizer_unicode.h"   /* \p{L}, \p{N} tables (tools/gen_unicode_tables.py) */
 
@@ -449,7 +448,7 @@ int tok__bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int bo
         size_t pad = scratch ? align_pad(scratch) : 0, need = tok__bl_scratch_need(n, pad), p = 0, i, seg;
         unsigned char *norm;
         if (!scratch || scratch_size < need) {
-            llm__fmt(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
+            tok__fmt(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
                      (unsigned long)(scratch ? scratch_size : 0), (unsigned long)need);
             return TOK_ERR_SPACE;
         }
@@ -477,7 +476,7 @@ int tok__bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int bo
     }
     if (eos && t->eos_id >= 0) emit(tokens, max_tokens, &o.count, t->eos_id);
     if (o.count > max_tokens) {
-        llm__fmt(t->error, sizeof t->error, "too many tokens: the text needs %d, room for %d", o.count, max_tokens);
+        tok__fmt(t->error, sizeof t->error, "too many tokens: the text needs %d, room for %d", o.count, max_tokens);
         return TOK_ERR_SPACE;
     }
     return o.count;

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../engine/fmt.h"   /* llm__fmt: model.h's message formatter */
+#include "internal.h"
 
 /* A template is three format strings that read like the published Jinja
  * templates: "{system}", "{user}" and "{date}" stand for those texts, "{bos}"
@@ -207,7 +207,7 @@ static int chat_missing(tok_tokenizer *t, const tok_chat_format *f, const char *
     if (len >= sizeof name) len = sizeof name - 1;
     memcpy(name, token, len);
     name[len] = '\0';
-    llm__fmt(t->error, sizeof t->error, "the %s chat template needs the token %s, which this vocabulary lacks",
+    tok__fmt(t->error, sizeof t->error, "the %s chat template needs the token %s, which this vocabulary lacks",
              f->name, name);
     return TOK_ERR_FORMAT;
 }
@@ -218,7 +218,7 @@ int tok_chat_check(tok_tokenizer *t, int chat_template) {
     int i;
     if (!t) return TOK_ERR_ARG;
     if (chat_template < 0 || chat_template >= TOK_CHAT_COUNT) {
-        llm__fmt(t->error, sizeof t->error, "unknown chat template %d", chat_template);
+        tok__fmt(t->error, sizeof t->error, "unknown chat template %d", chat_template);
         return TOK_ERR_ARG;
     }
     f = &chat_formats[chat_template];
@@ -263,12 +263,12 @@ int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int m
     if (!t || !t->sorted) return TOK_ERR_ARG;
     len = tok_chat_render(NULL, 0, t, turn);
     if (!len) {
-        llm__fmt(t->error, sizeof t->error, "unknown chat template %d", turn ? turn->chat_template : -1);
+        tok__fmt(t->error, sizeof t->error, "unknown chat template %d", turn ? turn->chat_template : -1);
         return TOK_ERR_ARG;
     }
     need = chat_scratch(len);
     if (!need || !scratch || scratch_size < need) {
-        llm__fmt(t->error, sizeof t->error, "chat scratch too small: %lu bytes given, %lu needed%s",
+        tok__fmt(t->error, sizeof t->error, "chat scratch too small: %lu bytes given, %lu needed%s",
                  (unsigned long)(scratch ? scratch_size : 0), (unsigned long)need, need ? "" : " (the turn is too long)");
         return TOK_ERR_SPACE;
     }
@@ -292,7 +292,7 @@ int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int m
                                                                   : tok_piece_id(t, p.s, p.len);
         if (id < 0) return chat_missing(t, &chat_formats[turn->chat_template], p.s, p.len);
         if (n >= max_ids) {
-            llm__fmt(t->error, sizeof t->error, "the chat turn has more than %d ids", max_ids);
+            tok__fmt(t->error, sizeof t->error, "the chat turn has more than %d ids", max_ids);
             return TOK_ERR_SPACE;
         }
         ids[n++] = id;

@@ -21,7 +21,7 @@
  */
 #include "../tokenizer.h"
 #include "../model.h"        /* llm_gguf_value */
-#include "../engine/fmt.h"   /* llm__fmt: the library's message formatter */
+#include "internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>   /* qsort */
@@ -30,7 +30,7 @@
 #define GGUF_MAX_PIECE 65536   /* LTOK's longest piece (tokenizer.bin's is smaller still) */
 #define GGUF_MAX_MERGES (1u << 26)
 
-#define FAIL(g, status, ...) return (llm__fmt((g)->error, sizeof (g)->error, __VA_ARGS__), (status))
+#define FAIL(g, status, ...) return (tok__fmt((g)->error, sizeof (g)->error, __VA_ARGS__), (status))
 
 /* ===================================================================== */
 /* The keys, and the values' elements                                     */

@@ -23,6 +23,14 @@ struct tok_align_probe { char c; union { int i; unsigned u; float f; } x; };
 #define TOK_PER_ENTRY (sizeof(unsigned int) + sizeof(int) + sizeof(float) + sizeof(int))
 #define TOK_ARENA_FIXED (257 * sizeof(int))
 
+/* An error message into a caller's buffer (engine/fmt.h's formatter, one
+ * copy in tokenizer.c): no stdio, always NUL-terminated, truncated. */
+#if defined(__GNUC__)
+void tok__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#else
+void tok__fmt(char *buf, size_t cap, const char *fmt, ...);
+#endif
+
 /* An LTOK file's header fields and section offsets (ltok.c). */
 typedef struct {
     long vocab, merges, n_added;

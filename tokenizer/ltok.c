@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../engine/fmt.h"   /* llm__fmt: model.h's message formatter */
 #include "internal.h"
 
 #define LTOK_HEADER 64
@@ -47,7 +46,7 @@ static int ltok_check_version(const unsigned char *b, size_t n, char *err, size_
     uint32_t version, hsize, kind;
 
     if (n < LTOK_HEADER) {
-        llm__fmt(err, cap, "LTOK tokenizer truncated: %lu bytes, the header alone is %d",
+        tok__fmt(err, cap, "LTOK tokenizer truncated: %lu bytes, the header alone is %d",
                  (unsigned long)n, LTOK_HEADER);
         return -1;
     }
@@ -55,16 +54,16 @@ static int ltok_check_version(const unsigned char *b, size_t n, char *err, size_
     hsize = rd_u32(b + 8);
     kind = rd_u32(b + 12);
     if (version != 1) {
-        llm__fmt(err, cap, "LTOK tokenizer version %lu: this build reads version 1%s",
+        tok__fmt(err, cap, "LTOK tokenizer version %lu: this build reads version 1%s",
                  (unsigned long)version, version > 1 ? " (update the engine)" : "");
         return -1;
     }
     if (hsize != LTOK_HEADER) {
-        llm__fmt(err, cap, "bad LTOK header: header_size %lu, expected %d", (unsigned long)hsize, LTOK_HEADER);
+        tok__fmt(err, cap, "bad LTOK header: header_size %lu, expected %d", (unsigned long)hsize, LTOK_HEADER);
         return -1;
     }
     if (kind != TOK_KIND_BYTE_LEVEL) {
-        llm__fmt(err, cap, "LTOK tokenizer kind %lu not supported (1: byte-level BPE; "
+        tok__fmt(err, cap, "LTOK tokenizer kind %lu not supported (1: byte-level BPE; "
                  "sentencepiece vocabularies use llama2.c's tokenizer.bin)", (unsigned long)kind);
         return -1;
     }
@@ -86,46 +85,46 @@ static int ltok_read_header(const unsigned char *b, int vocab_size, ltok_info *h
     h->sys_len = rd_u32(b + 56);
     h->pieces_size = rd_u32(b + 60);
     if (h->pre < TOK_PRE_GPT2 || h->pre > TOK_PRE_SMOLLM) {
-        llm__fmt(err, cap, "bad LTOK header: unknown pre_tokenizer %lu", (unsigned long)h->pre);
+        tok__fmt(err, cap, "bad LTOK header: unknown pre_tokenizer %lu", (unsigned long)h->pre);
         return -1;
     }
     if (h->norm > TOK_NORM_NFC) {
-        llm__fmt(err, cap, "bad LTOK header: unknown normalizer %lu", (unsigned long)h->norm);
+        tok__fmt(err, cap, "bad LTOK header: unknown normalizer %lu", (unsigned long)h->norm);
         return -1;
     }
     if (h->flags & ~3u) {
-        llm__fmt(err, cap, "bad LTOK header: flags %lu has unknown bits (0..3)", (unsigned long)h->flags);
+        tok__fmt(err, cap, "bad LTOK header: flags %lu has unknown bits (0..3)", (unsigned long)h->flags);
         return -1;
     }
     if (h->tmpl >= TOK_CHAT_COUNT) {
-        llm__fmt(err, cap, "bad LTOK header: unknown chat_template %lu", (unsigned long)h->tmpl);
+        tok__fmt(err, cap, "bad LTOK header: unknown chat_template %lu", (unsigned long)h->tmpl);
         return -1;
     }
     if (h->vocab < 256 || h->vocab > LTOK_MAX_VOCAB) {
-        llm__fmt(err, cap, "bad LTOK header: vocab_size %ld outside 256..%ld", h->vocab, LTOK_MAX_VOCAB);
+        tok__fmt(err, cap, "bad LTOK header: vocab_size %ld outside 256..%ld", h->vocab, LTOK_MAX_VOCAB);
         return -1;
     }
     if (vocab_size > 0 && h->vocab > vocab_size) {
-        llm__fmt(err, cap, "tokenizer has %ld entries, the model only %d: wrong tokenizer file?",
+        tok__fmt(err, cap, "tokenizer has %ld entries, the model only %d: wrong tokenizer file?",
                  h->vocab, vocab_size);
         return -1;
     }
     if (h->merges < 0 || h->merges > LTOK_MAX_MERGES) {
-        llm__fmt(err, cap, "bad LTOK header: n_merges %ld outside 0..%ld", h->merges, LTOK_MAX_MERGES);
+        tok__fmt(err, cap, "bad LTOK header: n_merges %ld outside 0..%ld", h->merges, LTOK_MAX_MERGES);
         return -1;
     }
     if (h->bos < -1 || h->bos >= h->vocab || h->eos < -1 || h->eos >= h->vocab ||
         h->eot < -1 || h->eot >= h->vocab) {
-        llm__fmt(err, cap, "bad LTOK header: bos %ld / eos %ld / eot %ld not -1 or an id below %ld",
+        tok__fmt(err, cap, "bad LTOK header: bos %ld / eos %ld / eot %ld not -1 or an id below %ld",
                  h->bos, h->eos, h->eot, h->vocab);
         return -1;
     }
     if ((h->flags & 1) && h->bos < 0) {
-        llm__fmt(err, cap, "bad LTOK header: add_bos is set but bos_id is -1");
+        tok__fmt(err, cap, "bad LTOK header: add_bos is set but bos_id is -1");
         return -1;
     }
     if (h->max_len < 1 || h->max_len > 65536) {
-        llm__fmt(err, cap, "bad LTOK header: max_token_length %lu outside 1..65536", (unsigned long)h->max_len);
+        tok__fmt(err, cap, "bad LTOK header: max_token_length %lu outside 1..65536", (unsigned long)h->max_len);
         return -1;
     }
     return 0;
@@ -143,7 +142,7 @@ static int ltok_locate_sections(size_t n, ltok_info *h, char *err, size_t cap) {
     h->off_pieces = h->off_sys + h->sys_len;
     end = h->off_pieces + h->pieces_size;
     if (end != (uint64_t)n) {
-        llm__fmt(err, cap, "LTOK tokenizer %s: the header implies %llu bytes, the file has %lu",
+        tok__fmt(err, cap, "LTOK tokenizer %s: the header implies %llu bytes, the file has %lu",
                  end > (uint64_t)n ? "truncated" : "has trailing bytes", (unsigned long long)end,
                  (unsigned long)n);
         return -1;
@@ -161,7 +160,7 @@ static int ltok_check_tokens(const unsigned char *b, ltok_info *h, char *err, si
     for (i = 0; i < h->vocab; i++) {
         unsigned f = b[h->off_flags + i];
         if (f & ~3u) {
-            llm__fmt(err, cap, "bad LTOK token %ld: flags %u has unknown bits (0..3)", i, f);
+            tok__fmt(err, cap, "bad LTOK token %ld: flags %u has unknown bits (0..3)", i, f);
             return -1;
         }
         if (f) h->n_added++;
@@ -170,7 +169,7 @@ static int ltok_check_tokens(const unsigned char *b, ltok_info *h, char *err, si
     for (i = 0; i < h->vocab; i++) {
         uint32_t s = ltok_start(b, h, i), e = ltok_end(b, h, i);
         if (e < s || e > h->pieces_size || e - s == 0 || e - s > h->max_len) {
-            llm__fmt(err, cap, "bad LTOK token %ld: piece bytes %lu..%lu (pieces hold %lu, "
+            tok__fmt(err, cap, "bad LTOK token %ld: piece bytes %lu..%lu (pieces hold %lu, "
                      "max_token_length %lu; pieces are not empty)", i, (unsigned long)s,
                      (unsigned long)e, (unsigned long)h->pieces_size, (unsigned long)h->max_len);
             return -1;
@@ -179,7 +178,7 @@ static int ltok_check_tokens(const unsigned char *b, ltok_info *h, char *err, si
     }
     for (i = 0; i < 256; i++)
         if (!seen[i]) {
-            llm__fmt(err, cap, "bad LTOK vocabulary: no piece for the byte %lu "
+            tok__fmt(err, cap, "bad LTOK vocabulary: no piece for the byte %lu "
                      "(a byte-level vocabulary has all 256)", (unsigned long)i);
             return -1;
         }
@@ -193,11 +192,11 @@ static int ltok_check_sorted(const unsigned char *b, const ltok_info *h, char *e
     for (i = 0; i < h->vocab; i++) {
         uint32_t id = rd_u32(b + h->off_sorted + 4 * (uint64_t)i);
         if (id >= (uint32_t)h->vocab) {
-            llm__fmt(err, cap, "bad LTOK sorted index: entry %ld is %lu, not an id", i, (unsigned long)id);
+            tok__fmt(err, cap, "bad LTOK sorted index: entry %ld is %lu, not an id", i, (unsigned long)id);
             return -1;
         }
         if (i > 0 && ltok_cmp(b, h, (long)rd_u32(b + h->off_sorted + 4 * (uint64_t)(i - 1)), (long)id) >= 0) {
-            llm__fmt(err, cap, "bad LTOK sorted index: entries %ld and %ld out of order or "
+            tok__fmt(err, cap, "bad LTOK sorted index: entries %ld and %ld out of order or "
                      "equal pieces", i - 1, i);
             return -1;
         }
@@ -214,23 +213,23 @@ static int ltok_check_merges(const unsigned char *b, const ltok_info *h, char *e
         const unsigned char *m = b + h->off_merges + 16 * (uint64_t)i;
         uint32_t l = rd_u32(m), r = rd_u32(m + 4), res = rd_u32(m + 12), ls, rs, os;
         if (l >= (uint32_t)h->vocab || r >= (uint32_t)h->vocab || res >= (uint32_t)h->vocab) {
-            llm__fmt(err, cap, "bad LTOK merge %ld: ids %lu %lu -> %lu not below %ld", i,
+            tok__fmt(err, cap, "bad LTOK merge %ld: ids %lu %lu -> %lu not below %ld", i,
                      (unsigned long)l, (unsigned long)r, (unsigned long)res, h->vocab);
             return -1;
         }
         if (i > 0) {
             uint32_t pl = rd_u32(m - 16), pr = rd_u32(m - 12);
             if (pl > l || (pl == l && pr >= r)) {
-                llm__fmt(err, cap, "bad LTOK merge %ld: not sorted by (left, right) ids", i);
+                tok__fmt(err, cap, "bad LTOK merge %ld: not sorted by (left, right) ids", i);
                 return -1;
             }
         }
         if (rd_u32(m + 8) > (uint32_t)INT_MAX) {
-            llm__fmt(err, cap, "bad LTOK merge %ld: rank %lu above 2^31 - 1", i, (unsigned long)rd_u32(m + 8));
+            tok__fmt(err, cap, "bad LTOK merge %ld: rank %lu above 2^31 - 1", i, (unsigned long)rd_u32(m + 8));
             return -1;
         }
         if (b[h->off_flags + l] || b[h->off_flags + r] || b[h->off_flags + res]) {
-            llm__fmt(err, cap, "bad LTOK merge %ld: involves a special or added token", i);
+            tok__fmt(err, cap, "bad LTOK merge %ld: involves a special or added token", i);
             return -1;
         }
         ls = ltok_end(b, h, l) - ltok_start(b, h, l);
@@ -239,7 +238,7 @@ static int ltok_check_merges(const unsigned char *b, const ltok_info *h, char *e
         if (ltok_end(b, h, res) - os != ls + rs ||
             memcmp(b + h->off_pieces + os, b + h->off_pieces + ltok_start(b, h, l), ls) ||
             memcmp(b + h->off_pieces + os + ls, b + h->off_pieces + ltok_start(b, h, r), rs)) {
-            llm__fmt(err, cap, "bad LTOK merge %ld: token %lu is not tokens %lu and %lu joined", i,
+            tok__fmt(err, cap, "bad LTOK merge %ld: token %lu is not tokens %lu and %lu joined", i,
                      (unsigned long)res, (unsigned long)l, (unsigned long)r);
             return -1;
         }

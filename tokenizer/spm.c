@@ -30,7 +30,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../engine/fmt.h"   /* llm__fmt: model.h's message formatter */
 #include "internal.h"
 
 /* Walk and validate the whole file. Returns the number of entries, or -1 with
@@ -40,25 +39,25 @@ long tok__spm_parse_file(const unsigned char *b, size_t n, int vocab_size, char 
     size_t off = 4;
 
     if (!b && n > 0) {
-        llm__fmt(err, cap, "no tokenizer data (null pointer)");
+        tok__fmt(err, cap, "no tokenizer data (null pointer)");
         return -1;
     }
     if (n == 0) {
-        llm__fmt(err, cap, "tokenizer file is empty");
+        tok__fmt(err, cap, "tokenizer file is empty");
         return -1;
     }
     if (n < 4) {
-        llm__fmt(err, cap, "tokenizer file too short: %lu bytes, the header alone is 4",
+        tok__fmt(err, cap, "tokenizer file too short: %lu bytes, the header alone is 4",
                  (unsigned long)n);
         return -1;
     }
     if (n > (size_t)UINT_MAX || n / 8 > (size_t)INT_MAX) {
-        llm__fmt(err, cap, "tokenizer file too large");
+        tok__fmt(err, cap, "tokenizer file too large");
         return -1;
     }
     max_len = rd_i32(b);
     if (max_len <= 0) {
-        llm__fmt(err, cap, "bad tokenizer header: max_token_length %ld (must be positive)", max_len);
+        tok__fmt(err, cap, "bad tokenizer header: max_token_length %ld (must be positive)", max_len);
         return -1;
     }
     while (off < n) {
@@ -81,34 +80,34 @@ long tok__spm_parse_file(const unsigned char *b, size_t n, int vocab_size, char 
                     extra++;
                 }
                 if (ok)
-                    llm__fmt(err, cap, "tokenizer has %ld entries, the model expects %d: "
+                    tok__fmt(err, cap, "tokenizer has %ld entries, the model expects %d: "
                          "wrong tokenizer file?", count + extra, vocab_size);
                 else
-                    llm__fmt(err, cap, "%lu bytes of trailing garbage after the %d entries "
+                    tok__fmt(err, cap, "%lu bytes of trailing garbage after the %d entries "
                          "the model expects (byte offset %lu)", (unsigned long)left, vocab_size,
                          (unsigned long)off);
             }
             return -1;
         }
         if (left < 8) {
-            llm__fmt(err, cap, "tokenizer truncated: entry %ld at byte offset %lu needs 8 "
+            tok__fmt(err, cap, "tokenizer truncated: entry %ld at byte offset %lu needs 8 "
                      "header bytes, %lu left", count, (unsigned long)off, (unsigned long)left);
             return -1;
         }
         score = rd_f32(b + off);
         len = rd_i32(b + off + 4);
         if (score != score) {
-            llm__fmt(err, cap, "bad tokenizer entry %ld at byte offset %lu: score is NaN",
+            tok__fmt(err, cap, "bad tokenizer entry %ld at byte offset %lu: score is NaN",
                      count, (unsigned long)off);
             return -1;
         }
         if (len < 0 || len > max_len) {
-            llm__fmt(err, cap, "bad tokenizer entry %ld at byte offset %lu: length %ld "
+            tok__fmt(err, cap, "bad tokenizer entry %ld at byte offset %lu: length %ld "
                      "outside 0..%ld (max_token_length)", count, (unsigned long)off, len, max_len);
             return -1;
         }
         if ((size_t)len > left - 8) {
-            llm__fmt(err, cap, "tokenizer truncated: entry %ld at byte offset %lu has length "
+            tok__fmt(err, cap, "tokenizer truncated: entry %ld at byte offset %lu has length "
                      "%ld, only %lu bytes left", count, (unsigned long)off, len,
                      (unsigned long)(left - 8));
             return -1;
@@ -117,12 +116,12 @@ long tok__spm_parse_file(const unsigned char *b, size_t n, int vocab_size, char 
         count++;
     }
     if (vocab_size > 0 && count != vocab_size) {
-        llm__fmt(err, cap, "tokenizer has %ld entries, the model expects %d: wrong tokenizer file?",
+        tok__fmt(err, cap, "tokenizer has %ld entries, the model expects %d: wrong tokenizer file?",
                  count, vocab_size);
         return -1;
     }
     if (count < 3) {
-        llm__fmt(err, cap, "tokenizer has %ld entries, needs at least 3 (<unk>, <s>, </s>)", count);
+        tok__fmt(err, cap, "tokenizer has %ld entries, needs at least 3 (<unk>, <s>, </s>)", count);
         return -1;
     }
     return count;
@@ -343,13 +342,13 @@ int tok__spm_encode(tok_tokenizer *t, const char *text, size_t n, int bos, int e
         int m, hn = 0, k, a, e;
 
         if (!tok__text_len_ok(n)) {
-            llm__fmt(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
+            tok__fmt(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
             return TOK_ERR_SPACE;
         }
         pad = scratch ? align_pad(scratch) : 0;
         need = tok__spm_scratch_need(n, pad);
         if (!scratch || scratch_size < need) {
-            llm__fmt(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
+            tok__fmt(t->error, sizeof t->error, "encode scratch too small: %lu bytes given, %lu needed",
                      (unsigned long)(scratch ? scratch_size : 0), (unsigned long)need);
             return TOK_ERR_SPACE;
         }
@@ -435,7 +434,7 @@ int tok__spm_encode(tok_tokenizer *t, const char *text, size_t n, int bos, int e
     if (eos) emit(tokens, max_tokens, &count, t->eos_id);
 
     if (count > max_tokens) {
-        llm__fmt(t->error, sizeof t->error, "too many tokens: the text needs %d, room for %d", count, max_tokens);
+        tok__fmt(t->error, sizeof t->error, "too many tokens: the text needs %d, room for %d", count, max_tokens);
         return TOK_ERR_SPACE;
     }
     return count;

@@ -25,22 +25,19 @@
 #include <string.h>
 
 /* n bytes of fresh memory at the given misalignment (free with free_shifted). */
-static void *malloc_shifted(size_t n, size_t shift)
-{
+static void *malloc_shifted(size_t n, size_t shift) {
     unsigned char *p = (unsigned char *)malloc(n + shift ? n + shift : 1);
     if (!p) fuzz_fail("out of memory for %zu bytes", n);
     return p + shift;
 }
 
-static void free_shifted(void *p, size_t shift)
-{
+static void free_shifted(void *p, size_t shift) {
     if (p) free((unsigned char *)p - shift);
 }
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0: the
  * harness's own reading of RFC 3629, independent of tokenizer.c's. */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
-{
+static size_t utf8_sequence(const unsigned char *s, size_t n) {
     size_t k = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
     unsigned long cp;
     if (k == 0 || k > n) return 0;
@@ -57,8 +54,7 @@ static size_t utf8_sequence(const unsigned char *s, size_t n)
 
 /* The text as sentencepiece sees it, with the dummy-prefix space; out has
  * room for 1 + 3 * n bytes. Returns its length. */
-static size_t normalize(unsigned char *out, const unsigned char *s, size_t n)
-{
+static size_t normalize(unsigned char *out, const unsigned char *s, size_t n) {
     size_t len = 0;
     if (n == 0) return 0;
     out[len++] = ' ';
@@ -82,8 +78,7 @@ static size_t normalize(unsigned char *out, const unsigned char *s, size_t n)
 
 /* Is p[0..m) (m >= 2) the start of some well-formed sequence? Completed
  * with continuation bytes, it must become one. */
-static int utf8_prefix(const unsigned char *p, size_t m)
-{
+static int utf8_prefix(const unsigned char *p, size_t m) {
     unsigned char buf[4];
     for (size_t k = m + 1; k <= 4; k++) {
         memcpy(buf, p, m);
@@ -95,8 +90,7 @@ static int utf8_prefix(const unsigned char *p, size_t m)
 
 /* The text as TextDecoder reads it: each maximal invalid subpart (the longest
  * start of a well-formed sequence, or one byte) as U+FFFD; out has 3n bytes. */
-static size_t replace_invalid(unsigned char *out, const unsigned char *s, size_t n)
-{
+static size_t replace_invalid(unsigned char *out, const unsigned char *s, size_t n) {
     size_t len = 0;
     for (size_t i = 0; i < n;) {
         size_t k = utf8_sequence(s + i, n - i), m = 1;
@@ -116,8 +110,7 @@ static size_t replace_invalid(unsigned char *out, const unsigned char *s, size_t
 
 /* Decode every id (after BOS and after another id): each piece lies in the
  * file or is one byte, and is no longer than max_token_length. */
-static void check_decode_all(const tok_tokenizer *t, const unsigned char *file, size_t file_size)
-{
+static void check_decode_all(const tok_tokenizer *t, const unsigned char *file, size_t file_size) {
     unsigned sum = 0;
     for (int id = -1; id <= t->vocab_size; id++) {
         for (int prev = 0; prev < 2; prev++) {
@@ -137,8 +130,7 @@ static void check_decode_all(const tok_tokenizer *t, const unsigned char *file, 
 }
 
 /* Encode text (strlen n) with BOS and EOS; returns the ids (count in *count). */
-static int *encode(tok_tokenizer *t, const char *text, size_t n, size_t shift, int *count)
-{
+static int *encode(tok_tokenizer *t, const char *text, size_t n, size_t shift, int *count) {
     size_t scratch_size = tok_encode_scratch_size(n);
     int max = (int)(3 * n + 3);
     void *scratch = malloc_shifted(scratch_size, shift);
@@ -158,8 +150,7 @@ static int *encode(tok_tokenizer *t, const char *text, size_t n, size_t shift, i
 
 /* The ids decode back to the normalized text. Returns 0 (nothing checked)
  * when <unk> replaced a byte, else 1. */
-static int check_round_trip(const tok_tokenizer *t, const int *ids, int count, const char *text, size_t n)
-{
+static int check_round_trip(const tok_tokenizer *t, const int *ids, int count, const char *text, size_t n) {
     unsigned char *want, *got;
     size_t want_len, got_len = 0;
     int first = 1, last = count - 1;   /* the ids between BOS and EOS */
@@ -190,8 +181,7 @@ static int check_round_trip(const tok_tokenizer *t, const int *ids, int count, c
 }
 
 /* Encode the text and check the result; returns check_round_trip's answer. */
-static int check_encode(tok_tokenizer *t, const char *text, size_t shift)
-{
+static int check_encode(tok_tokenizer *t, const char *text, size_t shift) {
     size_t n = strlen(text);
     int count, count_whole, round_trip;
     int *ids = encode(t, text, n, shift, &count);
@@ -217,8 +207,7 @@ static int check_encode(tok_tokenizer *t, const char *text, size_t shift)
     return round_trip;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t k = size >= 4 ? (size_t)data[0] | (size_t)data[1] << 8 | (size_t)data[2] << 16 | (size_t)data[3] << 24 : 0;
     size_t file_size = size >= 4 ? (k < size - 4 ? k : size - 4) : size;
     const uint8_t *file_start = size >= 4 ? data + 4 : data;

@@ -291,12 +291,12 @@ def gguf_seeds(out):
     rng = np.random.default_rng(5)
     for name, gt, dim, arch, extra in (("f32", gw.F32, 8, "llama", {}), ("f16", gw.F16, 8, "llama", {}),
                                        ("bf16", gw.BF16, 8, "llama", {}), ("q8_0", gw.Q8_0, 32, "llama", {}),
-                                       ("q4_0", gw.Q4_0, 64, "llama", {"align": 64}), ("q4_k", gw.Q4_K, 256, "llama", {}),
-                                       ("q6_k", gw.Q6_K, 256, "llama", {"untied": 1}),
+                                       ("q4_0", gw.Q4_0, 64, "llama", {"align": 64}), ("q4_K", gw.Q4_K, 256, "llama", {}),
+                                       ("q6_K", gw.Q6_K, 256, "llama", {"untied": 1}),
                                        ("q4_1", gw.Q4_1, 32, "llama", {}), ("q5_0", gw.Q5_0, 64, "llama", {}),
                                        ("q5_1", gw.Q5_1, 32, "llama", {"untied": 1}), ("iq4_nl", gw.IQ4_NL, 32, "llama", {}),
-                                       ("q2_k", gw.Q2_K, 256, "llama", {}), ("q3_k", gw.Q3_K, 256, "llama", {}),
-                                       ("q5_k", gw.Q5_K, 256, "llama", {"untied": 1}), ("iq4_xs", gw.IQ4_XS, 256, "llama", {}),
+                                       ("q2_K", gw.Q2_K, 256, "llama", {}), ("q3_K", gw.Q3_K, 256, "llama", {}),
+                                       ("q5_K", gw.Q5_K, 256, "llama", {"untied": 1}), ("iq4_xs", gw.IQ4_XS, 256, "llama", {}),
                                        ("qwen2", gw.F32, 8, "qwen2", {}), ("qwen3", gw.F16, 8, "qwen3", {})):
         cfg = dict(dim=dim, hidden_dim=dim, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=5, seq_len=4)
         hs = dim // 2
