@@ -43,6 +43,7 @@ ENGINE_SRC = engine/part_kernels.c engine/part_model.c
 SRC = run.c options.c platform.c $(TOK_SRC) server/http.c server/json.c server/serve.c server/slots.c $(ENGINE_SRC)
 HDR = model.h $(wildcard engine/*.h) tokenizer.h $(wildcard tokenizer/*.h) tokenizer_unicode.h sampler.h platform.h options.h $(wildcard server/*.h)
 LIBS = -lm -lpthread
+TEST_HDR = $(wildcard tests/*.h)   # the C tests' shared parts (expect.h, test_kernels_blocks.h)
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check
 all: build/run.stamp
@@ -78,19 +79,19 @@ run-i386: $(SRC) $(HDR)
 	$(CC_I386) $(CFLAGS_I386) -o $@ $(SRC) $(LIBS)
 
 # test programs: fast, asan, portable (avx2, i386) twins
-build/%: tests/%.c $(HDR) $(TOK_SRC)
+build/%: tests/%.c $(HDR) $(TOK_SRC) $(TEST_HDR)
 	@mkdir -p build
 	$(CC) $(CFLAGS_FAST) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
-build/%-asan: tests/%.c $(HDR) $(TOK_SRC)
+build/%-asan: tests/%.c $(HDR) $(TOK_SRC) $(TEST_HDR)
 	@mkdir -p build
 	$(CC) $(CFLAGS_ASAN) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
-build/%-portable: tests/%.c $(HDR) $(TOK_SRC)
+build/%-portable: tests/%.c $(HDR) $(TOK_SRC) $(TEST_HDR)
 	@mkdir -p build
 	$(CC) $(CFLAGS_PORTABLE) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
-build/%-avx2: tests/%.c $(HDR) $(TOK_SRC)
+build/%-avx2: tests/%.c $(HDR) $(TOK_SRC) $(TEST_HDR)
 	@mkdir -p build
 	$(CC) $(CFLAGS_AVX2) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
-build/%-i386: tests/%.c $(HDR) $(TOK_SRC)
+build/%-i386: tests/%.c $(HDR) $(TOK_SRC) $(TEST_HDR)
 	@mkdir -p build
 	$(CC_I386) $(CFLAGS_I386) -Wno-unused-function -I. -o $@ $< $(TOK_SRC) $(LIBS)
 

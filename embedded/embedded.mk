@@ -104,7 +104,7 @@ EMB_KT_DIR = build/embedded/test_kernels/$(EMB_BOARD)
 EMB_KT_CFLAGS = $(EMB_CPU_$(EMB_BOARD)) -O2 -g -std=c99 -Wall -Wextra -Werror -ffp-contract=off -I. -Iembedded
 embedded-kernels: $(EMB_KT_DIR)/test_kernels.elf
 	$(EMB_QEMU_$(EMB_BOARD)) $(EMB_QEMU_FLAGS) -kernel $<
-$(EMB_KT_DIR)/test_kernels.o: tests/test_kernels.c model.h $(wildcard engine/*.h)
+$(EMB_KT_DIR)/test_kernels.o: tests/test_kernels.c tests/test_kernels_blocks.h model.h $(wildcard engine/*.h)
 	@mkdir -p $(@D)
 	$(EMB_CC) $(EMB_KT_CFLAGS) -Wno-unused-function -Dmain=test_kernels_main -DTEST_MODEL_POOL=65536 -c -o $@ $<
 $(EMB_KT_DIR)/board.o: embedded/test_kernels_board.c embedded/board.h
@@ -131,7 +131,7 @@ build/embedded/run-aarch64-omp: $(SRC) $(HDR)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fopenmp -o $@ $(SRC) $(LIBS)
 # the kernel tests on NEON (GCC 12's aarch64 loop vectoriser crashes on the test
 # program's own loops: it is built without it; model.h's kernels are intrinsics)
-build/embedded/test_kernels-aarch64: tests/test_kernels.c model.h $(wildcard engine/*.h)
+build/embedded/test_kernels-aarch64: tests/test_kernels.c tests/test_kernels_blocks.h model.h $(wildcard engine/*.h)
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
 # the same with i8mm (smmla: q8_0's 4 x 4 prefill tile); qemu-aarch64's default CPU has it
