@@ -127,6 +127,8 @@ typedef struct llm_config {
     int qk_norm;        /* 1: RMSNorm over each head's q and k before
                            RoPE (Qwen3); the weights are stored        */
     int out_norm;       /* 1: attn_out_norm, ffn_out_norm are stored    */
+    int qk_norm_whole;  /* 1: the q/k norm spans the whole q and k
+                           projections, not each head (OLMo 2)        */
 } llm_config;
 
 /* One tensor, read in place: (rows, cols) values of its type, row-major.
@@ -151,7 +153,9 @@ typedef struct llm_layer {
     llm_tensor w2;                  /* (dim, hidden_dim) down             */
     llm_tensor q_bias;              /* (n_heads*head_size,) f32, with qkv_bias */
     llm_tensor k_bias, v_bias;      /* (n_kv_heads*head_size,)            */
-    llm_tensor q_norm, k_norm;      /* (head_size,) f32, with qk_norm     */
+    llm_tensor q_norm, k_norm;      /* (head_size,) f32, with qk_norm; with
+                                       qk_norm_whole (n_heads*head_size,),
+                                       (n_kv_heads*head_size,)           */
 } llm_layer;
 
 /* peri's and out's N2, N4 of layer l: out_norms[4 l + LLM_OUT_*] */

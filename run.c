@@ -149,7 +149,8 @@ static void print_config(const engine *e, const options *o, FILE *out) {
     if (c->rope_scaling == LLM_ROPE_SCALING_LLAMA3)
         fprintf(out, ", llama3 rope scaling x%g (low %g, high %g, original context %d)", (double)c->rope_factor,
                 (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor, c->rope_orig_ctx);
-    fprintf(out, ", q/k/v biases %s, q/k norm %s%s\n", c->qkv_bias ? "yes" : "no", c->qk_norm ? "on" : "off",
+    fprintf(out, ", q/k/v biases %s, q/k norm %s%s%s\n", c->qkv_bias ? "yes" : "no", c->qk_norm ? "on" : "off",
+            c->qk_norm_whole ? " (over the whole q and k)" : "",
             !c->qk_norm && e->model.w.layers && e->model.w.layers[0].q_norm.data ? " (weights stored)" : "");
 }
 

@@ -46,6 +46,7 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     LLM__CHECK(c->qkv_bias == 0 || c->qkv_bias == 1, "qkv_bias %d must be 0 or 1", c->qkv_bias);
     LLM__CHECK(c->qk_norm == 0 || c->qk_norm == 1, "qk_norm %d must be 0 or 1", c->qk_norm);
     LLM__CHECK(c->out_norm == 0 || c->out_norm == 1, "out_norm %d must be 0 or 1", c->out_norm);
+    LLM__CHECK(c->qk_norm_whole == 0 || c->qk_norm_whole == 1, "qk_norm_whole %d must be 0 or 1", c->qk_norm_whole);
 #undef LLM__CHECK
     return LLM_OK;
 }

@@ -77,7 +77,8 @@ static void llm__out_norm_batch(float *out, const float *x, const float *g, cons
 
 /* One sequence's n tokens at pos..pos+n-1, rows o.. of the work state w's
  * q, k_new, v_new (its rope rows the same): per token, q, k, v += their
- * biases (Qwen2); q, k = rmsnorm of each head (Qwen3); RoPE on q and k at
+ * biases (Qwen2); q, k = rmsnorm of each head (Qwen3), or of the whole q
+ * and the whole k (qk_norm_whole, OLMo 2); RoPE on q and k at
  * the token's position; k and v into the cache rows of state s. The same
  * code for every batch size, so prefill and decode agree bit for bit. */
 static void llm__qkv_into_cache(const llm_model *m, llm_state *w, llm_state *s, int l, int o, int n, int pos) {
@@ -96,7 +97,10 @@ static void llm__qkv_into_cache(const llm_model *m, llm_state *w, llm_state *s, 
             llm__add_bias(k_new + (size_t)t * kvd, (const float *)L->k_bias.data, kvd);
             llm__add_bias(v_new + (size_t)t * kvd, (const float *)L->v_bias.data, kvd);
         }
-        if (qk_norm) {
+        if (qk_norm && c->qk_norm_whole) {
+            llm_rmsnorm(q + (size_t)t * qd, q + (size_t)t * qd, (const float *)L->q_norm.data, qd, c->norm_eps);
+            llm_rmsnorm(k_new + (size_t)t * kvd, k_new + (size_t)t * kvd, (const float *)L->k_norm.data, kvd, c->norm_eps);
+        } else if (qk_norm) {
             for (int h = 0; h < c->n_heads; h++) {
                 float *qh = q + (size_t)t * qd + (size_t)h * hs;
                 llm_rmsnorm(qh, qh, (const float *)L->q_norm.data, hs, c->norm_eps);

@@ -24,7 +24,7 @@ enum { LLM__K_TOK_EMBEDDINGS, LLM__K_ATTN_NORM, LLM__K_ATTN_NORM_BIAS, LLM__K_WQ
        LLM__K_FFN_NORM_BIAS, LLM__K_W1, LLM__K_W2, LLM__K_W3, LLM__K_FINAL_NORM, LLM__K_FINAL_NORM_BIAS,
        LLM__K_CLASSIFIER, LLM__K_ATTN_OUT_NORM, LLM__K_ATTN_OUT_NORM_BIAS, LLM__K_FFN_OUT_NORM,
        LLM__K_FFN_OUT_NORM_BIAS, LLM__K_COUNT };
-enum { LLM__S_1, LLM__S_DIM, LLM__S_HIDDEN, LLM__S_VOCAB, LLM__S_Q, LLM__S_KV, LLM__S_HEAD };   /* sizes */
+enum { LLM__S_1, LLM__S_DIM, LLM__S_HIDDEN, LLM__S_VOCAB, LLM__S_Q, LLM__S_KV, LLM__S_QN, LLM__S_KN };   /* sizes */
 enum { LLM__IF_ALWAYS, LLM__IF_NORM_BIAS, LLM__IF_UNSHARED, LLM__IF_QKV_BIAS, LLM__IF_QK_NORM,   /* presence */
        LLM__IF_OUT_NORM, LLM__IF_OUT_NORM_BIAS };
 typedef struct llm__kind {
@@ -45,8 +45,8 @@ static const llm__kind llm__kinds[LLM__K_COUNT] = {
     { "q_bias", 1, 0, LLM__S_1, LLM__S_Q, LLM__IF_QKV_BIAS, LLM__L(q_bias), 0 },
     { "k_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(k_bias), 0 },
     { "v_bias", 1, 0, LLM__S_1, LLM__S_KV, LLM__IF_QKV_BIAS, LLM__L(v_bias), 0 },
-    { "q_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(q_norm), 0 },
-    { "k_norm", 1, 0, LLM__S_1, LLM__S_HEAD, LLM__IF_QK_NORM, LLM__L(k_norm), 0 },
+    { "q_norm", 1, 0, LLM__S_1, LLM__S_QN, LLM__IF_QK_NORM, LLM__L(q_norm), 0 },
+    { "k_norm", 1, 0, LLM__S_1, LLM__S_KN, LLM__IF_QK_NORM, LLM__L(k_norm), 0 },
     { "wo", 1, 1, LLM__S_DIM, LLM__S_Q, LLM__IF_ALWAYS, LLM__L(wo), 0 },
     { "ffn_norm", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_ALWAYS, LLM__L(ffn_norm), 0 },
     { "ffn_norm_bias", 1, 0, LLM__S_1, LLM__S_DIM, LLM__IF_NORM_BIAS, LLM__L(ffn_norm_bias), 0 },
@@ -74,7 +74,9 @@ static uint64_t llm__size_of(const llm_config *c, int code) {
     case LLM__S_VOCAB: return (uint64_t)c->vocab_size;
     case LLM__S_Q: return (uint64_t)c->n_heads * (uint64_t)c->head_size;
     case LLM__S_KV: return (uint64_t)c->n_kv_heads * (uint64_t)c->head_size;
-    case LLM__S_HEAD: return (uint64_t)c->head_size;
+    /* the q/k norm weights: one head's, or (qk_norm_whole) the whole q's and k's */
+    case LLM__S_QN: return (uint64_t)c->head_size * (uint64_t)(c->qk_norm_whole ? c->n_heads : 1);
+    case LLM__S_KN: return (uint64_t)c->head_size * (uint64_t)(c->qk_norm_whole ? c->n_kv_heads : 1);
     }
     return 1;
 }
@@ -173,8 +175,8 @@ static int llm__llmw2_check_directory(llm_model *m, const unsigned char *b, size
     const llm_config *c = &m->cfg;
     uint32_t count = llm__u32(b + 96);
     uint64_t dir = llm__u64(b + 104), want = 0;
-    for (int i = 140; i < LLM_HEADER_SIZE; i++)
-        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 140..255 are not zero");
+    for (int i = 144; i < LLM_HEADER_SIZE; i++)
+        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 144..255 are not zero");
     for (int k = 0; k < LLM__K_COUNT; k++)
         if (llm__kind_present(c, k)) want += llm__kinds[k].per_layer ? (uint64_t)c->n_layers : 1;
     if ((uint64_t)count != want) {
@@ -268,6 +270,7 @@ static int llm__llmw_header(llm_model *m, const unsigned char *b, size_t n, uint
         c->rope_high_freq_factor = llm__f32(b + 120); c->rope_orig_ctx = llm__i32(b + 124);
         c->qkv_bias = (int)llm__u32(b + 128); c->qk_norm = (int)llm__u32(b + 132);
         c->out_norm = (int)llm__u32(b + 136);
+        c->qk_norm_whole = (int)llm__u32(b + 140);
     }
     /* f32, f16, q8_0, and two of GGUF's block layouts: q4_0 and q4_K */
     int wt = c->weight_type;
@@ -285,6 +288,8 @@ static int llm__llmw_header(llm_model *m, const unsigned char *b, size_t n, uint
     if (st != LLM_OK) return st;
     if (c->shared_classifier > 1 || c->norm_bias > 1 || c->shared_classifier < 0 || c->norm_bias < 0)
         return llm__fail(m, LLM_ERR_FORMAT, "shared_classifier/norm_bias flags must be 0 or 1");
+    if (c->qk_norm_whole && !c->qk_norm)
+        return llm__fail(m, LLM_ERR_FORMAT, "qk_norm_whole is 1 but qk_norm is 0: no q/k norm weights to span the projections");
     return LLM_OK;
 }
 

@@ -40,7 +40,7 @@ Tensor names used by read_checkpoint() and the writer:
   layers.{l}.attn_norm (dim,), layers.{l}.attn_norm_bias (dim,) [norm_bias]
   layers.{l}.wq (n_heads*hs, dim), .wk/.wv (n_kv_heads*hs, dim), .wo (dim, n_heads*hs)
   layers.{l}.q_bias (n_heads*hs,), .k_bias/.v_bias (n_kv_heads*hs,)  [qkv_bias]
-  layers.{l}.q_norm (hs,), .k_norm (hs,)  [qk_norm]
+  layers.{l}.q_norm (hs,), .k_norm (hs,)  [qk_norm]; with qk_norm_whole (n_heads*hs,), (n_kv_heads*hs,)
   layers.{l}.ffn_norm (dim,), layers.{l}.ffn_norm_bias (dim,) [norm_bias]
   layers.{l}.w1 (hidden, dim) gate, .w2 (dim, hidden) down, .w3 (hidden, dim) up
   layers.{l}.attn_out_norm (dim,) [+ _bias], .ffn_out_norm (dim,) [+ _bias]  [out_norm]

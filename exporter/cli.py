@@ -143,6 +143,7 @@ def do_export(src, out, a):
     feats = "".join([f", {ROPE_SCALING_NAMES[cfg['rope_scaling']]} rope scaling x{cfg['rope_factor']:g}"
                      if cfg["rope_scaling"] else "", ", q/k/v biases" if cfg["qkv_bias"] else "",
                      ", q/k norms" if cfg["qk_norm"] else "",
+                     " over the whole q and k" if cfg.get("qk_norm_whole") else "",
                      ", output norms" if cfg["out_norm"] else ""])
     log(f"wrote {out}: LLMW v{cfg['version']}, {size} bytes, {DTYPE_NAMES[cfg['weight_type']]}{gs}, "
         f"norm {'layer' if cfg['norm_type'] else 'rms'} {NORM_POS_NAMES[cfg['norm_pos']]}, "

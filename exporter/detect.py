@@ -61,6 +61,7 @@ def describe(cfg):
             + (", norm biases" if cfg.get("norm_bias") else "")
             + (", q/k/v biases" if cfg.get("qkv_bias") else "")
             + (", q/k norms" if cfg.get("qk_norm") else "")
+            + (" over the whole q and k" if cfg.get("qk_norm_whole") else "")
             + (", output norms" if cfg.get("out_norm") else "")
             + (f", rope theta {cfg['rope_theta']:g}" if cfg.get("rope_theta", DEFAULT_THETA) != DEFAULT_THETA else "")
             + (f", {ROPE_SCALING_NAMES[cfg['rope_scaling']]} rope scaling x{cfg['rope_factor']:g}"

@@ -89,6 +89,9 @@ def _gguf_kv(key, vtype, value):
 def gguf_arch(cfg):
     """The llama.cpp architecture that holds `cfg`: qwen2 (q/k/v biases), qwen3 (per-head
     q/k norms) or llama (neither)."""
+    if cfg.get("qk_norm_whole"):
+        raise ExportError("--format gguf: q/k norms over the whole q and k projections (OLMo 2) are not "
+                          "written as GGUF here: write LLMW for this model")
     if cfg.get("qkv_bias") and cfg.get("qk_norm"):
         raise ExportError("--format gguf: q/k/v biases and q/k norms together fit no llama.cpp "
                           "architecture (qwen2 has the biases, qwen3 the norms): write LLMW for this model")

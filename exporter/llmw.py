@@ -59,15 +59,16 @@ NO_LAYER = 0xFFFFFFFF
 ENTRY_FMT = "<IIIIIIQQ"     # kind, layer, type, group, rows, cols, values offset, scales offset
 ENTRY_SIZE = struct.calcsize(ENTRY_FMT)
 assert ENTRY_SIZE == 40
-V2_FMT = "<IIQfffiIII"      # at byte 96: tensor_count, rope_scaling, directory_offset, rope_factor,
+V2_FMT = "<IIQfffiIIII"     # at byte 96: tensor_count, rope_scaling, directory_offset, rope_factor,
 V2_FIELDS = ("tensor_count", "rope_scaling", "directory_offset", "rope_factor",   # low/high freq
              "rope_low_freq_factor", "rope_high_freq_factor", "rope_orig_ctx",    # factors, orig
-             "qkv_bias", "qk_norm", "out_norm")                                   # ctx, flags
-assert struct.calcsize(V2_FMT) == 44
+             "qkv_bias", "qk_norm", "out_norm", "qk_norm_whole")                  # ctx, flags
+assert struct.calcsize(V2_FMT) == 48
 ROPE_SCALING = {"none": 0, "linear": 1, "llama3": 2}
 ROPE_SCALING_NAMES = {v: k for k, v in ROPE_SCALING.items()}
 V2_DEFAULTS = dict(rope_scaling=0, rope_factor=0.0, rope_low_freq_factor=0.0,
-                   rope_high_freq_factor=0.0, rope_orig_ctx=0, qkv_bias=0, qk_norm=0, out_norm=0)
+                   rope_high_freq_factor=0.0, rope_orig_ctx=0, qkv_bias=0, qk_norm=0, out_norm=0,
+                   qk_norm_whole=0)
 
 
 def tensor_plan(cfg):
@@ -87,8 +88,10 @@ def tensor_plan(cfg):
         if qkv_bias:
             plan += [(p + "q_bias", (nh * hs,), "vec"), (p + "k_bias", (nkv * hs,), "vec"),
                      (p + "v_bias", (nkv * hs,), "vec")]
-        if qk_norm:
-            plan += [(p + "q_norm", (hs,), "vec"), (p + "k_norm", (hs,), "vec")]
+        if qk_norm:   # one head's weights, or (qk_norm_whole, OLMo 2) the whole q's and k's
+            whole = bool(cfg.get("qk_norm_whole"))
+            plan += [(p + "q_norm", ((nh if whole else 1) * hs,), "vec"),
+                     (p + "k_norm", ((nkv if whole else 1) * hs,), "vec")]
         plan.append((p + "wo", (d, nh * hs), "mat"))
         plan.append((p + "ffn_norm", (d,), "vec"))
         if bias:
@@ -231,9 +234,11 @@ def validate_config(cfg):
     version = cfg.get("version", VERSION)
     if version not in (1, 2):
         raise ExportError(f"LLMW version {version!r} is not written (1 or 2)")
-    for k in ("qkv_bias", "qk_norm", "out_norm"):
+    for k in ("qkv_bias", "qk_norm", "out_norm", "qk_norm_whole"):
         if cfg.get(k, 0) not in (0, 1):
             raise ExportError(f"config field {k} = {cfg[k]!r} must be 0 or 1")
+    if cfg.get("qk_norm_whole") and not cfg.get("qk_norm"):
+        raise ExportError("config field qk_norm_whole = 1 needs qk_norm = 1 (the weights it spans)")
     rs = cfg.get("rope_scaling", 0)
     if rs not in ROPE_SCALING_NAMES:
         raise ExportError(f"config field rope_scaling = {rs!r} is unknown")
@@ -250,7 +255,7 @@ def validate_config(cfg):
         if not isinstance(o, (int, np.integer)) or isinstance(o, bool) or not 0 < o <= INT32_MAX:
             raise ExportError(f"config field rope_orig_ctx = {o!r} must be a positive 32-bit integer")
     if version == 1:
-        need = [k for k in ("rope_scaling", "qkv_bias", "qk_norm", "out_norm") if cfg.get(k)]
+        need = [k for k in ("rope_scaling", "qkv_bias", "qk_norm", "out_norm", "qk_norm_whole") if cfg.get(k)]
         if cfg["head_size"] * cfg["n_heads"] != cfg["dim"]:
             need.append("head_size * n_heads != dim")
         if need:

@@ -1,5 +1,5 @@
-"""Reader of Hugging Face folders (Llama, Qwen2, Qwen3): config.json, tensor names, and the
-rotary un-permutation to the interleaved layout."""
+"""Reader of Hugging Face folders (Llama, Qwen2, Qwen3, OLMo 2): config.json, tensor names,
+and the rotary un-permutation to the interleaved layout."""
 import os
 
 import numpy as np
@@ -11,8 +11,11 @@ from .source import _check_layer_count, Source
 from .safetensors import SafetensorsFile
 from .torchfile import TorchStateFile
 
-# the classes read, and their model_type: Qwen2 adds q/k/v biases, Qwen3 per-head q/k norms
-HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
+# the classes read, and their model_type: Qwen2 adds q/k/v biases, Qwen3 per-head q/k norms;
+# OLMo 2 norms each sublayer's output only (the out placement: h = x + N(attn(x)), no input
+# norms) and its q/k norms span the whole q and k projections
+HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
+            "Olmo2ForCausalLM": "olmo2"}
 
 
 def hf_rope_scaling(conf, key):
@@ -43,7 +46,7 @@ def hf_rope_scaling(conf, key):
     return out
 
 
-def hf_names(L):
+def hf_names(L, family="llama"):
     m = {"tok_embeddings": "model.embed_tokens.weight", "final_norm": "model.norm.weight",
          "final_norm_bias": "model.norm.bias", "classifier": "lm_head.weight"}
     for l in range(L):
@@ -64,6 +67,11 @@ def hf_names(L):
                   f"layers.{l}.v_bias": p + "self_attn.v_proj.bias",
                   f"layers.{l}.q_norm": p + "self_attn.q_norm.weight",
                   f"layers.{l}.k_norm": p + "self_attn.k_norm.weight"})
+        if family == "olmo2":   # post_attention_layernorm is N2 here, on the attention's output
+            for k in ("attn_norm", "attn_norm_bias", "ffn_norm", "ffn_norm_bias"):
+                del m[f"layers.{l}.{k}"]
+            m.update({f"layers.{l}.attn_out_norm": p + "post_attention_layernorm.weight",
+                      f"layers.{l}.ffn_out_norm": p + "post_feedforward_layernorm.weight"})
     return m
 
 
@@ -134,7 +142,8 @@ def load_hf(folder):
     if nh % nkv:
         raise ExportError(f"config.json: num_key_value_heads {nkv} does not divide "
                           f"num_attention_heads {nh}")
-    eps = _cfg_float(conf, "rms_norm_eps", where, 1e-6)
+    olmo2 = family == "olmo2"
+    eps = _cfg_float(conf, "rms_norm_eps", where, 1e-5 if olmo2 else 1e-6)   # Olmo2Config's default
     theta = _cfg_float(conf, "rope_theta", where, DEFAULT_THETA, low_ok=False)
     rope = hf_rope_scaling(conf, "rope_scaling")
     rp = _cfg_type(conf, "rope_parameters", where, dict, "an object")  # newer transformers
@@ -188,18 +197,34 @@ def load_hf(folder):
             raise ExportError(f"tensor {name}: linear biases are not supported here "
                               f"(only Qwen2's q/k/v biases)")
     has_bias = "model.layers.0.input_layernorm.bias" in where_is
+    if olmo2:
+        stray = sorted(n for n in where_is if n.endswith("layernorm.bias") or ".input_layernorm." in n
+                       or ".pre_feedforward_layernorm." in n)
+        if stray:
+            raise ExportError(f"tensor {stray[0]}: OLMo 2 has no input norms and no norm biases "
+                              f"(Olmo2DecoderLayer); this folder is not one")
+        has_bias = False
     if tied and "lm_head.weight" in where_is:
         log("note: tie_word_embeddings is true; lm_head.weight is ignored")
     cfg = dict(dim=d, hidden_dim=h, n_layers=L, n_heads=nh, n_kv_heads=nkv, vocab_size=V,
                seq_len=S, head_size=hs, norm_eps=float(eps), rope_theta=float(theta),
                shared_classifier=int(tied), norm_bias=int(has_bias),
-               qkv_bias=int(qkv_bias), qk_norm=int(qk_norm), **rope)
+               qkv_bias=int(qkv_bias), qk_norm=int(qk_norm or olmo2), **rope)
+    if olmo2:   # h = x + N2(attn(x)), y = h + N4(ffn(h)); q/k norms over the whole projections
+        cfg.update(norm_pos=3, out_norm=1, qk_norm_whole=1)
     src = Source(f"Hugging Face {known[0] if known else family} model {folder} ({wdesc})", cfg)
     src.config_name = "config.json"
-    names = hf_names(L)
+    names = hf_names(L, family)
     # HF keeps q/k rows (and so q/k biases and the q/k norm weights within a head) in
-    # rotate_half order: each goes to the engine's interleaved pairs
-    heads = {"wq": nh, "wk": nkv, "q_bias": nh, "k_bias": nkv, "q_norm": 1, "k_norm": 1}
+    # rotate_half order: each goes to the engine's interleaved pairs (OLMo 2's q/k norm
+    # weights span every head, each head's part permuted)
+    heads = {"wq": nh, "wk": nkv, "q_bias": nh, "k_bias": nkv, "q_norm": nh if olmo2 else 1,
+             "k_norm": nkv if olmo2 else 1}
+    if olmo2:   # no input norms: N1 and N3 are weight 1 (used only if --norm-pos asks for them)
+        for l in range(L):
+            for k in ("attn_norm", "ffn_norm"):
+                src.add(f"layers.{l}.{k}", "(none in OLMo 2: weight 1)", (d,),
+                        lambda d=d: np.ones(d, dtype=np.float32))
     for canon, sname in names.items():
         if sname not in where_is:
             continue

@@ -31,8 +31,8 @@ def read_llmw_header(path):
         raise ExportError(f"{path}: rope_layout {vals['rope_layout']} is not supported here (only 0)")
     if vals["version"] == 2:
         vals.update(zip(V2_FIELDS, struct.unpack_from(V2_FMT, head, 96)))
-        if any(head[140:]):
-            raise ExportError(f"{path}: reserved header bytes 140..255 are not zero")
+        if any(head[144:]):
+            raise ExportError(f"{path}: reserved header bytes 144..255 are not zero")
         for k in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
             vals[k] = float(vals[k])
     else:

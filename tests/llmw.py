@@ -7,7 +7,8 @@ Written from the format's description (FORMAT.md), not from export.py's code:
   - a 256-byte little-endian header (struct.unpack of the fields below);
     version 1 keeps bytes 96..255 zero, version 2 adds tensor_count,
     rope_scaling, directory_offset, the rope factors and original context,
-    qkv_bias and qk_norm at 96..135, out_norm at 136 and keeps 140..255 zero;
+    qkv_bias and qk_norm at 96..135, out_norm at 136, qk_norm_whole at 140
+    and keeps 144..255 zero;
   - version 1: every tensor at the next multiple of 64 after the header
     (zero padding before it): tok_embeddings, per layer attn_norm
     [attn_norm_bias] wq wk wv wo ffn_norm [ffn_norm_bias] w1 w2 w3, then
@@ -16,7 +17,8 @@ Written from the format's description (FORMAT.md), not from export.py's code:
   - version 2: a directory of 40-byte entries (kind, layer, type, group, rows,
     cols, values offset, scales offset) at directory_offset, listing each
     tensor with its own type and offsets, in the canonical order (per layer
-    also q_bias k_bias v_bias after wv, q_norm k_norm before wo, and with
+    also q_bias k_bias v_bias after wv, q_norm k_norm before wo (head_size
+    each, or with qk_norm_whole n_heads*head_size and n_kv_heads*head_size), and with
     out_norm attn_out_norm [attn_out_norm_bias] ffn_out_norm
     [ffn_out_norm_bias] after w3: kinds 20..23);
   - the file ends right after the last tensor and the header's file_size says so;
@@ -52,7 +54,8 @@ F32, F16, Q8_0, Q4_0, Q4_K = 0, 1, 2, 5, 6
 BLOCKS = {Q4_0: (32, 18), Q4_K: (256, 144)}   # values, bytes per block
 HEADER_V2 = [("tensor_count", "I"), ("rope_scaling", "I"), ("directory_offset", "Q"),
              ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
-             ("rope_orig_ctx", "i"), ("qkv_bias", "I"), ("qk_norm", "I"), ("out_norm", "I")]
+             ("rope_orig_ctx", "i"), ("qkv_bias", "I"), ("qk_norm", "I"), ("out_norm", "I"),
+             ("qk_norm_whole", "I")]
 # version 2's tensor kinds, by number (FORMAT.md's table)
 KINDS = ["tok_embeddings", "attn_norm", "attn_norm_bias", "wq", "wk", "wv", "q_bias", "k_bias",
          "v_bias", "q_norm", "k_norm", "wo", "ffn_norm", "ffn_norm_bias", "w1", "w2", "w3",
@@ -80,11 +83,11 @@ def read_header(data):
         for name, fmt in HEADER_V2:
             (h[name],) = struct.unpack_from("<" + fmt, data, off)
             off += struct.calcsize(fmt)
-        assert off == 140, off
+        assert off == 144, off
     else:
         h.update(tensor_count=0, rope_scaling=0, directory_offset=0, rope_factor=0.0,
                  rope_low_freq_factor=0.0, rope_high_freq_factor=0.0, rope_orig_ctx=0,
-                 qkv_bias=0, qk_norm=0, out_norm=0)
+                 qkv_bias=0, qk_norm=0, out_norm=0, qk_norm_whole=0)
     assert data[off:HEADER_SIZE] == b"\0" * (HEADER_SIZE - off), f"reserved header bytes {off}..255 must be zero"
     return h
 
@@ -104,7 +107,9 @@ def tensor_list(h):
             out += [(p + "q_bias", (nh * hs,), False), (p + "k_bias", (nkv * hs,), False),
                     (p + "v_bias", (nkv * hs,), False)]
         if h.get("qk_norm"):
-            out += [(p + "q_norm", (hs,), False), (p + "k_norm", (hs,), False)]
+            whole = h.get("qk_norm_whole")
+            out += [(p + "q_norm", ((nh if whole else 1) * hs,), False),
+                    (p + "k_norm", ((nkv if whole else 1) * hs,), False)]
         out.append((p + "wo", (d, nh * hs), True))
         out += [(p + "ffn_norm" + b, (d,), False) for b in [""] + bias]
         out += [(p + "w1", (hid, d), True), (p + "w2", (d, hid), True), (p + "w3", (hid, d), True)]

@@ -182,7 +182,8 @@ def load_llmw(path, data):
     w = _empty_weights({k: h[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
                                           "vocab_size", "seq_len", "shared_classifier", "head_size")})
     w["config"].update(norm=("rms", "layer")[h["norm_type"]], norm_pos=("pre", "post", "peri", "out")[h["norm_pos"]],
-                       final_norm=bool(h["final_norm"]), norm_eps=h["norm_eps"], rope_theta=h["rope_theta"])
+                       final_norm=bool(h["final_norm"]), norm_eps=h["norm_eps"], rope_theta=h["rope_theta"],
+                       qk_norm_whole=bool(h.get("qk_norm_whole")))
     scaling = {0: None, 1: "linear", 2: "llama3"}[h["rope_scaling"]]
     if scaling:
         w["config"]["rope_scaling"] = dict(rope_type=scaling, factor=h["rope_factor"],
@@ -335,8 +336,12 @@ def attention(a, lw, cfg, theta, eps=DEFAULT_EPS, qk_norm=True):
     q, k, v = a @ lw["wq"].T, a @ lw["wk"].T, a @ lw["wv"].T
     if lw.get("q_bias") is not None:
         q, k, v = q + lw["q_bias"], k + lw["k_bias"], v + lw["v_bias"]
+    whole = qk_norm and lw.get("q_norm") is not None and cfg.get("qk_norm_whole")
+    if whole:   # OLMo 2: one RMSNorm over the whole q and the whole k
+        q = norm_apply(q, lw["q_norm"], None, "rms", eps)
+        k = norm_apply(k, lw["k_norm"], None, "rms", eps)
     q, k, v = q.view(T, nh, hs), k.view(T, nkv, hs), v.view(T, nkv, hs)
-    if qk_norm and lw.get("q_norm") is not None:
+    if qk_norm and lw.get("q_norm") is not None and not whole:
         q = norm_apply(q, lw["q_norm"], None, "rms", eps)
         k = norm_apply(k, lw["k_norm"], None, "rms", eps)
     layout = cfg.get("rope_layout", "interleaved")

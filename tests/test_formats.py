@@ -366,7 +366,9 @@ def test_malformed_llmw_refused():
         "v2_qk_norm_flag": (patched(132, "<I", 2), "qk_norm"),
         "v2_out_norm_flag": (patched(136, "<I", 2), "out_norm"),
         "v2_out_norm_without_tensors": (patched(136, "<I", 1), "tensor_count"),
-        "v2_reserved_after_out_norm": (patched(140, "<B", 1), "reserved"),
+        "v2_qk_norm_whole_flag": (patched(140, "<I", 2), "qk_norm_whole"),
+        "v2_qk_norm_whole_without_qk_norm": (patched(140, "<I", 1), "qk_norm_whole"),
+        "v2_reserved_after_qk_norm_whole": (patched(144, "<B", 1), "reserved"),
         "norm_pos": (patched(52, "<I", 4), "norm_pos"),
         # its directory entries
         "v2_kind": (patched(entry(1, 0), "<I", 99), "kind"),
