@@ -66,6 +66,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import safetensors_io
+
 DTYPE = torch.float64
 DEFAULT_EPS = 1e-5
 DEFAULT_THETA = 10000.0
@@ -210,24 +212,8 @@ def load_llmw(path, data):
 
 
 def read_safetensors(path):
-    """{name: float64 tensor} of a safetensors file (8-byte header length, JSON
-    header, raw little-endian data), F32, F16 and BF16."""
-    import json
-    data = open(path, "rb").read()
-    (n,) = struct.unpack_from("<Q", data, 0)
-    meta = json.loads(data[8:8 + n])
-    base, out = 8 + n, {}
-    for name, info in meta.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        raw = data[base + b:base + e]
-        if info["dtype"] == "BF16":
-            a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            a = np.frombuffer(raw, {"F32": "<f4", "F16": "<f2"}[info["dtype"]])
-        out[name] = torch.from_numpy(a.astype(np.float64).reshape(info["shape"]))
-    return out
+    """{name: float64 tensor} of a safetensors file (tests/safetensors_io.py)."""
+    return {k: torch.from_numpy(v) for k, v in safetensors_io.read_safetensors(path).items()}
 
 
 def load_hf(folder):

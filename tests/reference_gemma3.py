@@ -39,11 +39,11 @@ error (see MISTAKES), so a test can measure what each one costs.
 import json
 import math
 import os
-import struct
 
 import numpy as np
 import torch
 
+import safetensors_io
 from reference import read_safetensors   # the same file format as the other families
 
 DTYPE = torch.float64
@@ -200,21 +200,4 @@ def write_random_folder(folder, conf, seed, emb_std=None, gate_gain=1.0, final_g
                         (p + "post_attention_layernorm", D), (p + "pre_feedforward_layernorm", D),
                         (p + "post_feedforward_layernorm", D)):
             t[name + ".weight"] = rs.uniform(-0.3, 0.3, n)
-    bf16 = conf.get("torch_dtype") == "bfloat16"
-    header, blobs, off = {}, [], 0
-    for name in sorted(t):
-        a = np.asarray(t[name], dtype=np.float32)
-        if bf16:
-            u = a.view(np.uint32).astype(np.uint64)
-            raw = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")).tobytes()
-        else:
-            raw = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "BF16" if bf16 else "F32", "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(dict(conf, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text"), f, indent=1)
+    safetensors_io.write_hf_folder(folder, t, conf, "Gemma3ForCausalLM", "gemma3_text")

@@ -32,9 +32,10 @@ error (see MISTAKES), so a test can measure what each one costs.
 """
 import json
 import os
-import struct
 
 import numpy as np
+
+import safetensors_io
 
 MISTAKES = {
     "per_head_qk_norm": "q/k norm over each head (Qwen3's), weights sliced per head",
@@ -45,27 +46,7 @@ MISTAKES = {
 }
 
 
-def read_safetensors(path):
-    """{name: float64 array} of an F32/BF16/F16 safetensors file."""
-    raw = open(path, "rb").read()
-    n = struct.unpack_from("<Q", raw, 0)[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        buf = raw[8 + n + a:8 + n + b]
-        if e["dtype"] == "F32":
-            v = np.frombuffer(buf, "<f4")
-        elif e["dtype"] == "F16":
-            v = np.frombuffer(buf, "<f2")
-        elif e["dtype"] == "BF16":
-            v = (np.frombuffer(buf, "<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            raise ValueError(f"{name}: dtype {e['dtype']}")
-        out[name] = v.astype(np.float64).reshape(e["shape"])
-    return out
+read_safetensors = safetensors_io.read_safetensors
 
 
 def load(folder):
@@ -179,15 +160,4 @@ def write_random_folder(folder, conf, seed, head_gains=(0.4, 2.5), final_gain=1.
         for name, n in ((a + "q_norm", nh * hs), (a + "k_norm", nkv * hs), (p + "post_attention_layernorm", D),
                         (p + "post_feedforward_layernorm", D)):
             t[name + ".weight"] = rs.uniform(0.7, 1.3, n)
-    header, blobs, off = {}, [], 0
-    for name in sorted(t):
-        raw = np.asarray(t[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t[name].shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(dict(conf, architectures=["Olmo2ForCausalLM"], model_type="olmo2"), f, indent=1)
+    safetensors_io.write_hf_folder(folder, t, conf, "Olmo2ForCausalLM", "olmo2")
