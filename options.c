@@ -66,7 +66,7 @@ static void usage(FILE *out) {
         "               64 MiB and more where the OS has transparent huge pages, the\n"
         "               copy takes at most a quarter of --max-memory and no GGUF matrix\n"
         "               is repacked, else on\n"
-        "  --template NAME  chat template: llama2, llama3, llama3.1 or chatml (default: the\n"
+        "  --template NAME  chat template: llama2, llama3, llama3.1, chatml or gemma (default: the\n"
         "               tokenizer's; llama2 for llama2.c's tokenizer.bin)\n"
         "  --date D     llama3.1 template's \"Today Date\", default " TOK_CHAT_DEFAULT_DATE " (its own);\n"
         "               today: the current date\n"

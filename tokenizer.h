@@ -192,13 +192,18 @@ enum tok_chat_template {
     /* Llama 3.1 / 3.2: as llama3, with a system block always, opening with
      *   "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n" */
     TOK_CHAT_LLAMA31 = 3,
-    TOK_CHAT_COUNT = 4
+    /* Gemma 3: "<bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n"
+     *   "<start_of_turn>model\n" (the system text opens the first user message,
+     *   "{system}\n\n" only when there is one); the user text trimmed, the
+     *   system text kept; a later turn starts with the "\n" after <end_of_turn> */
+    TOK_CHAT_GEMMA = 4,
+    TOK_CHAT_COUNT = 5
 };
 
 /* Llama 3.1's "Today Date" when the caller names none: its template's own default. */
 #define TOK_CHAT_DEFAULT_DATE "26 Jul 2024"
 
-/* The template's name ("llama2", "llama3", "chatml", "llama3.1") and back
+/* The template's name ("llama2", "llama3", "chatml", "llama3.1", "gemma") and back
  * (-1: unknown); tok_chat_template_names() lists them all, for messages. */
 const char *tok_chat_template_name(int chat_template);
 int tok_chat_template_id(const char *name);
@@ -225,7 +230,8 @@ typedef struct tok_chat_turn {
  * may then be NULL) and returns the full length (cut short iff >= cap). t
  * (may be NULL) gives the default system prompt. Returns 0 for an unknown
  * template (every known one renders at least one byte). A BOS is not text:
- * a llama2 turn renders as the text llama2.c encodes after its BOS. */
+ * a llama2 turn renders as the text llama2.c encodes after its BOS; gemma's
+ * renders as "<bos>", as its Jinja template writes bos_token. */
 size_t tok_chat_render(char *out, size_t cap, const tok_tokenizer *t, const tok_chat_turn *turn);
 
 /* The same for the first turn without a tokenizer: tok_chat_render with
@@ -249,14 +255,16 @@ int tok_chat_encode(tok_tokenizer *t, const tok_chat_turn *turn, int *ids, int m
                     void *scratch, size_t scratch_size);
 
 /* The end-of-turn token the template closes a reply with: eos_id for llama2,
- * <|eot_id|> for the Llama 3 templates, <|im_end|> for ChatML; -1 when the
+ * <|eot_id|> for the Llama 3 templates, <|im_end|> for ChatML, <end_of_turn>
+ * for Gemma; -1 when the
  * vocabulary lacks it. A chat stops a reply at it, and at eos_id and eot_id. */
 int tok_chat_end_id(const tok_tokenizer *t, int chat_template);
 
 /* Which template a model's Jinja chat template is, by the markers it uses (as
  * export.py's chat_template_of reads tokenizer_config.json): "<|start_header_id|>"
  * llama3 (llama3.1 when it also holds "Cutting Knowledge Date"), else
- * "<|im_start|>" chatml, else "[INST]" llama2; -1 when none is there. For
+ * "<|im_start|>" chatml, else "<start_of_turn>" gemma, else "[INST]" llama2;
+ * -1 when none is there. For
  * ChatML, the literal system turn the template falls back on
  * ('<|im_start|>system\n...<|im_end|>' with no quote, brace or + inside) is the
  * default system prompt: written to `system` (cap >= len always suffices;

@@ -5,8 +5,9 @@ import re
 from .common import ExportError, log
 
 
-CHAT_LLAMA2, CHAT_LLAMA3, CHAT_CHATML, CHAT_LLAMA31 = 0, 1, 2, 3
-CHAT_NAMES = {CHAT_LLAMA2: "llama2", CHAT_LLAMA3: "llama3", CHAT_CHATML: "chatml", CHAT_LLAMA31: "llama3.1"}
+CHAT_LLAMA2, CHAT_LLAMA3, CHAT_CHATML, CHAT_LLAMA31, CHAT_GEMMA = 0, 1, 2, 3, 4
+CHAT_NAMES = {CHAT_LLAMA2: "llama2", CHAT_LLAMA3: "llama3", CHAT_CHATML: "chatml", CHAT_LLAMA31: "llama3.1",
+              CHAT_GEMMA: "gemma"}
 
 
 def _jinja_unescape(s):
@@ -23,11 +24,13 @@ def chat_template_of(template, where):
         kind = CHAT_LLAMA31 if "Cutting Knowledge Date" in template else CHAT_LLAMA3
     elif "<|im_start|>" in template:
         kind = CHAT_CHATML
+    elif "<start_of_turn>" in template:
+        kind = CHAT_GEMMA
     elif "[INST]" in template:
         kind = CHAT_LLAMA2
     else:
-        raise ExportError(f"{where}: chat_template is none of Llama 2's, Llama 3's or ChatML "
-                          f"(no [INST], <|start_header_id|> or <|im_start|> in it)")
+        raise ExportError(f"{where}: chat_template is none of Llama 2's, Llama 3's, ChatML or Gemma's "
+                          f"(no [INST], <|start_header_id|>, <|im_start|> or <start_of_turn> in it)")
     system = None
     if kind == CHAT_CHATML:
         # a literal system turn, used when the conversation has none:

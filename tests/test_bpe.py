@@ -445,7 +445,7 @@ def test_hostile_ltok_files():
         "merges 2^31-1": put(b, 32, "<i", 2**31 - 1), "merges M+1": put(b, 32, "<i", M + 1),
         "bos V": put(b, 36, "<i", V), "eos -2": put(b, 40, "<i", -2), "eot 2^31-1": put(b, 44, "<i", 2**31 - 1),
         "add_bos without bos": put(put(b, 24, "<I", 1), 36, "<i", -1),
-        "chat_template 4": put(b, 48, "<I", 4), "max_token_length 0": put(b, 52, "<I", 0),
+        "chat_template 5": put(b, 48, "<I", 5), "max_token_length 0": put(b, 52, "<I", 0),
         "max_token_length 1": put(b, 52, "<I", 1), "system_len 2^32-1": put(b, 56, "<I", 2**32 - 1),
         "pieces_size 2^32-1": put(b, 60, "<I", 2**32 - 1),
         "token flag 4": put(b, 64 + 5, "<B", 4),

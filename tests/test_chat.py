@@ -45,7 +45,7 @@ DRIVER = driver_path()
 # ---------------------------------------------------------------- a vocabulary with the special tokens
 
 SPECIALS = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
-            "<|im_start|>", "<|im_end|>"]
+            "<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>"]
 
 
 def chat_vocab():
@@ -70,11 +70,14 @@ BOS = 1
 
 
 def expected_ids(text, bos=False):
-    """The ids a turn's text must give: each special token by its id, each run
-    of text between them as its dummy-prefix space and characters."""
+    """The ids a turn's text must give: each special token by its id (Gemma's
+    "<bos>" as BOS), each run of text between them as its dummy-prefix space
+    and characters."""
     out = [BOS] if bos else []
-    for part in re.split(r"(<\|[a-z_]+\|>)", text):
-        if part in SPECIALS:
+    for part in re.split(r"(<\|[a-z_]+\|>|<[a-z_]+>)", text):
+        if part == "<bos>":
+            out.append(BOS)
+        elif part in SPECIALS:
             out.append(ID[part])
         elif part:
             out += [ID[c] for c in " " + part]
@@ -205,6 +208,93 @@ def test_templates_render_and_encode():
             yield f"{template}-{'system' if system else 'no-system'}", check
 
 
+# Gemma 3's chat_template (google/gemma-3-270m-it, gemma-3-1b-it tokenizer_config.json),
+# its string-content branch: no system role, the system text + "\n\n" opens the
+# first user message; roles alternate; the assistant is "model"; contents |trim.
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {{- message['content'] | trim }}\n"
+    "    {{- '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\\n'}}\n"
+    "{%- endif -%}\n")
+
+
+def jinja_render(template, conversations, bos_token):
+    """Each conversation rendered by @huggingface/jinja (tests/js), with the generation prompt."""
+    import json
+    import shutil
+    js = os.path.join(common.TESTS, "js")
+    assert shutil.which("node"), "node is missing: apt-get install nodejs npm"
+    assert os.path.isdir(os.path.join(js, "node_modules")), "tests/js/node_modules is missing: run `npm ci` in tests/js"
+    p = subprocess.run(["node", os.path.join(js, "reference.mjs"), "render"], cwd=js, timeout=120,
+                       input=json.dumps({"template": template, "bos_token": bos_token,
+                                         "conversations": conversations}).encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def test_gemma_against_jinja():
+    """The gemma template's turns equal Gemma 3's Jinja template rendered by
+    @huggingface/jinja: the conversation (system or not, user texts with
+    spaces to trim, replies "REPLY") cut after each "REPLY<end_of_turn>";
+    the ids are <bos> as BOS, the special tokens by id, the text by characters;
+    a reply ends at <end_of_turn>."""
+    users = ["Hi there", " \tTell me more\n ", "Bye"]
+    systems = [SYSTEM, None, "  Padded system \n", ""]
+    convs = []
+    for system in systems:
+        msgs = [{"role": "system", "content": system}] if system is not None else []
+        for k, u in enumerate(users):
+            msgs.append({"role": "user", "content": u})
+            if k + 1 < len(users):
+                msgs.append({"role": "assistant", "content": "REPLY"})
+        convs.append(msgs)
+    rendered = jinja_render(GEMMA_TEMPLATE, convs, "<bos>")
+    assert rendered[0].startswith("<bos><start_of_turn>user\nYou are kind.\n\nHi there<end_of_turn>\n"
+                                  "<start_of_turn>model\nREPLY<end_of_turn>\n"), rendered[0]
+    for system, conv in zip(systems, rendered):
+        def check(system=system, conv=conv):
+            want = conv.split("REPLY<end_of_turn>")
+            assert len(want) == 3, conv
+            rc, end, text = driver("gemma", users, system=system, text=True)
+            assert rc == 0, end
+            assert text == want, f"rendered:\n{text!r}\njinja:\n{want!r}"
+            rc, end, ids = driver("gemma", users, system=system)
+            assert rc == 0, end
+            assert ids == [expected_ids(t) for t in want], ids
+            assert ids[0][0] == BOS and end == ID["<end_of_turn>"], (ids, end)
+        yield repr(system), check
+
+
+def test_gemma_template_detected():
+    """tokenizer_config.json's chat_template: export.py and the C twin (through a
+    GGUF's tokenizer.chat_template, test_gguf_tokenizer) both call it gemma."""
+    import sys
+    sys.path.insert(0, common.ROOT)
+    from exporter.tok_chat import CHAT_GEMMA, chat_template_of
+    assert chat_template_of(GEMMA_TEMPLATE, "test") == (CHAT_GEMMA, None)
+
+
 def test_llama2_is_llama2c_on_tok512():
     """tok512.bin (a real sentencepiece vocabulary): the llama2 turns encode as
     ./run -m tokenize encodes llama2.c's text (BOS first)."""
@@ -271,7 +361,8 @@ def test_special_text_from_the_user_is_text():
 
 def test_missing_special_token():
     """A template whose tokens the vocabulary lacks is refused, naming the token."""
-    for template, token in (("chatml", "<|im_start|>"), ("llama3", "<|begin_of_text|>"), ("llama3.1", "<|begin_of_text|>")):
+    for template, token in (("chatml", "<|im_start|>"), ("llama3", "<|begin_of_text|>"), ("llama3.1", "<|begin_of_text|>"),
+                            ("gemma", "<start_of_turn>")):
         rc, out, _ = driver(template, ["Hi"], tok=TOK)
         assert rc == 1 and out.startswith("error: ") and token in out and template in out, out
 

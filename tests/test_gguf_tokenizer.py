@@ -221,6 +221,8 @@ def test_llama_gguf_tokenize_uses_its_own_vocabulary():
                            (qwen3, "chatml chat template, default system prompt \"\""),
                            (stray, "chatml chat template, default system prompt \"Next one.\""),
                            (bpe.LLAMA3_TEMPLATE, "llama3 chat template, default system prompt \"\""),
+                           ("{{ bos_token }}{{ '<start_of_turn>' + role + '\\n' }}",
+                            "gemma chat template, default system prompt \"\""),
                            ("[INST] {{ messages }} [/INST]", "llama2 chat template, default system prompt \"\""),
                            ("{{ messages }}", "llama2 chat template, default system prompt \"\"")):
         p = stories_with("gguf_tok_stories_chat.gguf", [("tokenizer.chat_template", gw.V_STRING, template)])

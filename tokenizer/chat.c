@@ -10,41 +10,60 @@
 
 /* A template is three format strings that read like the published Jinja
  * templates: "{system}", "{user}" and "{date}" stand for those texts, "{bos}"
- * for the tokenizer's bos_id, and "<|...|>" is a special token, emitted by
- * id. Only the format is scanned for these: the texts go in verbatim. */
+ * for the tokenizer's bos_id, and "<|...|>" or "<name>" (lower-case letters
+ * and '_': Gemma's "<start_of_turn>") is a special token, emitted by id. Only
+ * the format is scanned for these: the texts go in verbatim. */
 typedef struct {
     const char *name;
     const char *first_system;   /* the first turn, with a system prompt */
     const char *first;          /* the first turn without one (NULL: first_system, system "") */
     const char *later;          /* a later turn, after the model's end-of-turn token */
     const char *end;            /* the token that ends a reply (NULL: the tokenizer's eos_id) */
-    int trim;                   /* system and user texts stripped of whitespace (Jinja's |trim) */
+    int trim;                   /* 1: system and user texts stripped of whitespace (Jinja's |trim);
+                                   2: the user text only */
     int empty_system_is_none;   /* a system prompt "" renders `first` (llama2.c) */
+    const char *bos_text;       /* what "{bos}" renders as (NULL: nothing, as llama2.c) */
 } tok_chat_format;
 
 #define TOK_LLAMA3_USER "<|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>" \
                         "<|start_header_id|>assistant<|end_header_id|>\n\n"
 #define TOK_CHATML_USER "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+#define TOK_GEMMA_USER "<start_of_turn>user\n"
+#define TOK_GEMMA_MODEL "<end_of_turn>\n<start_of_turn>model\n"
 
 static const tok_chat_format chat_formats[TOK_CHAT_COUNT] = {
     /* llama2.c: every turn is encoded with a BOS (HF's Llama 2 template: bos_token + '[INST] ') */
     [TOK_CHAT_LLAMA2] = { "llama2", "{bos}[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST]",
-                          "{bos}[INST] {user} [/INST]", "{bos}[INST] {user} [/INST]", NULL, 0, 1 },
+                          "{bos}[INST] {user} [/INST]", "{bos}[INST] {user} [/INST]", NULL, 0, 1, NULL },
     /* Meta-Llama-3-8B-Instruct: bos_token before the first message, contents |trim */
     [TOK_CHAT_LLAMA3] = { "llama3",
                           "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n{system}<|eot_id|>"
                           TOK_LLAMA3_USER,
-                          "<|begin_of_text|>" TOK_LLAMA3_USER, TOK_LLAMA3_USER, "<|eot_id|>", 1, 0 },
+                          "<|begin_of_text|>" TOK_LLAMA3_USER, TOK_LLAMA3_USER, "<|eot_id|>", 1, 0, NULL },
     /* SmolLM2, Qwen2.5, Qwen3: no BOS; each message ends "<|im_end|>\n" */
     [TOK_CHAT_CHATML] = { "chatml", "<|im_start|>system\n{system}<|im_end|>\n" TOK_CHATML_USER, TOK_CHATML_USER,
-                          "\n" TOK_CHATML_USER, "<|im_end|>", 0, 0 },
+                          "\n" TOK_CHATML_USER, "<|im_end|>", 0, 0, NULL },
     /* Llama-3.1-8B-Instruct, Llama-3.2-1B/3B-Instruct: the system block is always there */
     [TOK_CHAT_LLAMA31] = { "llama3.1",
                            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
                            "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n{system}<|eot_id|>"
                            TOK_LLAMA3_USER,
-                           NULL, TOK_LLAMA3_USER, "<|eot_id|>", 1, 0 },
+                           NULL, TOK_LLAMA3_USER, "<|eot_id|>", 1, 0, NULL },
+    /* Gemma 3: bos_token, then the system text + "\n\n" (untrimmed) opens the
+     * first user message, whose text is |trim'd; each message ends "<end_of_turn>\n" */
+    [TOK_CHAT_GEMMA] = { "gemma", "{bos}" TOK_GEMMA_USER "{system}\n\n{user}" TOK_GEMMA_MODEL,
+                         "{bos}" TOK_GEMMA_USER "{user}" TOK_GEMMA_MODEL,
+                         "\n" TOK_GEMMA_USER "{user}" TOK_GEMMA_MODEL, "<end_of_turn>", 2, 0, "<bos>" },
 };
+
+/* Length of the special token that starts f ("<|...|>" or "<" [a-z_]+ ">"), or 0. */
+static size_t special_len(const char *f) {
+    const char *e;
+    if (f[0] != '<') return 0;
+    if (f[1] == '|') return (e = strstr(f + 2, "|>")) != NULL ? (size_t)(e + 2 - f) : 0;
+    for (e = f + 1; (*e >= 'a' && *e <= 'z') || *e == '_'; e++) {}
+    return e > f + 1 && *e == '>' ? (size_t)(e + 1 - f) : 0;
+}
 
 const char *tok_chat_template_name(int chat_template) {
     return chat_template >= 0 && chat_template < TOK_CHAT_COUNT ? chat_formats[chat_template].name : NULL;
@@ -58,7 +77,7 @@ int tok_chat_template_id(const char *name) {
 }
 
 const char *tok_chat_template_names(void) {
-    return "llama2, llama3, llama3.1, chatml";
+    return "llama2, llama3, llama3.1, chatml, gemma";
 }
 
 /* Output of the renderers: the bytes that fit (cap counts the NUL) and the full length. */
@@ -128,7 +147,7 @@ static int chat_setup(tok_chat_walk *w, const tok_tokenizer *t, const tok_chat_t
         w->system = t->default_system;
         w->system_len = t->default_system_len;
     }
-    if (w->system && f->trim) trim(&w->system, &w->system_len);
+    if (w->system && f->trim == 1) trim(&w->system, &w->system_len);
     if (w->system && w->system_len == 0 && f->empty_system_is_none) w->system = NULL;
     w->user = turn->user ? turn->user : "";
     w->user_len = strlen(w->user);
@@ -143,6 +162,7 @@ static int chat_setup(tok_chat_walk *w, const tok_tokenizer *t, const tok_chat_t
 static tok_chat_part chat_next(tok_chat_walk *w) {
     tok_chat_part p = { PART_END, NULL, 0 };
     const char *f = w->fmt, *close;
+    size_t n;
     if (w->close) {   /* the end-of-turn token: its text, or (llama2) eos_id */
         w->close = 0;
         p.kind = PART_CLOSE;
@@ -152,7 +172,7 @@ static tok_chat_part chat_next(tok_chat_walk *w) {
     }
     if (!*f) return p;
     if (f[0] == '{' && (close = strchr(f, '}')) != NULL) {
-        size_t n = (size_t)(close - f) + 1;
+        n = (size_t)(close - f) + 1;
         w->fmt = close + 1;
         p.kind = PART_TEXT;
         if (n == 8 && !memcmp(f, "{system}", n)) { p.s = w->system; p.len = w->system_len; }
@@ -161,16 +181,16 @@ static tok_chat_part chat_next(tok_chat_walk *w) {
         else p.kind = PART_BOS;   /* "{bos}", the one other placeholder */
         return p;
     }
-    if (f[0] == '<' && f[1] == '|' && (close = strstr(f + 2, "|>")) != NULL) {
+    if ((n = special_len(f)) > 0) {
         p.kind = PART_SPECIAL;
         p.s = f;
-        p.len = (size_t)(close + 2 - f);
-        w->fmt = close + 2;
+        p.len = n;
+        w->fmt = f + n;
         return p;
     }
     p.kind = PART_TEXT;
     p.s = f;
-    for (f++; *f && *f != '{' && !(f[0] == '<' && f[1] == '|'); f++) {}
+    for (f++; *f && *f != '{' && !special_len(f); f++) {}
     p.len = (size_t)(f - p.s);
     w->fmt = f;
     return p;
@@ -183,9 +203,12 @@ size_t tok_chat_render(char *out, size_t cap, const tok_tokenizer *t, const tok_
     s.out = out;
     s.cap = cap;
     s.len = 0;
-    if (chat_setup(&w, t, turn))
-        while ((p = chat_next(&w)).kind != PART_END)
+    if (chat_setup(&w, t, turn)) {
+        while ((p = chat_next(&w)).kind != PART_END) {
             if (p.kind != PART_BOS) sink_put(&s, p.s, p.len);   /* llama2's closing eos has no text either */
+            else if (w.f->bos_text) sink_put(&s, w.f->bos_text, strlen(w.f->bos_text));
+        }
+    }
     if (cap) out[s.len < cap ? s.len : cap - 1] = '\0';
     return s.len;
 }
@@ -214,7 +237,8 @@ static int chat_missing(tok_tokenizer *t, const tok_chat_format *f, const char *
 
 int tok_chat_check(tok_tokenizer *t, int chat_template) {
     const tok_chat_format *f;
-    const char *fmts[3], *s, *close;
+    const char *fmts[3], *s;
+    size_t n;
     int i;
     if (!t) return TOK_ERR_ARG;
     if (chat_template < 0 || chat_template >= TOK_CHAT_COUNT) {
@@ -226,8 +250,8 @@ int tok_chat_check(tok_tokenizer *t, int chat_template) {
     fmts[1] = f->first ? f->first : "";
     fmts[2] = f->later;
     for (i = 0; i < 3; i++)
-        for (s = fmts[i]; (s = strstr(s, "<|")) != NULL && (close = strstr(s + 2, "|>")) != NULL; s = close + 2)
-            if (tok_piece_id(t, s, (size_t)(close + 2 - s)) < 0) return chat_missing(t, f, s, (size_t)(close + 2 - s));
+        for (s = fmts[i]; *s; s += n ? n : 1)
+            if ((n = special_len(s)) > 0 && tok_piece_id(t, s, n) < 0) return chat_missing(t, f, s, n);
     return TOK_OK;
 }
 
@@ -352,6 +376,7 @@ int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap
         /* Llama 3.1 and 3.2 open every conversation with a dated system block */
         kind = contains(jinja, len, "Cutting Knowledge Date") ? TOK_CHAT_LLAMA31 : TOK_CHAT_LLAMA3;
     else if (contains(jinja, len, "<|im_start|>")) kind = TOK_CHAT_CHATML;
+    else if (contains(jinja, len, "<start_of_turn>")) kind = TOK_CHAT_GEMMA;
     else if (contains(jinja, len, "[INST]")) kind = TOK_CHAT_LLAMA2;
     else return -1;
     if (kind != TOK_CHAT_CHATML || !system || !chatml_system(jinja, len, &at, &end)) return kind;

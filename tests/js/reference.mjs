@@ -6,6 +6,8 @@
 //   node reference.mjs encode TOKENIZER_DIR   < {"texts": [base64...], "special": bool}
 //                                             -> {"ids": [[...], ...], "decoded": [base64...]}
 //                                                (decoded: the library's decode of its ids, as UTF-8)
+//   node reference.mjs render                 < {"template": jinja, "bos_token": s, "conversations": [[messages]]}
+//                                             -> ["rendered", ...] (@huggingface/jinja, add_generation_prompt)
 //
 // Texts travel as base64 of their bytes; @huggingface/tokenizers gets them as
 // TextDecoder decodes them (each maximal invalid UTF-8 subpart -> U+FFFD).
@@ -14,6 +16,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Tokenizer } from "@huggingface/tokenizers";
+import { Template } from "@huggingface/jinja";
 
 const require = createRequire(import.meta.url);
 const mode = process.argv[2];
@@ -44,7 +47,14 @@ if (mode === "llama3-data") {
         decoded.push(Buffer.from(back, "utf8").toString("base64"));
     }
     process.stdout.write(JSON.stringify({ ids, decoded }));
+} else if (mode === "render") {
+    const input = JSON.parse(readFileSync(0, "utf8"));
+    const template = new Template(input.template);
+    const out = input.conversations.map((messages) => template.render({
+        messages, bos_token: input.bos_token, add_generation_prompt: true,
+    }));
+    process.stdout.write(JSON.stringify(out));
 } else {
-    process.stderr.write("usage: node reference.mjs llama3-data | encode TOKENIZER_DIR < input.json\n");
+    process.stderr.write("usage: node reference.mjs llama3-data | encode TOKENIZER_DIR | render < input.json\n");
     process.exit(2);
 }
