@@ -150,6 +150,28 @@ def _vocab_by_id(vocab, path):
     return id2piece
 
 
+def _normalizers(data):
+    """tokenizer.json's normalizer as a flat list of its steps (dicts)."""
+    n = data.get("normalizer")
+    if not isinstance(n, dict):
+        return []
+    steps = n.get("normalizers") if n.get("type") == "Sequence" else [n]
+    return [x for x in steps or [] if isinstance(x, dict)]
+
+
+def _no_dummy_prefix(data):
+    """A normalizer that writes spaces as U+2581 with no Prepend step and no
+    Metaspace pre-tokenizer adding the prefix (Gemma 2/3): sentencepiece with
+    add_dummy_prefix false. Llama 2's files have Prepend (or Metaspace, or
+    no normalizer at all in older ones)."""
+    steps = _normalizers(data)
+    replaces = any(x.get("type") == "Replace" and x.get("content") == "\u2581" for x in steps)
+    prepends = any(x.get("type") == "Prepend" for x in steps)
+    pre = data.get("pre_tokenizer")
+    meta = isinstance(pre, dict) and "Metaspace" in json.dumps(pre)
+    return replaces and not prepends and not meta
+
+
 def hf_tokenizer_vocab(path):
     """(pieces, scores, bos, eos) from a Llama-2-style HF tokenizer.json.
 
@@ -168,6 +190,10 @@ def hf_tokenizer_vocab(path):
     if "ByteLevel" in pre or "ByteLevel" in json.dumps(data.get("decoder")):
         raise ExportError(f"{path}: a byte-level BPE (GPT-2 / Llama 3 style) is not supported; "
                           f"only sentencepiece-style BPE with byte fallback")
+    if _no_dummy_prefix(data):
+        raise ExportError(f"{path}: a sentencepiece-style BPE without the dummy-prefix space (its normalizer "
+                          f"replaces ' ' with '\u2581' but prepends nothing: Gemma's) is not supported yet; "
+                          f"tokenizer.bin's encoder always prepends one")
     if model.get("byte_fallback") is False:
         log(f"warning: {path}: byte_fallback is false; the C encoder falls back to <0xNN> tokens")
     vocab = model.get("vocab")

@@ -843,6 +843,11 @@ def test_tokenizer_json():
     yield tok("merge of three", tokenizer_json(merges=["a b c"]), [tj, "merge"])
     yield tok("merge of numbers", tokenizer_json(merges=[[1, 2]]), [tj, "merge"])
     yield tok("merge unknown", tokenizer_json(merges=["b a"]), [tj, "'ba'"])
+    # Gemma's normalizer: spaces to U+2581, no dummy prefix; refused, not encoded with one
+    gemma_norm = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    yield tok("no dummy prefix", tokenizer_json(normalizer=gemma_norm), [tj, "dummy-prefix", "not supported"])
+    yield tok("no dummy prefix in a sequence", tokenizer_json(normalizer={"type": "Sequence", "normalizers": [
+        gemma_norm]}), [tj, "dummy-prefix"])
     yield tok("added_tokens a dict", dict(good, added_tokens={"id": 0}), [tj, "added_tokens"])
     yield tok("added token a string", dict(good, added_tokens=["<s>"]), [tj, "added"])
     yield tok("added content a number", dict(good, added_tokens=[{"id": 8, "content": 5}]),
