@@ -152,6 +152,22 @@ static void print_config(const engine *e, const options *o, FILE *out) {
     fprintf(out, ", q/k/v biases %s, q/k norm %s%s%s\n", c->qkv_bias ? "yes" : "no", c->qk_norm ? "on" : "off",
             c->qk_norm_whole ? " (over the whole q and k)" : "",
             !c->qk_norm && e->model.w.layers && e->model.w.layers[0].q_norm.data ? " (weights stored)" : "");
+    /* Gemma's fields, only when a checkpoint sets one */
+    if (c->ffn_act || c->embed_scale > 0.0f || c->query_scalar > 0.0f || c->sliding_window) {
+        fprintf(out, "gemma: ffn %s, embed scale %s%g, scores / sqrt(%g)", c->ffn_act == LLM_FFN_GELU_TANH ? "gelu_tanh" : "silu",
+                c->embed_scale > 0.0f ? "" : "none ", (double)c->embed_scale,
+                (double)(c->query_scalar > 0.0f ? c->query_scalar : (float)c->head_size));
+        if (c->sliding_window) {
+            int n_local = 0;
+            for (int l = 0; l < c->n_layers; l++) n_local += l < 64 && ((c->local_layers >> l) & 1u);
+            fprintf(out, ", sliding window %d on %d of %d layers (local rope theta %g; global:", c->sliding_window,
+                    n_local, c->n_layers, (double)c->rope_local_theta);
+            for (int l = 0; l < c->n_layers; l++)
+                if (l >= 64 || !((c->local_layers >> l) & 1u)) fprintf(out, " %d", l);
+            fprintf(out, ")");
+        }
+        fprintf(out, "\n");
+    }
 }
 
 /* The tokenizer in effect: its kind, ids and chat template, for --info. */

@@ -168,3 +168,7 @@ LLM__F16_API uint16_t llm_f32_to_f16(float f) { /* round to nearest even */
     return (uint16_t)(sign | h);
 }
 
+/* 1: layer l is local (sliding window, its own RoPE base) */
+static int llm__layer_local(const llm_config *c, int l) {
+    return c->sliding_window > 0 && l < 64 && ((c->local_layers >> l) & 1u);
+}
