@@ -37,6 +37,8 @@ def gemma3_fields(conf, L, hs, where):
     act = conf.get("hidden_activation") or conf.get("hidden_act") or "gelu_pytorch_tanh"
     if act not in ("gelu_pytorch_tanh", "gelu_tanh"):
         raise ExportError(f"config.json: hidden_activation {act!r} is not supported (only gelu_pytorch_tanh)")
+    if _cfg_bool(conf, "use_bidirectional_attention", where):
+        raise ExportError("config.json: use_bidirectional_attention = true is not supported (causal only)")
     d = _cfg_int(conf, "hidden_size", where)
     dt = conf.get("torch_dtype") or conf.get("dtype") or "float32"
     if dt not in ("bfloat16", "float16", "float32"):

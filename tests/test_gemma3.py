@@ -12,7 +12,8 @@ NLL least, is told apart on the logits instead), and the engine run with the
 flag that makes the same mistake (--norm-pos pre: no output norms) lands on
 the mistaken reference. Prefill, decode and chunked batches give the same
 logits bit for bit (build/logits); --info prints the new fields; export.py
-refuses what it cannot honour (soft-capping, another activation).
+refuses what it cannot honour (soft-capping, another activation,
+bidirectional attention, GGUF output).
 """
 import os
 import subprocess
@@ -174,7 +175,9 @@ def test_export_refuses():
     cases = [("attn_softcap", dict(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
              ("final_softcap", dict(final_logit_softcapping=30.0), "final_logit_softcapping"),
              ("gelu_erf", dict(hidden_activation="gelu"), "hidden_activation"),
-             ("layer_types", dict(layer_types=["sliding_attention"] * 5), "layer_types")]
+             ("layer_types", dict(layer_types=["sliding_attention"] * 5), "layer_types"),
+             ("bidirectional", dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
+             ("gguf", {}, "Gemma's fields")]
     for name, conf, word in cases:
         def one(name=name, conf=conf, word=word):
             bad = scratch(f"gemma3_bad_{name}")
@@ -182,7 +185,8 @@ def test_export_refuses():
             out = scratch(f"gemma3_bad_{name}.out")
             if os.path.exists(out):
                 os.remove(out)
-            p = subprocess.run([REF_PYTHON, EXPORT, bad, out], stdout=subprocess.PIPE,
+            args = ["--format", "gguf"] if name == "gguf" else []
+            p = subprocess.run([REF_PYTHON, EXPORT, bad, out] + args, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, timeout=300)
             err = p.stderr.decode()
             assert p.returncode == 1, err
