@@ -319,13 +319,14 @@ static void llm__attend_heads(float *out, const float *q, const llm__kv_view *kv
 /* The kv view of layer l of state s's cache */
 static llm__kv_view llm__kv_view_of(const llm_config *c, const llm_state *s, int l) {
     size_t kvd = (size_t)c->n_kv_heads * (size_t)c->head_size;
-    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * (size_t)c->n_kv_heads;
+    size_t before = (size_t)llm__kv_rows_before(c, (uint64_t)s->ctx_len, l);
+    size_t layer_elems = before * kvd, layer_scales = before * (size_t)c->n_kv_heads;
     size_t eb = llm__kv_elem_bytes(s->kv_type);
     llm__kv_view kv;
-    kv.k = (const unsigned char *)s->key_cache + (size_t)l * layer_elems * eb;
-    kv.v = (const unsigned char *)s->value_cache + (size_t)l * layer_elems * eb;
-    kv.k_scale = s->key_scale ? s->key_scale + (size_t)l * layer_scales : NULL;
-    kv.v_scale = s->value_scale ? s->value_scale + (size_t)l * layer_scales : NULL;
+    kv.k = (const unsigned char *)s->key_cache + layer_elems * eb;
+    kv.v = (const unsigned char *)s->value_cache + layer_elems * eb;
+    kv.k_scale = s->key_scale ? s->key_scale + layer_scales : NULL;
+    kv.v_scale = s->value_scale ? s->value_scale + layer_scales : NULL;
     kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = c->head_size;
     kv.sqrt_hs = sqrtf(c->query_scalar > 0.0f ? c->query_scalar : (float)c->head_size);
     kv.prefetch = 0;
@@ -343,21 +344,35 @@ static llm__kv_view llm__kv_view_from(llm__kv_view kv, int first) {
     return kv;
 }
 
+/* Store row v (kvd,) at row r of the view's cache (keys: key 1, values: 0). */
+static void llm__kv_store_row(const llm__kv_view *kv, int key, size_t r, const float *v) {
+    llm__kv_store((void *)(uintptr_t)(key ? kv->k : kv->v), (uint16_t *)(uintptr_t)(key ? kv->k_scale : kv->v_scale), kv->type, r, v,
+                  kv->n_heads, kv->hs);
+}
+
 /* A local layer's (sliding_window W) attention: query i over keys j with
- * i - W < j <= i, token by token through decode's own path (llm__attend_heads
- * over a view from the window's first key), so prefill equals decode bit
- * for bit. */
-static void llm__attend_window(const llm_model *m, llm_state *w, const llm__kv_view *kv, float *xb, const float *q, int n,
-                               int pos) {
+ * i - W < j <= i, token by token: store token i's key and value (at row i,
+ * or in the ring of 2W rows at i % W and i % W + W: base.h), then decode's
+ * own path (llm__attend_heads) over the view from the window's first key's
+ * row, in which the window's keys are consecutive. Prefill is decode token
+ * after token, so the two agree bit for bit; the ring and the full rows hold
+ * the same keys in the same order, so the same bits too. */
+static void llm__attend_window(const llm_model *m, llm_state *w, const llm_state *s, const llm__kv_view *kv, float *xb,
+                               const float *q, int o, int n, int pos) {
     const llm_config *c = &m->cfg;
-    int qd = c->n_heads * c->head_size, group = c->n_heads / c->n_kv_heads, W = c->sliding_window;
-    LLM__PARALLEL_FOR(w->n_threads, n > 1 && (int64_t)n * qd * W * 2 >= w->parallel_min_work,
+    int qd = c->n_heads * c->head_size, kvd = c->n_kv_heads * c->head_size, group = c->n_heads / c->n_kv_heads;
+    int W = c->sliding_window, ring = 2 * (int64_t)W < (int64_t)s->ctx_len;
     for (int t = 0; t < n; t++) {
         int i = pos + t, first = i - W + 1 > 0 ? i - W + 1 : 0;
-        llm__kv_view kt = llm__kv_view_from(*kv, first);
+        const float *kn = w->k_new + (size_t)(o + t) * kvd, *vn = w->v_new + (size_t)(o + t) * kvd;
+        size_t r = ring ? (size_t)(i % W) : (size_t)i;
+        llm__kv_store_row(kv, 1, r, kn);
+        llm__kv_store_row(kv, 0, r, vn);
+        if (ring) { llm__kv_store_row(kv, 1, r + (size_t)W, kn); llm__kv_store_row(kv, 0, r + (size_t)W, vn); }
+        llm__kv_view kt = llm__kv_view_from(*kv, ring ? first % W : first);
         kt.prefetch = n == 1;
         llm__attend_heads(xb + (size_t)t * qd, q + (size_t)t * qd, &kt, 0, c->n_kv_heads, group, i - first);
-    });
+    }
 }
 
 /* per (token, head) of one sequence: softmax(q K^T / sqrt(hs)) V over
@@ -371,7 +386,7 @@ LLM__KERNEL void llm__attend_sequence(const llm_model *m, llm_state *w, const ll
     float *q = w->q + (size_t)o * qd, *xb = w->xb + (size_t)o * qd;
     llm__kv_view kv = llm__kv_view_of(c, s, l);
     if (llm__layer_local(c, l)) {
-        llm__attend_window(m, w, &kv, xb, q, n, pos);
+        llm__attend_window(m, w, s, &kv, xb, q, o, n, pos);
         return;
     }
     int per = group > 1 ? 1 : 2, items = (n + per - 1) / per;

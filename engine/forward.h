@@ -97,7 +97,9 @@ static void llm__qkv_into_cache(const llm_model *m, llm_state *w, llm_state *s, 
     const llm_config *c = &m->cfg;
     const llm_layer *L = &m->w.layers[l];
     int hs = c->head_size, kvd = c->n_kv_heads * hs, qd = c->n_heads * hs;
-    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * c->n_kv_heads;
+    size_t before = (size_t)llm__kv_rows_before(c, (uint64_t)s->ctx_len, l);
+    size_t layer_elems = before * kvd, layer_scales = before * c->n_kv_heads;
+    int local = llm__layer_local(c, l);   /* a local layer stores its rows in llm__attend_window */
     size_t eb = llm__kv_elem_bytes(s->kv_type);
     float *q = w->q + (size_t)o * qd, *k_new = w->k_new + (size_t)o * kvd, *v_new = w->v_new + (size_t)o * kvd;
     const float *rope = w->rope + (size_t)o * hs;
@@ -124,9 +126,10 @@ static void llm__qkv_into_cache(const llm_model *m, llm_state *w, llm_state *s, 
         }
         llm__rope(q + (size_t)t * qd, c->n_heads, rope + (size_t)t * hs, c);
         llm__rope(k_new + (size_t)t * kvd, c->n_kv_heads, rope + (size_t)t * hs, c);
-        llm__kv_store((unsigned char *)s->key_cache + l * layer_elems * eb, s->key_scale ? s->key_scale + l * layer_scales : NULL,
+        if (local) continue;
+        llm__kv_store((unsigned char *)s->key_cache + layer_elems * eb, s->key_scale ? s->key_scale + layer_scales : NULL,
                       s->kv_type, (size_t)(pos + t), k_new + (size_t)t * kvd, c->n_kv_heads, hs);
-        llm__kv_store((unsigned char *)s->value_cache + l * layer_elems * eb, s->value_scale ? s->value_scale + l * layer_scales : NULL,
+        llm__kv_store((unsigned char *)s->value_cache + layer_elems * eb, s->value_scale ? s->value_scale + layer_scales : NULL,
                       s->kv_type, (size_t)(pos + t), v_new + (size_t)t * kvd, c->n_kv_heads, hs);
     });
 }

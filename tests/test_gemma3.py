@@ -11,7 +11,8 @@ reference's NLL by more than 10 times that (the GELU form, which moves the
 NLL least, is told apart on the logits instead), and the engine run with the
 flag that makes the same mistake (--norm-pos pre: no output norms) lands on
 the mistaken reference. Prefill, decode and chunked batches give the same
-logits bit for bit (build/logits); --info prints the new fields; export.py
+logits bit for bit (build/logits), and the local layers' KV ring the same
+bits as full rows; --info prints the new fields and the ring's saving; export.py
 refuses what it cannot honour (soft-capping, another activation,
 bidirectional attention, GGUF output).
 """
@@ -140,6 +141,24 @@ def test_prefill_equals_decode():
     assert got["prefill"] == got["decode"] == got["chunked"], "prefill, decode and chunked logits differ"
 
 
+def test_ring_equals_full_rows():
+    """The local layers' KV ring (2 x sliding_window rows, where it fits in the
+    context) against full rows (a context of 2 x window, so no ring) on 16 tokens
+    crossing the window of 8: the same float32 bytes, prefill and decode."""
+    _, path = folder_and_model()
+    tokens = text_and_tokens()[1][:16]
+    got = {}
+    for ctx in (16, 256):
+        for mode in ("prefill", "decode"):
+            out = scratch(f"gemma3_ring_{ctx}_{mode}_{os.getpid()}.f32")
+            rc, _, err = run([path, "--tokens", ",".join(map(str, tokens)), "--mode", mode, "--ctx", ctx, "--out", out],
+                             binary=LOGITS)
+            assert rc == 0, err
+            got[ctx, mode] = open(out, "rb").read()
+            os.remove(out)
+    assert len(set(got.values())) == 1, "the ring's logits differ from full rows' (or prefill from decode)"
+
+
 def test_logits_match_reference():
     """The engine's logits on 60 tokens within LOGIT_TOL (relative to the largest) of
     the reference's, and every mistaken reference, the GELU form included, more than
@@ -167,6 +186,13 @@ def test_info():
     assert ("gemma: ffn gelu_tanh, embed scale 8.5, scores / sqrt(12), sliding window 8 on 5 of 6 layers "
             "(local rope theta 10000; global: 5)") in err, err
     assert "rope theta 1e+06" in err, err
+    # the KV cache at a context of 256: 5 local layers' rings of 16 rows, 1 global layer of 256, 32 f32 a row
+    # for keys and as many for values; without the rings 6 x 256 rows
+    rc, out, err = run([path, "--info", "--ctx", 256])
+    assert rc == 0, err
+    text = out.decode() + err
+    assert f"kv cache {(5 * 16 + 256) * 32 * 4 * 2:16d} bytes" in text, text
+    assert f"without the local layers' rings (of 2 x sliding window 8 positions): {6 * 256 * 32 * 4 * 2} bytes" in text, text
 
 
 def test_export_refuses():
