@@ -68,6 +68,8 @@ typedef enum llm_type { LLM_TYPE_F32 = 0, LLM_TYPE_F16 = 1, LLM_TYPE_Q8_0 = 2,
     LLM_TYPE_GGUF_Q4_1 = 8, LLM_TYPE_GGUF_Q5_0 = 9, LLM_TYPE_GGUF_Q5_1 = 10, LLM_TYPE_GGUF_IQ4_NL = 11,
     LLM_TYPE_GGUF_Q2_K = 12, LLM_TYPE_GGUF_Q3_K = 13, LLM_TYPE_GGUF_Q5_K = 14, LLM_TYPE_GGUF_IQ4_XS = 15,
     LLM_TYPE_COUNT } llm_type;
+/* The FFN gate's activation: SwiGLU's silu, or GELU's tanh form (Gemma). */
+enum llm_ffn_act { LLM_FFN_SILU = 0, LLM_FFN_GELU_TANH = 1 };
 enum llm_rope_layout { LLM_ROPE_INTERLEAVED = 0, LLM_ROPE_HALF = 1 };
 /* How the RoPE frequencies are rescaled for long contexts (applied at load). */
 enum llm_rope_scaling { LLM_ROPE_SCALING_NONE = 0, LLM_ROPE_SCALING_LINEAR = 1, LLM_ROPE_SCALING_LLAMA3 = 2 };
@@ -129,6 +131,17 @@ typedef struct llm_config {
     int out_norm;       /* 1: attn_out_norm, ffn_out_norm are stored    */
     int qk_norm_whole;  /* 1: the q/k norm spans the whole q and k
                            projections, not each head (OLMo 2)        */
+    int ffn_act;        /* llm_ffn_act: the gate's activation          */
+    float embed_scale;  /* 0: none; else x = embedding[token] * this
+                           (Gemma: sqrt(dim) in the checkpoint's dtype) */
+    float query_scalar; /* 0: scores / sqrt(head_size); else scores /
+                           sqrt(this) (Gemma's query_pre_attn_scalar)  */
+    int sliding_window; /* 0: none; else a local layer's query i sees
+                           key j only when i - j < sliding_window       */
+    uint64_t local_layers;  /* with sliding_window: bit l set = layer l
+                           is local (sliding window, rope_local_theta) */
+    float rope_local_theta; /* the local layers' RoPE base; global ones
+                           keep rope_theta (and rope scaling)          */
 } llm_config;
 
 /* One tensor, read in place: (rows, cols) values of its type, row-major.
@@ -176,7 +189,8 @@ typedef struct llm_weights {
 typedef struct llm_model {
     llm_config cfg;
     llm_weights w;
-    float *rope_freq;               /* (head_size/2,) RoPE frequencies, computed at load
+    float *rope_freq;               /* (head_size/2,) RoPE frequencies (with sliding_window
+                                       the local layers' head_size/2 after them), computed at load
                                        (in the model arena): where rope scaling goes */
     char error[200];
 } llm_model;

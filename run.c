@@ -152,6 +152,22 @@ static void print_config(const engine *e, const options *o, FILE *out) {
     fprintf(out, ", q/k/v biases %s, q/k norm %s%s%s\n", c->qkv_bias ? "yes" : "no", c->qk_norm ? "on" : "off",
             c->qk_norm_whole ? " (over the whole q and k)" : "",
             !c->qk_norm && e->model.w.layers && e->model.w.layers[0].q_norm.data ? " (weights stored)" : "");
+    /* Gemma's fields, only when a checkpoint sets one */
+    if (c->ffn_act || c->embed_scale > 0.0f || c->query_scalar > 0.0f || c->sliding_window) {
+        fprintf(out, "gemma: ffn %s, embed scale %s%g, scores / sqrt(%g)", c->ffn_act == LLM_FFN_GELU_TANH ? "gelu_tanh" : "silu",
+                c->embed_scale > 0.0f ? "" : "none ", (double)c->embed_scale,
+                (double)(c->query_scalar > 0.0f ? c->query_scalar : (float)c->head_size));
+        if (c->sliding_window) {
+            int n_local = 0;
+            for (int l = 0; l < c->n_layers; l++) n_local += l < 64 && ((c->local_layers >> l) & 1u);
+            fprintf(out, ", sliding window %d on %d of %d layers (local rope theta %g; global:", c->sliding_window,
+                    n_local, c->n_layers, (double)c->rope_local_theta);
+            for (int l = 0; l < c->n_layers; l++)
+                if (l >= 64 || !((c->local_layers >> l) & 1u)) fprintf(out, " %d", l);
+            fprintf(out, ")");
+        }
+        fprintf(out, "\n");
+    }
 }
 
 /* The tokenizer in effect: its kind, ids and chat template, for --info. */
@@ -215,6 +231,14 @@ static void print_plan(const engine *e, const options *o) {
     ull kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
     printf("  kv cache     %12llu bytes  %8.2f MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv / MB,
            (ull)p.key_cache, (ull)p.value_cache, (ull)p.kv_scales);
+    if (e->model.cfg.sliding_window) {   /* the local layers' rings against full rows on every layer */
+        llm_config full = e->model.cfg;
+        full.local_layers = 0;
+        llm_plan pf = llm_state_plan(&full, &so);
+        ull kf = pf.key_cache + pf.value_cache + 2 * pf.kv_scales;
+        printf("  kv cache without the local layers' rings (of 2 x sliding window %d positions): %llu bytes, %.2f MiB (saved %.2f MiB)\n",
+               e->model.cfg.sliding_window, kf, kf / MB, (kf - kv) / MB);
+    }
     ull act = p.total - kv;
     printf("  activations  %12llu bytes  %8.2f MiB  (x %llu, xb %llu, xb2 %llu, q %llu, k/v 2 x %llu, hb %llu, hb2 %llu, rope %llu, logits %llu, act codes %llu; each part 64-aligned)\n",
            act, act / MB, (ull)p.x, (ull)p.xb, (ull)p.xb2, (ull)p.q, (ull)p.kv_new, (ull)p.hb, (ull)p.hb2, (ull)p.rope,
@@ -417,14 +441,24 @@ static int stops_generation(const tok_tokenizer *t, int token) {
  * page traps (about 5 us a 4 KiB page: 90 us per token of a 110M model's
  * cache), which prefill and decode would pay (llama.cpp clears its whole
  * cache at start). Nothing reads a position before it is written. */
+/* the cache rows layer l keeps: a local layer's ring of 2 x sliding_window
+ * where it fits in the context (FORMAT.md), else the context's */
+static size_t kv_layer_rows(const llm_config *c, int ctx, int l) {
+    int local = c->sliding_window > 0 && l < 64 && ((c->local_layers >> l) & 1u);
+    return local && 2 * (int64_t)c->sliding_window < ctx ? 2 * (size_t)c->sliding_window : (size_t)ctx;
+}
 static void touch_kv(engine *e, int n) {
     const llm_state *s = &e->state;
-    size_t layer = (size_t)(llm_state_plan(&e->model.cfg, &e->plan).key_cache / (uint64_t)e->model.cfg.n_layers);
-    size_t used = layer / (size_t)s->ctx_len * (size_t)n;   /* a position's row, n times */
-    for (int l = 0; l < e->model.cfg.n_layers && used; l++) {
-        volatile unsigned char *k = (unsigned char *)s->key_cache + l * layer, *v = (unsigned char *)s->value_cache + l * layer;
+    const llm_config *c = &e->model.cfg;
+    size_t rows = 0;
+    for (int l = 0; l < c->n_layers; l++) rows += kv_layer_rows(c, s->ctx_len, l);
+    size_t row = (size_t)(llm_state_plan(c, &e->plan).key_cache / (uint64_t)rows), start = 0;   /* a position's row */
+    for (int l = 0; l < c->n_layers && n > 0; l++) {
+        size_t lr = kv_layer_rows(c, s->ctx_len, l), used = row * ((size_t)n < lr ? (size_t)n : lr);
+        volatile unsigned char *k = (unsigned char *)s->key_cache + start, *v = (unsigned char *)s->value_cache + start;
         for (size_t at = 0; at < used; at += 4096) k[at] = v[at] = 0;
         k[used - 1] = v[used - 1] = 0;
+        start += row * lr;
     }
 }
 

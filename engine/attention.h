@@ -14,6 +14,7 @@ typedef struct llm__kv_view {
     const void *k, *v;
     const uint16_t *k_scale, *v_scale;
     int type, n_heads, hs;
+    float sqrt_hs;  /* the scores' divisor: sqrt(head_size), or sqrt(query_scalar) (Gemma) */
     int prefetch;   /* 1: each block of keys asks for the next block's rows (decode) */
 } llm__kv_view;
 
@@ -89,7 +90,7 @@ LLM__INLINE void llm__softmax_block(float *p, int len, float block_max, float *r
 static void llm__attend_head(float *out, const float *q, const llm__kv_view *kv, int kvh, int last) {
     float scores[LLM__KEY_BLOCK], row[LLM_MAX_HEAD_SIZE];
     int hs = kv->hs;
-    float run_max = -INFINITY, run_sum = 0.0f, sqrt_hs = sqrtf((float)hs);
+    float run_max = -INFINITY, run_sum = 0.0f, sqrt_hs = kv->sqrt_hs;
     for (int i = 0; i < hs; i++) out[i] = 0.0f;
     for (int j0 = 0; j0 <= last; j0 += LLM__KEY_BLOCK) {
         int len = last + 1 - j0 < LLM__KEY_BLOCK ? last + 1 - j0 : LLM__KEY_BLOCK;
@@ -177,9 +178,9 @@ typedef struct {
     float p[LLM__GROUP_MAX][LLM__KEY_BLOCK], run_max[LLM__GROUP_MAX], run_sum[LLM__GROUP_MAX];
 } llm__pass;
 LLM__INLINE void llm__pass_start(llm__pass *ps, float *out, const float *q, size_t ld, int hs, int kvh, int nq, int last,
-                                 int dlast) {
+                                 int dlast, float sqrt_hs) {
     ps->out = out; ps->q = q; ps->ld = ld; ps->kvh = kvh; ps->nq = nq; ps->last = last; ps->dlast = dlast;
-    ps->sqrt_hs = sqrtf((float)hs);
+    ps->sqrt_hs = sqrt_hs;
     for (int g = 0; g < nq; g++) {
         ps->run_max[g] = -INFINITY;
         ps->run_sum[g] = 0.0f;
@@ -258,7 +259,7 @@ LLM__INLINE void llm__passes_run(llm__pass *ps, int np, const llm__kv_view *kv, 
 LLM__INLINE void llm__attend_rows8(float *out, const float *q, size_t ld, const llm__kv_view *kv, int type, int kvh,
                                    int nq, int last, int dlast) {
     llm__pass ps;
-    llm__pass_start(&ps, out, q, ld, kv->hs, kvh, nq, last, dlast);
+    llm__pass_start(&ps, out, q, ld, kv->hs, kvh, nq, last, dlast, kv->sqrt_hs);
     llm__passes_run(&ps, 1, kv, type, llm__pass_top(&ps));
 }
 LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_view *kv, int type, int h0, int h1,
@@ -269,7 +270,7 @@ LLM__INLINE void llm__attend_heads8(float *out, const float *q, const llm__kv_vi
         for (int g = 0; g < group; g += LLM__GROUP_MAX) {
             size_t at = ((size_t)h * group + (size_t)g) * (size_t)hs;
             int n = group - g < LLM__GROUP_MAX ? group - g : LLM__GROUP_MAX;
-            llm__pass_start(&ps[np++], out + at, q + at, (size_t)hs, hs, h, n, last, 0);
+            llm__pass_start(&ps[np++], out + at, q + at, (size_t)hs, hs, h, n, last, 0, kv->sqrt_hs);
             if (np == LLM__DECODE_PASSES) {
                 llm__passes_run(ps, np, kv, type, last);
                 np = 0;
@@ -318,16 +319,60 @@ static void llm__attend_heads(float *out, const float *q, const llm__kv_view *kv
 /* The kv view of layer l of state s's cache */
 static llm__kv_view llm__kv_view_of(const llm_config *c, const llm_state *s, int l) {
     size_t kvd = (size_t)c->n_kv_heads * (size_t)c->head_size;
-    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * (size_t)c->n_kv_heads;
+    size_t before = (size_t)llm__kv_rows_before(c, (uint64_t)s->ctx_len, l);
+    size_t layer_elems = before * kvd, layer_scales = before * (size_t)c->n_kv_heads;
     size_t eb = llm__kv_elem_bytes(s->kv_type);
     llm__kv_view kv;
-    kv.k = (const unsigned char *)s->key_cache + (size_t)l * layer_elems * eb;
-    kv.v = (const unsigned char *)s->value_cache + (size_t)l * layer_elems * eb;
-    kv.k_scale = s->key_scale ? s->key_scale + (size_t)l * layer_scales : NULL;
-    kv.v_scale = s->value_scale ? s->value_scale + (size_t)l * layer_scales : NULL;
+    kv.k = (const unsigned char *)s->key_cache + layer_elems * eb;
+    kv.v = (const unsigned char *)s->value_cache + layer_elems * eb;
+    kv.k_scale = s->key_scale ? s->key_scale + layer_scales : NULL;
+    kv.v_scale = s->value_scale ? s->value_scale + layer_scales : NULL;
     kv.type = s->kv_type; kv.n_heads = c->n_kv_heads; kv.hs = c->head_size;
+    kv.sqrt_hs = sqrtf(c->query_scalar > 0.0f ? c->query_scalar : (float)c->head_size);
     kv.prefetch = 0;
     return kv;
+}
+
+/* The view from position `first` on: its position 0 is the cache's `first`
+ * (a local layer's window, keys first..last read as 0..last-first) */
+static llm__kv_view llm__kv_view_from(llm__kv_view kv, int first) {
+    size_t rows = (size_t)first * (size_t)kv.n_heads, eb = llm__kv_elem_bytes(kv.type);
+    kv.k = (const unsigned char *)kv.k + rows * (size_t)kv.hs * eb;
+    kv.v = (const unsigned char *)kv.v + rows * (size_t)kv.hs * eb;
+    if (kv.k_scale) kv.k_scale += rows;
+    if (kv.v_scale) kv.v_scale += rows;
+    return kv;
+}
+
+/* Store row v (kvd,) at row r of the view's cache (keys: key 1, values: 0). */
+static void llm__kv_store_row(const llm__kv_view *kv, int key, size_t r, const float *v) {
+    llm__kv_store((void *)(uintptr_t)(key ? kv->k : kv->v), (uint16_t *)(uintptr_t)(key ? kv->k_scale : kv->v_scale), kv->type, r, v,
+                  kv->n_heads, kv->hs);
+}
+
+/* A local layer's (sliding_window W) attention: query i over keys j with
+ * i - W < j <= i, token by token: store token i's key and value (at row i,
+ * or in the ring of 2W rows at i % W and i % W + W: base.h), then decode's
+ * own path (llm__attend_heads) over the view from the window's first key's
+ * row, in which the window's keys are consecutive. Prefill is decode token
+ * after token, so the two agree bit for bit; the ring and the full rows hold
+ * the same keys in the same order, so the same bits too. */
+static void llm__attend_window(const llm_model *m, llm_state *w, const llm_state *s, const llm__kv_view *kv, float *xb,
+                               const float *q, int o, int n, int pos) {
+    const llm_config *c = &m->cfg;
+    int qd = c->n_heads * c->head_size, kvd = c->n_kv_heads * c->head_size, group = c->n_heads / c->n_kv_heads;
+    int W = c->sliding_window, ring = 2 * (int64_t)W < (int64_t)s->ctx_len;
+    for (int t = 0; t < n; t++) {
+        int i = pos + t, first = i - W + 1 > 0 ? i - W + 1 : 0;
+        const float *kn = w->k_new + (size_t)(o + t) * kvd, *vn = w->v_new + (size_t)(o + t) * kvd;
+        size_t r = ring ? (size_t)(i % W) : (size_t)i;
+        llm__kv_store_row(kv, 1, r, kn);
+        llm__kv_store_row(kv, 0, r, vn);
+        if (ring) { llm__kv_store_row(kv, 1, r + (size_t)W, kn); llm__kv_store_row(kv, 0, r + (size_t)W, vn); }
+        llm__kv_view kt = llm__kv_view_from(*kv, ring ? first % W : first);
+        kt.prefetch = n == 1;
+        llm__attend_heads(xb + (size_t)t * qd, q + (size_t)t * qd, &kt, 0, c->n_kv_heads, group, i - first);
+    }
 }
 
 /* per (token, head) of one sequence: softmax(q K^T / sqrt(hs)) V over
@@ -340,6 +385,10 @@ LLM__KERNEL void llm__attend_sequence(const llm_model *m, llm_state *w, const ll
     int hs = c->head_size, qd = c->n_heads * hs, group = c->n_heads / c->n_kv_heads, nt = w->n_threads;
     float *q = w->q + (size_t)o * qd, *xb = w->xb + (size_t)o * qd;
     llm__kv_view kv = llm__kv_view_of(c, s, l);
+    if (llm__layer_local(c, l)) {
+        llm__attend_window(m, w, s, &kv, xb, q, o, n, pos);
+        return;
+    }
     int per = group > 1 ? 1 : 2, items = (n + per - 1) / per;
     if (n == 1) { /* decode: the kv heads in nt shares, each share's heads side by side */
         kv.prefetch = 1;   /* a batch takes one head's tokens in turn, its rows already in cache */

@@ -1,7 +1,8 @@
 /* engine/base.h -- what every part of the engine uses: the C library
  * headers, the OpenMP switch, a tiny formatter for error messages, size
  * arithmetic that saturates instead of wrapping, little-endian reads, the
- * status and name tables, and IEEE f16 conversion. Included by model.h under
+ * status and name tables, IEEE f16 conversion, and which layers are local
+ * (sliding window) and their KV rows. Included by model.h under
  * MODEL_IMPLEMENTATION; not a header to include alone. */
 #include <float.h>
 #include <math.h>
@@ -168,3 +169,22 @@ LLM__F16_API uint16_t llm_f32_to_f16(float f) { /* round to nearest even */
     return (uint16_t)(sign | h);
 }
 
+/* 1: layer l is local (sliding window, its own RoPE base) */
+static int llm__layer_local(const llm_config *c, int l) {
+    return c->sliding_window > 0 && l < 64 && ((c->local_layers >> l) & 1u);
+}
+
+/* The KV cache rows (positions) layer l keeps with a context of ctx: a local
+ * layer whose window fits twice in the context a ring of 2 * sliding_window
+ * rows (position p at rows p % W and p % W + W, so any window's keys lie in
+ * consecutive rows), every other layer ctx rows. */
+static uint64_t llm__kv_layer_rows(const llm_config *c, uint64_t ctx, int l) {
+    uint64_t ring = 2 * (uint64_t)(c->sliding_window > 0 ? c->sliding_window : 0);
+    return llm__layer_local(c, l) && ring < ctx ? ring : ctx;
+}
+/* the rows of the layers before l: where layer l's rows start */
+static uint64_t llm__kv_rows_before(const llm_config *c, uint64_t ctx, int l) {
+    uint64_t rows = 0;
+    for (int k = 0; k < l; k++) rows += llm__kv_layer_rows(c, ctx, k);
+    return rows;
+}

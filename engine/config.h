@@ -47,6 +47,16 @@ static int llm__check_config(const llm_config *c, char *e, size_t E) {
     LLM__CHECK(c->qk_norm == 0 || c->qk_norm == 1, "qk_norm %d must be 0 or 1", c->qk_norm);
     LLM__CHECK(c->out_norm == 0 || c->out_norm == 1, "out_norm %d must be 0 or 1", c->out_norm);
     LLM__CHECK(c->qk_norm_whole == 0 || c->qk_norm_whole == 1, "qk_norm_whole %d must be 0 or 1", c->qk_norm_whole);
+    LLM__CHECK(c->ffn_act == LLM_FFN_SILU || c->ffn_act == LLM_FFN_GELU_TANH, "ffn_act %d unknown (0 silu, 1 gelu_tanh)", c->ffn_act);
+    LLM__CHECK(c->embed_scale >= 0.0f && c->embed_scale <= FLT_MAX, "embed_scale %g must be 0 (none) or positive and finite", (double)c->embed_scale);
+    LLM__CHECK(c->query_scalar >= 0.0f && c->query_scalar <= FLT_MAX, "query_scalar %g must be 0 (head_size) or positive and finite", (double)c->query_scalar);
+    LLM__CHECK(c->sliding_window >= 0, "sliding_window %d must be 0 (none) or positive", c->sliding_window);
+    if (c->sliding_window) {
+        LLM__CHECK(c->rope_local_theta > 0.0f && c->rope_local_theta <= FLT_MAX, "rope_local_theta %g must be positive and finite", (double)c->rope_local_theta);
+        LLM__CHECK(c->n_layers <= 64 || c->local_layers >> 63 == 0, "sliding_window: the local-layer mask covers layers 0..63 only");
+    }
+    LLM__CHECK(c->sliding_window || c->local_layers == 0, "local layers set without a sliding_window");
+    LLM__CHECK(c->n_layers >= 64 || c->local_layers >> c->n_layers == 0, "local-layer mask names layers past n_layers %d", c->n_layers);
 #undef LLM__CHECK
     return LLM_OK;
 }
@@ -69,7 +79,7 @@ static uint64_t llm__out_norms_bytes(const llm_config *c) {
 }
 static uint64_t llm__model_bytes(const llm_config *c) {
     return LLM_ALIGN + llm__align(llm__mul((uint64_t)c->n_layers, sizeof(llm_layer))) + llm__out_norms_bytes(c) +
-           llm__align(llm__mul((uint64_t)(c->head_size / 2), sizeof(float)));
+           llm__align(llm__mul((uint64_t)(c->head_size / 2) * (c->sliding_window ? 2u : 1u), sizeof(float)));
 }
 
 /* One RoPE frequency rescaled for long contexts, as Hugging Face's
@@ -115,6 +125,9 @@ static int llm__model_arena(llm_model *m, void *arena, size_t arena_size) {
     int hs = c->head_size;
     for (int i = 0; i < hs; i += 2)
         m->rope_freq[i / 2] = llm__scaled_freq(c, 1.0f / (float)pow((double)c->rope_theta, (double)((float)i / (float)hs)));
+    /* the local layers' (sliding_window): their own base, no scaling */
+    for (int i = 0; c->sliding_window && i < hs; i += 2)
+        m->rope_freq[hs / 2 + i / 2] = 1.0f / (float)pow((double)c->rope_local_theta, (double)((float)i / (float)hs));
     return LLM_OK;
 }
 

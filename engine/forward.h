@@ -26,10 +26,10 @@ static void llm__residual_add(float *x, const float *y, int T, int n, const llm_
  * The angle in float as llama2.c computes it, pos * freq (the model's table,
  * made at load); cosine and sine in double, then rounded: float libms differ
  * between glibc and a microcontroller's newlib, double ones agree to the float bit. */
-static void llm__rope_table(float *rope, int pos, int T, const llm_model *m) {
+static void llm__rope_table(float *rope, int pos, int T, const llm_model *m, int local) {
     int hs = m->cfg.head_size;
     for (int i = 0; i < hs; i += 2) {
-        float freq = m->rope_freq[i / 2];
+        float freq = m->rope_freq[(local ? hs / 2 : 0) + i / 2];   /* a local layer's own table (sliding_window) */
         for (int t = 0; t < T; t++) {
             float val = (float)(pos + t) * freq;
             rope[(size_t)t * hs + i] = (float)cos((double)val);
@@ -52,6 +52,18 @@ LLM__NO_VECTORIZE static void llm__rope(float *v, int n_heads, const float *rope
             vh[a] = v0 * fcr - v1 * fci;
             vh[b] = v0 * fci + v1 * fcr;
         }
+    }
+}
+
+/* GELU-gated in place: g (n,) = gelu(g) * u with GELU's tanh form,
+ * gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma). In
+ * double, then rounded: float libms differ between targets, double ones
+ * agree to the float bit. One scalar loop on every target and batch size. */
+static void llm__geglu_tanh(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) {
+        double x = (double)g[i];
+        double y = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        g[i] = (float)y * u[i];
     }
 }
 
@@ -85,7 +97,9 @@ static void llm__qkv_into_cache(const llm_model *m, llm_state *w, llm_state *s, 
     const llm_config *c = &m->cfg;
     const llm_layer *L = &m->w.layers[l];
     int hs = c->head_size, kvd = c->n_kv_heads * hs, qd = c->n_heads * hs;
-    size_t layer_elems = (size_t)s->ctx_len * kvd, layer_scales = (size_t)s->ctx_len * c->n_kv_heads;
+    size_t before = (size_t)llm__kv_rows_before(c, (uint64_t)s->ctx_len, l);
+    size_t layer_elems = before * kvd, layer_scales = before * c->n_kv_heads;
+    int local = llm__layer_local(c, l);   /* a local layer stores its rows in llm__attend_window */
     size_t eb = llm__kv_elem_bytes(s->kv_type);
     float *q = w->q + (size_t)o * qd, *k_new = w->k_new + (size_t)o * kvd, *v_new = w->v_new + (size_t)o * kvd;
     const float *rope = w->rope + (size_t)o * hs;
@@ -112,9 +126,10 @@ static void llm__qkv_into_cache(const llm_model *m, llm_state *w, llm_state *s, 
         }
         llm__rope(q + (size_t)t * qd, c->n_heads, rope + (size_t)t * hs, c);
         llm__rope(k_new + (size_t)t * kvd, c->n_kv_heads, rope + (size_t)t * hs, c);
-        llm__kv_store((unsigned char *)s->key_cache + l * layer_elems * eb, s->key_scale ? s->key_scale + l * layer_scales : NULL,
+        if (local) continue;
+        llm__kv_store((unsigned char *)s->key_cache + layer_elems * eb, s->key_scale ? s->key_scale + layer_scales : NULL,
                       s->kv_type, (size_t)(pos + t), k_new + (size_t)t * kvd, c->n_kv_heads, hs);
-        llm__kv_store((unsigned char *)s->value_cache + l * layer_elems * eb, s->value_scale ? s->value_scale + l * layer_scales : NULL,
+        llm__kv_store((unsigned char *)s->value_cache + layer_elems * eb, s->value_scale ? s->value_scale + layer_scales : NULL,
                       s->kv_type, (size_t)(pos + t), v_new + (size_t)t * kvd, c->n_kv_heads, hs);
     });
 }
@@ -139,7 +154,7 @@ static void llm__attention(const llm_model *m, llm_state *w, int l, const float 
     llm__matmul(w->xb2, &L->wo, w->xb, T, w);
 }
 
-/* SwiGLU FFN for T tokens: a (T,dim) -> s->xb2 (T,dim) = W2 (silu(W1 a) * W3 a) */
+/* Gated FFN for T tokens: a (T,dim) -> s->xb2 (T,dim) = W2 (act(W1 a) * W3 a), act silu (SwiGLU) or GELU-tanh */
 static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, int T) {
     const llm_config *c = &m->cfg;
     int H = c->hidden_dim;
@@ -149,7 +164,8 @@ static void llm__ffn(const llm_model *m, llm_state *s, int l, const float *a, in
     LLM__PARALLEL_FOR(s->n_threads, (int64_t)T * H * 8 >= s->parallel_min_work,
     for (int t = 0; t < T; t++) {
         float *g = s->hb + (size_t)t * H, *u = s->hb2 + (size_t)t * H;
-        llm__swiglu(g, u, H);
+        if (c->ffn_act == LLM_FFN_GELU_TANH) llm__geglu_tanh(g, u, H);
+        else llm__swiglu(g, u, H);
     });
     llm__matmul(s->xb2, &L->w2, s->hb, T, s);
 }
@@ -164,11 +180,20 @@ static void llm__blocks(const llm_model *m, llm_state *s, int T, const llm_batch
     for (int i = 0, o = 0; i < n_items; o += items[i].n, i++) {
         for (int t = 0; t < items[i].n; t++)
             llm__traits[emb->type].dequant_row(s->x + (size_t)(o + t) * D, emb, items[i].tokens[t]);
-        llm__rope_table(s->rope + (size_t)o * c->head_size, items[i].pos, items[i].n, m);
+        llm__rope_table(s->rope + (size_t)o * c->head_size, items[i].pos, items[i].n, m, 0);
     }
+    /* Gemma: x *= embed_scale (sqrt(dim) in the checkpoint's dtype) */
+    if (c->embed_scale > 0.0f)
+        for (size_t i = 0; i < (size_t)T * (size_t)D; i++) s->x[i] *= c->embed_scale;
 
+    int rope_local = 0;   /* the table in s->rope: the global layers' (0) or the local ones' (1) */
     for (int l = 0; l < c->n_layers; l++) {
         const llm_layer *L = &m->w.layers[l];
+        if (llm__layer_local(c, l) != rope_local) {   /* sliding_window: each kind of layer its own RoPE base */
+            rope_local = !rope_local;
+            for (int i = 0, o = 0; i < n_items; o += items[i].n, i++)
+                llm__rope_table(s->rope + (size_t)o * c->head_size, items[i].pos, items[i].n, m, rope_local);
+        }
         /* the placements (model.h):  pre  h = x + attn(N1(x))      post h = N1(x + attn(x))
          *                            peri h = x + N2(attn(N1(x)))  out  h = x + N2(attn(x)) */
         int in = c->norm_pos == LLM_NORM_PRE || c->norm_pos == LLM_NORM_PERI;    /* N1, N3 */

@@ -175,8 +175,8 @@ static int llm__llmw2_check_directory(llm_model *m, const unsigned char *b, size
     const llm_config *c = &m->cfg;
     uint32_t count = llm__u32(b + 96);
     uint64_t dir = llm__u64(b + 104), want = 0;
-    for (int i = 144; i < LLM_HEADER_SIZE; i++)
-        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 144..255 are not zero");
+    for (int i = 172; i < LLM_HEADER_SIZE; i++)
+        if (b[i]) return llm__fail(m, LLM_ERR_FORMAT, "LLMW version 2 header: reserved bytes 172..255 are not zero");
     for (int k = 0; k < LLM__K_COUNT; k++)
         if (llm__kind_present(c, k)) want += llm__kinds[k].per_layer ? (uint64_t)c->n_layers : 1;
     if ((uint64_t)count != want) {
@@ -271,6 +271,9 @@ static int llm__llmw_header(llm_model *m, const unsigned char *b, size_t n, uint
         c->qkv_bias = (int)llm__u32(b + 128); c->qk_norm = (int)llm__u32(b + 132);
         c->out_norm = (int)llm__u32(b + 136);
         c->qk_norm_whole = (int)llm__u32(b + 140);
+        c->ffn_act = (int)llm__u32(b + 144); c->embed_scale = llm__f32(b + 148);
+        c->query_scalar = llm__f32(b + 152); c->sliding_window = llm__i32(b + 156);
+        c->local_layers = llm__u64(b + 160); c->rope_local_theta = llm__f32(b + 168);
     }
     /* f32, f16, q8_0, and two of GGUF's block layouts: q4_0 and q4_K */
     int wt = c->weight_type;

@@ -42,9 +42,11 @@ llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
      * them so: int8 or int16 codes (weight_type: the model's widest) */
     uint64_t code_bytes = (uint64_t)llm__act_bytes(c->weight_type);
     uint64_t act_q = code_bytes ? llm__align(B * widest * code_bytes) + B * groups * 4 : 0;
-    uint64_t cache = L * ctx * kvd * llm__kv_elem_bytes(o.kv_type);
+    /* every layer's rows: ctx, or a local layer's ring (base.h) */
+    uint64_t rows = llm__kv_rows_before(c, ctx, (int)L);
+    uint64_t cache = rows * kvd * llm__kv_elem_bytes(o.kv_type);
     /* int8 cache: one f16 scale per (layer, position, kv head), keys and values */
-    uint64_t kv_scales = o.kv_type == LLM_KV_Q8 ? L * ctx * n_kv * 2 : 0;
+    uint64_t kv_scales = o.kv_type == LLM_KV_Q8 ? rows * n_kv * 2 : 0;
     /* in carving order: x, xb, xb2, q, k_new, v_new, hb, hb2, rope, logits, act_q, caches, scales */
     uint64_t parts[15] = { x, xb, x, q, kv_new, kv_new, hb, hb, rope, logits, act_q, cache, cache, kv_scales, kv_scales };
     llm_plan p;

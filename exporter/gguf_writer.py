@@ -92,6 +92,10 @@ def gguf_arch(cfg):
     if cfg.get("qk_norm_whole"):
         raise ExportError("--format gguf: q/k norms over the whole q and k projections (OLMo 2) are not "
                           "written as GGUF here: write LLMW for this model")
+    gemma = [k for k in ("ffn_act", "embed_scale", "query_scalar", "sliding_window") if cfg.get(k)]
+    if gemma:
+        raise ExportError(f"--format gguf: Gemma's fields ({', '.join(gemma)}) are not written as GGUF here: "
+                          f"write LLMW for this model")
     if cfg.get("qkv_bias") and cfg.get("qk_norm"):
         raise ExportError("--format gguf: q/k/v biases and q/k norms together fit no llama.cpp "
                           "architecture (qwen2 has the biases, qwen3 the norms): write LLMW for this model")

@@ -59,16 +59,21 @@ NO_LAYER = 0xFFFFFFFF
 ENTRY_FMT = "<IIIIIIQQ"     # kind, layer, type, group, rows, cols, values offset, scales offset
 ENTRY_SIZE = struct.calcsize(ENTRY_FMT)
 assert ENTRY_SIZE == 40
-V2_FMT = "<IIQfffiIIII"     # at byte 96: tensor_count, rope_scaling, directory_offset, rope_factor,
+V2_FMT = "<IIQfffiIIIIIffiQf"  # at byte 96: tensor_count, rope_scaling, directory_offset, rope_factor,
 V2_FIELDS = ("tensor_count", "rope_scaling", "directory_offset", "rope_factor",   # low/high freq
              "rope_low_freq_factor", "rope_high_freq_factor", "rope_orig_ctx",    # factors, orig
-             "qkv_bias", "qk_norm", "out_norm", "qk_norm_whole")                  # ctx, flags
-assert struct.calcsize(V2_FMT) == 48
+             "qkv_bias", "qk_norm", "out_norm", "qk_norm_whole",                  # ctx, flags;
+             "ffn_act", "embed_scale", "query_scalar", "sliding_window",          # Gemma's at 144
+             "local_layers", "rope_local_theta")
+assert struct.calcsize(V2_FMT) == 76
+FFN_ACT = {"silu": 0, "gelu_tanh": 1}
+GEMMA_FIELDS = ("ffn_act", "embed_scale", "query_scalar", "sliding_window", "local_layers", "rope_local_theta")
 ROPE_SCALING = {"none": 0, "linear": 1, "llama3": 2}
 ROPE_SCALING_NAMES = {v: k for k, v in ROPE_SCALING.items()}
 V2_DEFAULTS = dict(rope_scaling=0, rope_factor=0.0, rope_low_freq_factor=0.0,
                    rope_high_freq_factor=0.0, rope_orig_ctx=0, qkv_bias=0, qk_norm=0, out_norm=0,
-                   qk_norm_whole=0)
+                   qk_norm_whole=0, ffn_act=0, embed_scale=0.0, query_scalar=0.0, sliding_window=0,
+                   local_layers=0, rope_local_theta=0.0)
 
 
 def tensor_plan(cfg):
@@ -239,6 +244,20 @@ def validate_config(cfg):
             raise ExportError(f"config field {k} = {cfg[k]!r} must be 0 or 1")
     if cfg.get("qk_norm_whole") and not cfg.get("qk_norm"):
         raise ExportError("config field qk_norm_whole = 1 needs qk_norm = 1 (the weights it spans)")
+    if cfg.get("ffn_act", 0) not in FFN_ACT.values():
+        raise ExportError(f"config field ffn_act = {cfg['ffn_act']!r} is unknown (0 silu, 1 gelu_tanh)")
+    for k in ("embed_scale", "query_scalar"):
+        if not (cfg.get(k, 0.0) >= 0 and math.isfinite(cfg.get(k, 0.0))):
+            raise ExportError(f"config field {k} = {cfg[k]!r} must be 0 (none) or finite and > 0")
+    sw, mask = cfg.get("sliding_window", 0), cfg.get("local_layers", 0)
+    if not isinstance(sw, (int, np.integer)) or isinstance(sw, bool) or not 0 <= sw <= INT32_MAX:
+        raise ExportError(f"config field sliding_window = {sw!r} must be 0 (none) or a positive 32-bit integer")
+    if not isinstance(mask, (int, np.integer)) or not 0 <= mask < 1 << min(cfg["n_layers"], 64):
+        raise ExportError(f"config field local_layers = {mask!r} must be a mask of layers 0..{min(cfg['n_layers'], 64) - 1}")
+    if mask and not sw:
+        raise ExportError("config field local_layers needs a sliding_window")
+    if sw and not (cfg.get("rope_local_theta", 0.0) > 0 and math.isfinite(cfg["rope_local_theta"])):
+        raise ExportError(f"config field rope_local_theta = {cfg.get('rope_local_theta')!r} must be finite and > 0")
     rs = cfg.get("rope_scaling", 0)
     if rs not in ROPE_SCALING_NAMES:
         raise ExportError(f"config field rope_scaling = {rs!r} is unknown")
@@ -255,7 +274,8 @@ def validate_config(cfg):
         if not isinstance(o, (int, np.integer)) or isinstance(o, bool) or not 0 < o <= INT32_MAX:
             raise ExportError(f"config field rope_orig_ctx = {o!r} must be a positive 32-bit integer")
     if version == 1:
-        need = [k for k in ("rope_scaling", "qkv_bias", "qk_norm", "out_norm", "qk_norm_whole") if cfg.get(k)]
+        need = [k for k in ("rope_scaling", "qkv_bias", "qk_norm", "out_norm", "qk_norm_whole") + GEMMA_FIELDS
+                if cfg.get(k)]
         if cfg["head_size"] * cfg["n_heads"] != cfg["dim"]:
             need.append("head_size * n_heads != dim")
         if need:

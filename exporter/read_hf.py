@@ -1,11 +1,13 @@
-"""Reader of Hugging Face folders (Llama, Qwen2, Qwen3, OLMo 2): config.json, tensor names,
-and the rotary un-permutation to the interleaved layout."""
+"""Reader of Hugging Face folders (Llama, Qwen2, Qwen3, OLMo 2, Gemma 3 text): config.json,
+tensor names, and the rotary un-permutation to the interleaved layout."""
+import math
 import os
+import struct
 
 import numpy as np
 
 from .common import ExportError, log
-from .llmw import DEFAULT_THETA, ROPE_SCALING, V2_DEFAULTS
+from .llmw import DEFAULT_THETA, FFN_ACT, ROPE_SCALING, V2_DEFAULTS
 from .jsonconf import _cfg_bool, _cfg_float, _cfg_int, _cfg_type, _json
 from .source import _check_layer_count, Source
 from .safetensors import SafetensorsFile
@@ -15,7 +17,53 @@ from .torchfile import TorchStateFile
 # OLMo 2 norms each sublayer's output only (the out placement: h = x + N(attn(x)), no input
 # norms) and its q/k norms span the whole q and k projections
 HF_ARCHS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
-            "Olmo2ForCausalLM": "olmo2"}
+            "Olmo2ForCausalLM": "olmo2", "Gemma3ForCausalLM": "gemma3_text"}
+# Gemma 3 (text): the peri placement (input_layernorm, post_attention_layernorm,
+# pre_feedforward_layernorm, post_feedforward_layernorm as N1..N4), every norm weight an
+# offset from 1 (stored as w + 1), GELU-tanh gate, embeddings times sqrt(dim) rounded to
+# the checkpoint's dtype, scores / sqrt(query_pre_attn_scalar), per-head q/k norms, and
+# sliding-window (local) layers with their own RoPE base
+
+
+def bf16_round(x):
+    """float -> the nearest bfloat16 (ties to even), back as float"""
+    b = struct.unpack("<I", struct.pack("<f", x))[0]
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", b))[0]
+
+
+def gemma3_fields(conf, L, hs, where):
+    """Gemma 3's header fields from its config.json; what is not supported is refused, named."""
+    act = conf.get("hidden_activation") or conf.get("hidden_act") or "gelu_pytorch_tanh"
+    if act not in ("gelu_pytorch_tanh", "gelu_tanh"):
+        raise ExportError(f"config.json: hidden_activation {act!r} is not supported (only gelu_pytorch_tanh)")
+    if _cfg_bool(conf, "use_bidirectional_attention", where):
+        raise ExportError("config.json: use_bidirectional_attention = true is not supported (causal only)")
+    d = _cfg_int(conf, "hidden_size", where)
+    dt = conf.get("torch_dtype") or conf.get("dtype") or "float32"
+    if dt not in ("bfloat16", "float16", "float32"):
+        raise ExportError(f"config.json: torch_dtype {dt!r} is not supported (bfloat16, float16, float32)")
+    s = math.sqrt(d)   # the embedding scale, a tensor of the model's dtype in transformers
+    scale = bf16_round(s) if dt == "bfloat16" else float(np.float16(s)) if dt == "float16" \
+        else float(np.float32(s))
+    qs = _cfg_float(conf, "query_pre_attn_scalar", where, 256, low_ok=False)
+    sw = _cfg_int(conf, "sliding_window", where, 4096)
+    lt = conf.get("layer_types")
+    if lt is not None:
+        if not isinstance(lt, list) or len(lt) != L or \
+                any(x not in ("sliding_attention", "full_attention") for x in lt):
+            raise ExportError(f"config.json: layer_types must list num_hidden_layers = {L} of "
+                              f"sliding_attention / full_attention")
+        local = [x == "sliding_attention" for x in lt]
+    else:
+        p = _cfg_int(conf, "sliding_window_pattern", where, 6)
+        local = [(l + 1) % p != 0 for l in range(L)]
+    if L > 64 and any(local[64:]):
+        raise ExportError(f"config.json: num_hidden_layers {L}: local layers past 64 are not supported")
+    mask = sum(1 << l for l, x in enumerate(local) if x)
+    base = _cfg_float(conf, "rope_local_base_freq", where, 10000.0, low_ok=False)
+    return dict(ffn_act=FFN_ACT["gelu_tanh"], embed_scale=scale, query_scalar=float(qs),
+                sliding_window=sw if mask else 0, local_layers=mask, rope_local_theta=float(base) if mask else 0.0)
 
 
 def hf_rope_scaling(conf, key):
@@ -46,6 +94,9 @@ def hf_rope_scaling(conf, key):
     return out
 
 
+GEMMA_NORMS = ("attn_norm", "ffn_norm", "attn_out_norm", "ffn_out_norm", "q_norm", "k_norm", "final_norm")
+
+
 def hf_names(L, family="llama"):
     m = {"tok_embeddings": "model.embed_tokens.weight", "final_norm": "model.norm.weight",
          "final_norm_bias": "model.norm.bias", "classifier": "lm_head.weight"}
@@ -67,6 +118,11 @@ def hf_names(L, family="llama"):
                   f"layers.{l}.v_bias": p + "self_attn.v_proj.bias",
                   f"layers.{l}.q_norm": p + "self_attn.q_norm.weight",
                   f"layers.{l}.k_norm": p + "self_attn.k_norm.weight"})
+        if family == "gemma3_text":   # the peri placement: four norms per layer
+            m.update({f"layers.{l}.ffn_norm": p + "pre_feedforward_layernorm.weight",
+                      f"layers.{l}.attn_out_norm": p + "post_attention_layernorm.weight",
+                      f"layers.{l}.ffn_out_norm": p + "post_feedforward_layernorm.weight"})
+            del m[f"layers.{l}.ffn_norm_bias"]
         if family == "olmo2":   # post_attention_layernorm is N2 here, on the attention's output
             for k in ("attn_norm", "attn_norm_bias", "ffn_norm", "ffn_norm_bias"):
                 del m[f"layers.{l}.{k}"]
@@ -104,11 +160,12 @@ def load_hf(folder):
                           f"(only {', '.join(HF_ARCHS)})")
     family = HF_ARCHS[known[0]] if known else conf.get("model_type", "llama")
     mt = conf.get("model_type", family)
+    gemma3 = family == "gemma3_text"
     if mt != family:
         raise ExportError(f"config.json: model_type {mt!r} is not supported with "
                           f"architectures {arch} (expected {family!r})")
     act = conf.get("hidden_act", "silu")
-    if act != "silu":
+    if act != "silu" and not gemma3:
         raise ExportError(f"config.json: hidden_act {act!r} is not supported (only silu)")
     # Llama's attention_bias puts a bias on o_proj too, Qwen3's likewise; Qwen2 has q/k/v
     # biases by construction and no such field
@@ -118,7 +175,7 @@ def load_hf(folder):
     if _cfg_bool(conf, "use_sliding_window", where):
         raise ExportError("config.json: use_sliding_window = true is not supported (full attention only)")
     lt = _cfg_type(conf, "layer_types", where, list, "a list of names")
-    if lt and any(x != "full_attention" for x in lt):
+    if lt and not gemma3 and any(x != "full_attention" for x in lt):
         raise ExportError(f"config.json: layer_types {sorted(set(map(str, lt)))} is not supported "
                           f"(full_attention only)")
     prf = _cfg_float(conf, "partial_rotary_factor", where, 1.0, low_ok=False)
@@ -126,7 +183,8 @@ def load_hf(folder):
         raise ExportError(f"config.json: partial_rotary_factor {prf:g} is not supported (only 1)")
     for k in ("attn_logit_softcapping", "final_logit_softcapping"):
         if conf.get(k) is not None:
-            raise ExportError(f"config.json: {k} is not supported")
+            raise ExportError(f"config.json: {k} = {conf[k]!r} is not supported (soft-capping is not "
+                              f"implemented; only null)")
     d = _cfg_int(conf, "hidden_size", where)
     h = _cfg_int(conf, "intermediate_size", where)
     L = _cfg_int(conf, "num_hidden_layers", where)
@@ -151,7 +209,8 @@ def load_hf(folder):
         theta = _cfg_float(rp, "rope_theta", "config.json: rope_parameters", theta, low_ok=False)
         if rope["rope_scaling"] == 0:
             rope = hf_rope_scaling(conf, "rope_parameters")
-    tied = _cfg_bool(conf, "tie_word_embeddings", where)
+    tied = _cfg_bool(conf, "tie_word_embeddings", where) if not gemma3 or "tie_word_embeddings" in conf \
+        else True   # Gemma3TextConfig's default
 
     # the weights: safetensors (one file or shards), else torch's pytorch_model.bin
     single = os.path.join(folder, "model.safetensors")
@@ -189,7 +248,7 @@ def load_hf(folder):
         raise ExportError(f"{folder}: no model.safetensors, model.safetensors.index.json, "
                           f"pytorch_model.bin or pytorch_model.bin.index.json")
     _check_layer_count(L, len(where_is), where, "num_hidden_layers")
-    qkv_bias, qk_norm = family == "qwen2", family == "qwen3"
+    qkv_bias, qk_norm = family == "qwen2", family in ("qwen3", "gemma3_text")
     allowed_bias = (".self_attn.q_proj.bias", ".self_attn.k_proj.bias", ".self_attn.v_proj.bias")
     for name in where_is:
         if name.endswith(".bias") and ("self_attn" in name or "mlp" in name) \
@@ -197,6 +256,8 @@ def load_hf(folder):
             raise ExportError(f"tensor {name}: linear biases are not supported here "
                               f"(only Qwen2's q/k/v biases)")
     has_bias = "model.layers.0.input_layernorm.bias" in where_is
+    if gemma3 and has_bias:
+        raise ExportError("tensor model.layers.0.input_layernorm.bias: Gemma 3's norms have no biases")
     if olmo2:
         stray = sorted(n for n in where_is if n.endswith("layernorm.bias") or ".input_layernorm." in n
                        or ".pre_feedforward_layernorm." in n)
@@ -212,6 +273,10 @@ def load_hf(folder):
                qkv_bias=int(qkv_bias), qk_norm=int(qk_norm or olmo2), **rope)
     if olmo2:   # h = x + N2(attn(x)), y = h + N4(ffn(h)); q/k norms over the whole projections
         cfg.update(norm_pos=3, out_norm=1, qk_norm_whole=1)
+    if gemma3:   # h = x + N2(attn(N1(x))), y = h + N4(ffn(N3(h)))
+        cfg.update(norm_pos=2, out_norm=1, **gemma3_fields(conf, L, hs, where))
+        if cfg["rope_scaling"] not in (0, ROPE_SCALING["linear"]):
+            raise ExportError("config.json: rope_scaling: Gemma 3 takes linear scaling only (on its global layers)")
     src = Source(f"Hugging Face {known[0] if known else family} model {folder} ({wdesc})", cfg)
     src.config_name = "config.json"
     names = hf_names(L, family)
@@ -238,6 +303,8 @@ def load_hf(folder):
         elif n and len(shape) == 1 and shape[0] == n * hs:
             loader = lambda sf=sf, sname=sname, n=n: \
                 unpermute_rotary(sf.load(sname).reshape(-1, 1), n, hs).reshape(-1)
+        if gemma3 and canon.rsplit(".", 1)[-1] in GEMMA_NORMS:   # stored offsets from 1: w + 1
+            loader = lambda inner=loader: np.asarray(inner(), dtype=np.float32) + np.float32(1.0)
         src.add(canon, sname, shape, loader)
     src.expected_name = lambda n: names.get(n, n)
     return src

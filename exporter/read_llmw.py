@@ -31,9 +31,10 @@ def read_llmw_header(path):
         raise ExportError(f"{path}: rope_layout {vals['rope_layout']} is not supported here (only 0)")
     if vals["version"] == 2:
         vals.update(zip(V2_FIELDS, struct.unpack_from(V2_FMT, head, 96)))
-        if any(head[144:]):
-            raise ExportError(f"{path}: reserved header bytes 144..255 are not zero")
-        for k in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
+        if any(head[172:]):
+            raise ExportError(f"{path}: reserved header bytes 172..255 are not zero")
+        for k in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "embed_scale", "query_scalar",
+                  "rope_local_theta"):
             vals[k] = float(vals[k])
     else:
         vals.update(V2_DEFAULTS)

@@ -368,7 +368,12 @@ def test_malformed_llmw_refused():
         "v2_out_norm_without_tensors": (patched(136, "<I", 1), "tensor_count"),
         "v2_qk_norm_whole_flag": (patched(140, "<I", 2), "qk_norm_whole"),
         "v2_qk_norm_whole_without_qk_norm": (patched(140, "<I", 1), "qk_norm_whole"),
-        "v2_reserved_after_qk_norm_whole": (patched(144, "<B", 1), "reserved"),
+        "v2_ffn_act": (patched(144, "<I", 2), "ffn_act"),
+        "v2_embed_scale": (patched(148, "<f", -1.0), "embed_scale"),
+        "v2_query_scalar": (patched(152, "<f", float("inf")), "query_scalar"),
+        "v2_sliding_window": (patched(156, "<i", -1), "sliding_window"),
+        "v2_local_layers_without_window": (patched(160, "<Q", 1), "sliding_window"),
+        "v2_reserved_after_gemma_fields": (patched(172, "<B", 1), "reserved"),
         "norm_pos": (patched(52, "<I", 4), "norm_pos"),
         # its directory entries
         "v2_kind": (patched(entry(1, 0), "<I", 99), "kind"),

@@ -1,0 +1,221 @@
+"""Gemma 3 text models (Gemma3ForCausalLM) end to end (issue 26, item 2, the
+model): a scaled-down random Hugging Face folder with the 270M config's keys
+(tests/reference_gemma3.py's writer, bfloat16), converted by export.py (peri
+placement, norm weights stored as w + 1, GELU-tanh gate, embedding scale,
+query_pre_attn_scalar, sliding-window local layers with their own RoPE
+base), scored by `./run -m eval` against the independent float64 reference
+(tests/reference_gemma3.py, written from transformers' modeling_gemma3.py):
+mean NLL within 1e-3 in f32, on a text of 187 tokens in windows of 64 that
+cross the sliding window of 8 many times. Each likely mistake moves the
+reference's NLL by more than 10 times that (the GELU form, which moves the
+NLL least, is told apart on the logits instead), and the engine run with the
+flag that makes the same mistake (--norm-pos pre: no output norms) lands on
+the mistaken reference. Prefill, decode and chunked batches give the same
+logits bit for bit (build/logits), and the local layers' KV ring the same
+bits as full rows; --info prints the new fields and the ring's saving; export.py
+refuses what it cannot honour (soft-capping, another activation,
+bidirectional attention, GGUF output).
+"""
+import os
+import subprocess
+
+import numpy as np
+
+import common
+from common import model, run, scratch
+import reference_gemma3 as ref
+
+REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
+LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
+EXPORT = os.path.join(common.ROOT, "export.py")
+TOK = model("tok512.bin")
+STORIES = os.path.join(common.TESTS, "data", "stories.txt")
+# the 270M config's keys, scaled down: 5 sliding layers and 1 full, one kv head, head_dim
+# apart from hidden / heads, a window of 8, query_pre_attn_scalar != head_dim, bfloat16
+# (sqrt(72) = 8.485 rounds to 8.5)
+CONFIG = dict(hidden_size=72, intermediate_size=160, num_hidden_layers=6, num_attention_heads=4,
+              num_key_value_heads=1, head_dim=32, vocab_size=512, max_position_embeddings=256,
+              sliding_window=8, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+              query_pre_attn_scalar=12, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+              attn_logit_softcapping=None, final_logit_softcapping=None, torch_dtype="bfloat16",
+              tie_word_embeddings=True, bos_token_id=2, eos_token_id=1,
+              layer_types=["sliding_attention"] * 5 + ["full_attention"])
+SEED, FINAL_GAIN = 3, 8.0   # the final norm's gain sharpens the tied head's logits
+TOL = 1e-3           # |NLL engine - NLL reference|, f32 weights
+NEED = 10 * TOL      # each mistake (but the GELU form) must move the reference's NLL by more
+CTX = 64             # eval windows of 64 overlapping by one: the text takes four
+LOGIT_TOL = 1e-5     # max |logit engine - reference| / max |reference logit| (f32)
+
+
+def folder_and_model():
+    """The random folder and its f32 LLMW (made once; workers share them)."""
+    folder, path = scratch("gemma3_hf"), scratch("gemma3.llmw")
+    with common.locked(path):
+        if not os.path.exists(path):
+            ref.write_random_folder(folder, CONFIG, SEED, final_gain=FINAL_GAIN)
+            p = subprocess.run([REF_PYTHON, EXPORT, folder, path + ".tmp"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=300)
+            assert p.returncode == 0, p.stderr.decode()
+            os.replace(path + ".tmp", path)
+    return folder, path
+
+
+def text_and_tokens():
+    path = scratch("gemma3_text.txt")
+    text = open(STORIES).read()[:400]
+    with open(path, "w") as f:
+        f.write(text)
+    rc, out, err = run(["-m", "tokenize", "-z", TOK, "-i", text])
+    assert rc == 0, err
+    return path, [int(t) for t in out.split()]
+
+
+def reference_nll(w, tokens, mistakes=frozenset(), ctx=CTX):
+    """The engine's eval: windows of ctx tokens overlapping by one, every token after
+    the first scored once."""
+    total, n, start = 0.0, 0, 0
+    while start + 1 < len(tokens):
+        win = tokens[start:start + ctx]
+        total += ref.nll(w, win, mistakes) * (len(win) - 1)
+        n += len(win) - 1
+        start += ctx - 1
+    return total / n, n
+
+
+def engine_nll(path, text, extra=()):
+    rc, out, err = run([path, "-z", TOK, "-m", "eval", "-f", text, "--ctx", CTX] + list(extra))
+    assert rc == 0, err
+    f = out.decode().split()
+    return float(f[f.index("nll") + 1]), int(f[f.index("tokens") + 1])
+
+
+def test_eval_matches_reference():
+    folder, path = folder_and_model()
+    text, tokens = text_and_tokens()
+    assert len(tokens) > 2 * CTX > 4 * CONFIG["sliding_window"]
+    w = ref.load(folder)
+    want, n = reference_nll(w, tokens)
+    got, m = engine_nll(path, text)
+    print(f"   engine nll {got:.6f}, reference {want:.6f} over {n} tokens: diff {got - want:+.2e}")
+    assert m == n, (m, n)
+    assert abs(got - want) <= TOL, (got, want)
+
+
+def test_each_mistake_moves_the_nll():
+    """The reference with each mistake against the right one; where a flag makes the
+    engine commit the same mistake, the engine follows the mistaken reference."""
+    folder, path = folder_and_model()
+    text, tokens = text_and_tokens()
+    w = ref.load(folder)
+    base = reference_nll(w, tokens)[0]
+    flags = {"no_output_norms": ["--norm-pos", "pre"]}
+    for mistake in ref.MISTAKES:
+        if mistake == "gelu_erf":
+            continue   # moves the NLL by ~1e-4 only: test_logits_match_reference tells it apart
+        def one(mistake=mistake):
+            wrong = reference_nll(w, tokens, {mistake})[0]
+            print(f"   {mistake}: reference nll {wrong:.6f}, moved {wrong - base:+.4f}")
+            assert abs(wrong - base) > NEED, f"{mistake} moves the NLL by only {wrong - base:+.3g}"
+            if mistake in flags:
+                got = engine_nll(path, text, flags[mistake])[0]
+                print(f"   engine {' '.join(flags[mistake])}: nll {got:.6f}")
+                assert abs(got - wrong) <= TOL, (mistake, got, wrong)
+        yield mistake, one
+
+
+def _logits(path, tokens, mode):
+    out = scratch(f"gemma3_{mode}_{os.getpid()}.f32")
+    rc, _, err = run([path, "--tokens", ",".join(map(str, tokens)), "--mode", mode, "--out", out], binary=LOGITS)
+    assert rc == 0, err
+    got = open(out, "rb").read()
+    os.remove(out)
+    return got
+
+
+def test_prefill_equals_decode():
+    """build/logits on 60 tokens (the window of 8 crossed): one batch, one token a
+    call, batches of 5: the same float32 bytes."""
+    _, path = folder_and_model()
+    tokens = text_and_tokens()[1][:60]
+    got = {mode: _logits(path, tokens, mode) for mode in ("prefill", "decode", "chunked")}
+    assert got["prefill"] == got["decode"] == got["chunked"], "prefill, decode and chunked logits differ"
+
+
+def test_ring_equals_full_rows():
+    """The local layers' KV ring (2 x sliding_window rows, where it fits in the
+    context) against full rows (a context of 2 x window, so no ring) on 16 tokens
+    crossing the window of 8: the same float32 bytes, prefill and decode."""
+    _, path = folder_and_model()
+    tokens = text_and_tokens()[1][:16]
+    got = {}
+    for ctx in (16, 256):
+        for mode in ("prefill", "decode"):
+            out = scratch(f"gemma3_ring_{ctx}_{mode}_{os.getpid()}.f32")
+            rc, _, err = run([path, "--tokens", ",".join(map(str, tokens)), "--mode", mode, "--ctx", ctx, "--out", out],
+                             binary=LOGITS)
+            assert rc == 0, err
+            got[ctx, mode] = open(out, "rb").read()
+            os.remove(out)
+    assert len(set(got.values())) == 1, "the ring's logits differ from full rows' (or prefill from decode)"
+
+
+def test_logits_match_reference():
+    """The engine's logits on 60 tokens within LOGIT_TOL (relative to the largest) of
+    the reference's, and every mistaken reference, the GELU form included, more than
+    10 times as far."""
+    folder, path = folder_and_model()
+    tokens = text_and_tokens()[1][:60]
+    c = np.frombuffer(_logits(path, tokens, "prefill"), "<f4").reshape(len(tokens), -1).astype(np.float64)
+    w = ref.load(folder)
+    r = ref.forward(w, tokens).numpy()
+    rel = float(np.abs(c - r).max() / np.abs(r).max())
+    print(f"   max rel diff to the reference {rel:.3g}")
+    assert rel <= LOGIT_TOL, rel
+    for mistake in ref.MISTAKES:
+        bad = ref.forward(w, tokens, {mistake}).numpy()
+        d = float(np.abs(c - bad).max() / np.abs(bad).max())
+        print(f"   {mistake}: engine to the mistaken reference {d:.3g}")
+        assert d > 10 * LOGIT_TOL, (mistake, d)
+
+
+def test_info():
+    _, path = folder_and_model()
+    rc, _, err = run([path, "--info"])
+    assert rc == 0, err
+    assert "peri-norm (output norms stored)" in err and "q/k norm on" in err, err
+    assert ("gemma: ffn gelu_tanh, embed scale 8.5, scores / sqrt(12), sliding window 8 on 5 of 6 layers "
+            "(local rope theta 10000; global: 5)") in err, err
+    assert "rope theta 1e+06" in err, err
+    # the KV cache at a context of 256: 5 local layers' rings of 16 rows, 1 global layer of 256, 32 f32 a row
+    # for keys and as many for values; without the rings 6 x 256 rows
+    rc, out, err = run([path, "--info", "--ctx", 256])
+    assert rc == 0, err
+    text = out.decode() + err
+    assert f"kv cache {(5 * 16 + 256) * 32 * 4 * 2:16d} bytes" in text, text
+    assert f"without the local layers' rings (of 2 x sliding window 8 positions): {6 * 256 * 32 * 4 * 2} bytes" in text, text
+
+
+def test_export_refuses():
+    """What a Gemma 3 folder may say that the engine cannot honour: refused by name,
+    nothing written."""
+    cases = [("attn_softcap", dict(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
+             ("final_softcap", dict(final_logit_softcapping=30.0), "final_logit_softcapping"),
+             ("gelu_erf", dict(hidden_activation="gelu"), "hidden_activation"),
+             ("layer_types", dict(layer_types=["sliding_attention"] * 5), "layer_types"),
+             ("bidirectional", dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
+             ("gguf", {}, "Gemma's fields")]
+    for name, conf, word in cases:
+        def one(name=name, conf=conf, word=word):
+            bad = scratch(f"gemma3_bad_{name}")
+            ref.write_random_folder(bad, dict(CONFIG, **conf), SEED)
+            out = scratch(f"gemma3_bad_{name}.out")
+            if os.path.exists(out):
+                os.remove(out)
+            args = ["--format", "gguf"] if name == "gguf" else []
+            p = subprocess.run([REF_PYTHON, EXPORT, bad, out] + args, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=300)
+            err = p.stderr.decode()
+            assert p.returncode == 1, err
+            assert word in err.strip().splitlines()[-1], (word, err)
+            assert not os.path.exists(out), "a refused conversion left its output"
+        yield name, one
