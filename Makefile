@@ -37,12 +37,7 @@ CFLAGS_ASAN = -std=c99 -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=a
 CC_I386 ?= gcc
 CFLAGS_I386 = -m32 -static -std=c99 -O2 -msse2 -mfpmath=sse $(FP) $(WARN) -idirafter /usr/include/x86_64-linux-gnu
 HAVE_I386 := $(shell command -v qemu-i386 >/dev/null && echo 'int main(void){return 0;}' | $(CC_I386) $(CFLAGS_I386) -x c - -o /dev/null 2>/dev/null && echo 1)
-TOK_SRC = tokenizer.c $(wildcard tokenizer/*.c)
-# the engine: two translation units (engine/parts.h), compiled side by side for ./run
-ENGINE_SRC = engine/part_kernels.c engine/part_model.c
-SRC = run.c options.c platform.c $(TOK_SRC) server/http.c server/json.c server/serve.c server/slots.c $(ENGINE_SRC)
-HDR = model.h $(wildcard engine/*.h) tokenizer.h $(wildcard tokenizer/*.h) tokenizer_unicode.h sampler.h platform.h options.h $(wildcard server/*.h)
-LIBS = -lm -lpthread
+include sources.mk   # SRC, HDR, TOK_SRC, ENGINE_SRC, LIBS (embedded.mk reads them too)
 TEST_HDR = $(wildcard tests/*.h)   # the C tests' shared parts (expect.h, test_kernels_blocks.h)
 
 .PHONY: all portable asan i386 test test-bins test-i386 valgrind run bench clean norm-table ppl-table check

@@ -14,6 +14,9 @@
 # included from another Makefile: its default goal stays the default (restored at the end)
 EMB_INCLUDED := $(filter-out embedded/embedded.mk,$(firstword $(MAKEFILE_LIST)))
 EMB_SAVED_GOAL := $(.DEFAULT_GOAL)
+ifndef SRC
+include sources.mk   # used alone: ./run's sources, as the top Makefile has them
+endif
 EMB_PYTHON ?= /usr/bin/python3
 EMB_MODELS ?= $(if $(LLM_MODELS),$(LLM_MODELS),../shared/models)
 EMB_CKPT ?= $(EMB_MODELS)/stories260K.bin
@@ -47,8 +50,7 @@ EMB_LDFLAGS = $(EMB_CPU_$(EMB_BOARD)) -nostartfiles --specs=nano.specs --specs=r
   -Lembedded -T embedded/$(EMB_BOARD).ld -Wl,--gc-sections -Wl,--defsym=EMB_STACK=$(EMB_STACK) \
   $(if $(EMB_RAM_BUDGET),-Wl$(EMB_COMMA)--defsym=EMB_RAM_BUDGET=$(EMB_RAM_BUDGET))
 EMB_DIR = build/embedded/$(EMB_NAME)/$(EMB_BOARD)
-# the tokenizer's sources (the top Makefile defines the same TOK_SRC)
-TOK_SRC ?= tokenizer.c $(wildcard tokenizer/*.c)
+# the tokenizer's objects (TOK_SRC: sources.mk)
 EMB_TOK_HDR = $(wildcard tokenizer/*.h) tokenizer_unicode.h
 EMB_TOK_OBJ = $(TOK_SRC:%.c=$(EMB_DIR)/%.o)
 EMB_COMMA := ,
@@ -135,7 +137,7 @@ build/embedded/test_kernels-aarch64: tests/test_kernels.c tests/test_kernels_blo
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
 # the same with i8mm (smmla: q8_0's 4 x 4 prefill tile); qemu-aarch64's default CPU has it
-build/embedded/test_kernels-aarch64-i8mm: tests/test_kernels.c model.h $(wildcard engine/*.h)
+build/embedded/test_kernels-aarch64-i8mm: tests/test_kernels.c tests/test_kernels_blocks.h model.h $(wildcard engine/*.h)
 	@mkdir -p $(@D)
 	$(EMB_A64_CC) $(EMB_A64_FLAGS) -march=armv8.2-a+dotprod+fp16+i8mm -fno-tree-loop-vectorize -Wno-unused-function -I. -static -o $@ tests/test_kernels.c -lm
 

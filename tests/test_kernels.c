@@ -470,7 +470,7 @@ static void test_attention_fast(void) {
                 fill(row, kvd, 1.0f);
                 llm__kv_store(vc, vs, kt, (size_t)j, row, n_kv, hs);
             }
-            llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs, hi % 2 };   /* prefetching or not: the same values */
+            llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs, sqrtf((float)hs), hi % 2 };   /* prefetching or not: the same values */
             for (int j = 0; j < ctx; j++) /* the cache's values, as the engine reads them */
                 for (int h = 0; h < n_kv; h++) {
                     memcpy(kd + ((size_t)j * n_kv + h) * hs, llm__kv_row(kc, ks, kt, (size_t)j, h, n_kv, hs, row), (size_t)hs * 4);
@@ -552,7 +552,7 @@ static void test_attention_decode_heads(void) {
                     fill(row, kvd, 1.0f);
                     llm__kv_store(vc, vs, kt, (size_t)j, row, n_kv, hs);
                 }
-                llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs, 1 };
+                llm__kv_view kv = { kc, vc, ks, vs, kt, n_kv, hs, sqrtf((float)hs), 1 };
                 for (int gi = 0; gi < 3; gi++)
                     for (int li = 0; li < 4; li++) {
                         int group = groups[gi], last = lasts[li], qd = n_kv * group * hs;
