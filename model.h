@@ -266,6 +266,9 @@ int llm_repack(llm_model *m, void *arena, size_t arena_size, int all_logits);
 int llm_check_config(llm_model *m);
 /* The arena plan for these options: every buffer's size, and the total. */
 llm_plan llm_state_plan(const llm_config *c, const llm_state_options *o);
+/* The KV cache rows (positions) layer l keeps with a context of ctx_len,
+ * stored layer after layer: a local layer's ring (sliding_window), or ctx_len. */
+size_t llm_kv_layer_rows(const llm_config *c, int ctx_len, int l);
 size_t llm_state_size(const llm_config *c, const llm_state_options *o);
 /* Carve the state from a 64-byte-aligned arena of at least llm_state_size()
  * (SIZE_MAX when the plan exceeds this host's address space). The

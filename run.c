@@ -157,16 +157,13 @@ static void print_config(const engine *e, const options *o, FILE *out) {
         fprintf(out, "gemma: ffn %s, embed scale %s%g, scores / sqrt(%g)", c->ffn_act == LLM_FFN_GELU_TANH ? "gelu_tanh" : "silu",
                 c->embed_scale > 0.0f ? "" : "none ", (double)c->embed_scale,
                 (double)(c->query_scalar > 0.0f ? c->query_scalar : (float)c->head_size));
-        if (c->sliding_window) {
-            int n_local = 0;
-            for (int l = 0; l < c->n_layers; l++) n_local += l < 64 && ((c->local_layers >> l) & 1u);
-            fprintf(out, ", sliding window %d on %d of %d layers (local rope theta %g; global:", c->sliding_window,
-                    n_local, c->n_layers, (double)c->rope_local_theta);
-            for (int l = 0; l < c->n_layers; l++)
-                if (l >= 64 || !((c->local_layers >> l) & 1u)) fprintf(out, " %d", l);
-            fprintf(out, ")");
-        }
-        fprintf(out, "\n");
+        int n_local = 0;   /* a local layer keeps a ring: fewer rows than an unbounded context */
+        for (int l = 0; l < c->n_layers; l++) n_local += llm_kv_layer_rows(c, INT_MAX, l) < (size_t)INT_MAX;
+        if (c->sliding_window) fprintf(out, ", sliding window %d on %d of %d layers (local rope theta %g; global:",
+                                       c->sliding_window, n_local, c->n_layers, (double)c->rope_local_theta);
+        for (int l = 0; l < c->n_layers && c->sliding_window; l++)
+            if (llm_kv_layer_rows(c, INT_MAX, l) == (size_t)INT_MAX) fprintf(out, " %d", l);
+        fprintf(out, c->sliding_window ? ")\n" : "\n");
     }
 }
 
@@ -441,20 +438,14 @@ static int stops_generation(const tok_tokenizer *t, int token) {
  * page traps (about 5 us a 4 KiB page: 90 us per token of a 110M model's
  * cache), which prefill and decode would pay (llama.cpp clears its whole
  * cache at start). Nothing reads a position before it is written. */
-/* the cache rows layer l keeps: a local layer's ring of 2 x sliding_window
- * where it fits in the context (FORMAT.md), else the context's */
-static size_t kv_layer_rows(const llm_config *c, int ctx, int l) {
-    int local = c->sliding_window > 0 && l < 64 && ((c->local_layers >> l) & 1u);
-    return local && 2 * (int64_t)c->sliding_window < ctx ? 2 * (size_t)c->sliding_window : (size_t)ctx;
-}
 static void touch_kv(engine *e, int n) {
     const llm_state *s = &e->state;
     const llm_config *c = &e->model.cfg;
     size_t rows = 0;
-    for (int l = 0; l < c->n_layers; l++) rows += kv_layer_rows(c, s->ctx_len, l);
+    for (int l = 0; l < c->n_layers; l++) rows += llm_kv_layer_rows(c, s->ctx_len, l);
     size_t row = (size_t)(llm_state_plan(c, &e->plan).key_cache / (uint64_t)rows), start = 0;   /* a position's row */
     for (int l = 0; l < c->n_layers && n > 0; l++) {
-        size_t lr = kv_layer_rows(c, s->ctx_len, l), used = row * ((size_t)n < lr ? (size_t)n : lr);
+        size_t lr = llm_kv_layer_rows(c, s->ctx_len, l), used = row * ((size_t)n < lr ? (size_t)n : lr);
         volatile unsigned char *k = (unsigned char *)s->key_cache + start, *v = (unsigned char *)s->value_cache + start;
         for (size_t at = 0; at < used; at += 4096) k[at] = v[at] = 0;
         k[used - 1] = v[used - 1] = 0;

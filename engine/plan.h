@@ -25,6 +25,10 @@ static uint64_t llm__widest(const llm_config *c) {
     return qb ? (w + (uint64_t)qb - 1) / (uint64_t)qb * (uint64_t)qb : w;
 }
 
+size_t llm_kv_layer_rows(const llm_config *c, int ctx_len, int l) {
+    return (size_t)llm__kv_layer_rows(c, ctx_len > 0 ? (uint64_t)ctx_len : 0, l);
+}
+
 llm_plan llm_state_plan(const llm_config *c, const llm_state_options *opt) {
     llm_state_options o = llm__options(c, opt);
     /* every field clamped to its limit first, so even the plan of an
