@@ -22,14 +22,13 @@ import subprocess
 import numpy as np
 
 import common
-from common import model, run, scratch
+import hf_eval
+from common import run, scratch
 import reference_gemma3 as ref
 
-REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
+REF_PYTHON = hf_eval.REF_PYTHON
 LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
-EXPORT = os.path.join(common.ROOT, "export.py")
-TOK = model("tok512.bin")
-STORIES = os.path.join(common.TESTS, "data", "stories.txt")
+EXPORT = hf_eval.EXPORT
 # the 270M config's keys, scaled down: 5 sliding layers and 1 full, one kv head, head_dim
 # apart from hidden / heads, a window of 8, query_pre_attn_scalar != head_dim, bfloat16
 # (sqrt(72) = 8.485 rounds to 8.5)
@@ -48,45 +47,19 @@ LOGIT_TOL = 1e-5     # max |logit engine - reference| / max |reference logit| (f
 
 
 def folder_and_model():
-    """The random folder and its f32 LLMW (made once; workers share them)."""
-    folder, path = scratch("gemma3_hf"), scratch("gemma3.llmw")
-    with common.locked(path):
-        if not os.path.exists(path):
-            ref.write_random_folder(folder, CONFIG, SEED, final_gain=FINAL_GAIN)
-            p = subprocess.run([REF_PYTHON, EXPORT, folder, path + ".tmp"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=300)
-            assert p.returncode == 0, p.stderr.decode()
-            os.replace(path + ".tmp", path)
-    return folder, path
+    return hf_eval.exported_folder("gemma3", lambda folder: ref.write_random_folder(folder, CONFIG, SEED, final_gain=FINAL_GAIN))
 
 
 def text_and_tokens():
-    path = scratch("gemma3_text.txt")
-    text = open(STORIES).read()[:400]
-    with open(path, "w") as f:
-        f.write(text)
-    rc, out, err = run(["-m", "tokenize", "-z", TOK, "-i", text])
-    assert rc == 0, err
-    return path, [int(t) for t in out.split()]
+    return hf_eval.text_and_tokens("gemma3")
 
 
 def reference_nll(w, tokens, mistakes=frozenset(), ctx=CTX):
-    """The engine's eval: windows of ctx tokens overlapping by one, every token after
-    the first scored once."""
-    total, n, start = 0.0, 0, 0
-    while start + 1 < len(tokens):
-        win = tokens[start:start + ctx]
-        total += ref.nll(w, win, mistakes) * (len(win) - 1)
-        n += len(win) - 1
-        start += ctx - 1
-    return total / n, n
+    return hf_eval.windowed_nll(lambda win: ref.nll(w, win, mistakes), tokens, ctx)
 
 
 def engine_nll(path, text, extra=()):
-    rc, out, err = run([path, "-z", TOK, "-m", "eval", "-f", text, "--ctx", CTX] + list(extra))
-    assert rc == 0, err
-    f = out.decode().split()
-    return float(f[f.index("nll") + 1]), int(f[f.index("tokens") + 1])
+    return hf_eval.engine_nll(path, text, CTX, extra)
 
 
 def test_eval_matches_reference():

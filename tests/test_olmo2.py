@@ -19,14 +19,13 @@ import subprocess
 import numpy as np
 
 import common
-from common import model, run, scratch
+import hf_eval
+from common import run, scratch
 import reference_olmo2 as ref
 
-REF_PYTHON = os.environ.get("REF_PYTHON", "/usr/bin/python3")
+REF_PYTHON = hf_eval.REF_PYTHON
 LOGITS = os.environ.get("LOGITS", os.path.join(common.ROOT, "build", "logits"))
-EXPORT = os.path.join(common.ROOT, "export.py")
-TOK = model("tok512.bin")
-STORIES = os.path.join(common.TESTS, "data", "stories.txt")
+EXPORT = hf_eval.EXPORT
 # the 1B config's keys (allenai/OLMo-2-0425-1B), scaled down; grouped kv heads so k's
 # norm spans fewer values than q's; eps and theta apart from the defaults
 CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -43,45 +42,19 @@ CTX = 64             # eval windows of 64 overlapping by one: the text takes thr
 
 
 def folder_and_model():
-    """The random folder and its f32 LLMW (made once; workers share them)."""
-    folder, path = scratch("olmo2_hf"), scratch("olmo2.llmw")
-    with common.locked(path):
-        if not os.path.exists(path):
-            ref.write_random_folder(folder, CONFIG, SEED, **GAINS)
-            p = subprocess.run([REF_PYTHON, EXPORT, folder, path + ".tmp"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=300)
-            assert p.returncode == 0, p.stderr.decode()
-            os.replace(path + ".tmp", path)
-    return folder, path
+    return hf_eval.exported_folder("olmo2", lambda folder: ref.write_random_folder(folder, CONFIG, SEED, **GAINS))
 
 
 def text_and_tokens():
-    path = scratch("olmo2_text.txt")
-    text = open(STORIES).read()[:400]
-    with open(path, "w") as f:
-        f.write(text)
-    rc, out, err = run(["-m", "tokenize", "-z", TOK, "-i", text])
-    assert rc == 0, err
-    return path, [int(t) for t in out.split()]
+    return hf_eval.text_and_tokens("olmo2")
 
 
 def reference_nll(w, tokens, mistakes=frozenset(), ctx=CTX):
-    """The engine's eval: windows of ctx tokens overlapping by one, every token after
-    the first scored once."""
-    total, n, start = 0.0, 0, 0
-    while start + 1 < len(tokens):
-        win = tokens[start:start + ctx]
-        total += ref.nll(w, win, mistakes) * (len(win) - 1)
-        n += len(win) - 1
-        start += ctx - 1
-    return total / n, n
+    return hf_eval.windowed_nll(lambda win: ref.nll(w, win, mistakes), tokens, ctx)
 
 
 def engine_nll(path, text, extra=()):
-    rc, out, err = run([path, "-z", TOK, "-m", "eval", "-f", text, "--ctx", CTX] + list(extra))
-    assert rc == 0, err
-    f = out.decode().split()
-    return float(f[f.index("nll") + 1]), int(f[f.index("tokens") + 1])
+    return hf_eval.engine_nll(path, text, CTX, extra)
 
 
 def test_eval_matches_reference():
