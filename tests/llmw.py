@@ -7,8 +7,9 @@ Written from the format's description (FORMAT.md), not from export.py's code:
   - a 256-byte little-endian header (struct.unpack of the fields below);
     version 1 keeps bytes 96..255 zero, version 2 adds tensor_count,
     rope_scaling, directory_offset, the rope factors and original context,
-    qkv_bias and qk_norm at 96..135, out_norm at 136, qk_norm_whole at 140
-    and keeps 144..255 zero;
+    qkv_bias and qk_norm at 96..135, out_norm at 136, qk_norm_whole at 140,
+    Gemma's ffn_act, embed_scale, query_scalar, sliding_window, local_layers
+    and rope_local_theta at 144..171, and keeps 172..255 zero;
   - version 1: every tensor at the next multiple of 64 after the header
     (zero padding before it): tok_embeddings, per layer attn_norm
     [attn_norm_bias] wq wk wv wo ffn_norm [ffn_norm_bias] w1 w2 w3, then
@@ -55,7 +56,8 @@ BLOCKS = {Q4_0: (32, 18), Q4_K: (256, 144)}   # values, bytes per block
 HEADER_V2 = [("tensor_count", "I"), ("rope_scaling", "I"), ("directory_offset", "Q"),
              ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
              ("rope_orig_ctx", "i"), ("qkv_bias", "I"), ("qk_norm", "I"), ("out_norm", "I"),
-             ("qk_norm_whole", "I")]
+             ("qk_norm_whole", "I"), ("ffn_act", "I"), ("embed_scale", "f"), ("query_scalar", "f"),
+             ("sliding_window", "i"), ("local_layers", "Q"), ("rope_local_theta", "f")]
 # version 2's tensor kinds, by number (FORMAT.md's table)
 KINDS = ["tok_embeddings", "attn_norm", "attn_norm_bias", "wq", "wk", "wv", "q_bias", "k_bias",
          "v_bias", "q_norm", "k_norm", "wo", "ffn_norm", "ffn_norm_bias", "w1", "w2", "w3",
@@ -83,11 +85,12 @@ def read_header(data):
         for name, fmt in HEADER_V2:
             (h[name],) = struct.unpack_from("<" + fmt, data, off)
             off += struct.calcsize(fmt)
-        assert off == 144, off
+        assert off == 172, off
     else:
         h.update(tensor_count=0, rope_scaling=0, directory_offset=0, rope_factor=0.0,
                  rope_low_freq_factor=0.0, rope_high_freq_factor=0.0, rope_orig_ctx=0,
-                 qkv_bias=0, qk_norm=0, out_norm=0, qk_norm_whole=0)
+                 qkv_bias=0, qk_norm=0, out_norm=0, qk_norm_whole=0, ffn_act=0, embed_scale=0.0,
+                 query_scalar=0.0, sliding_window=0, local_layers=0, rope_local_theta=0.0)
     assert data[off:HEADER_SIZE] == b"\0" * (HEADER_SIZE - off), f"reserved header bytes {off}..255 must be zero"
     return h
 

@@ -36,8 +36,8 @@ MUTATIONS = [
      "for (int r = 0; r < w->rows; r++) out[r] = tr->dot(&wp, r, x, xq, xs);",
      "for (int r = 0; r < w->rows; r++) out[r] = NAN;", KERNELS),
     ("a padded q4 row's activation codes are not zeroed past the real columns",
-     "for (int j = n; j < np; j++) xq[j] = 0;",
-     "for (int j = n; j < np; j++) xq[j] = 1;", KERNELS),
+     "memset(xq + (size_t)n * (size_t)a, 0, (size_t)(np - n) * (size_t)a);",
+     "memset(xq + (size_t)n * (size_t)a, 1, (size_t)(np - n) * (size_t)a);", KERNELS),
     ("the q4_K embedding lookup writes its last sub-block's padding past the row",
      "for (int l = 0; l < len; l++) out[256 * k + 32 * j + l]",
      "for (int l = 0; l < 32; l++) out[256 * k + 32 * j + l]", KERNELS),
@@ -59,8 +59,8 @@ MUTATIONS = [
      "if (t) out[(size_t)t * n] *= 1.0000005f; }",
      [("test_reference.py", "prefill_equals_decode")]),
     ("LayerNorm drops its bias",
-     "out[i] = g[i] * ((x[i] - mean) * inv) + (b ? b[i] : 0.0f);",
-     "out[i] = g[i] * ((x[i] - mean) * inv);", KERNELS),
+     "out[i] = (g ? g[i] : 1.0f) * ((x[i] - mean) * inv) + (b ? b[i] : 0.0f);",
+     "out[i] = (g ? g[i] : 1.0f) * ((x[i] - mean) * inv);", KERNELS),
 ]
 
 

@@ -168,6 +168,17 @@ def test_info():
     assert f"without the local layers' rings (of 2 x sliding window 8 positions): {6 * 256 * 32 * 4 * 2} bytes" in text, text
 
 
+def test_header_fields_read_independently():
+    # tests/llmw.py reads the header from FORMAT.md's table, not from export.py
+    import llmw
+    _, path = folder_and_model()
+    with open(path, "rb") as f:
+        h = llmw.read_header(f.read(256))
+    assert (h["version"], h["out_norm"], h["qk_norm"], h["qk_norm_whole"]) == (2, 1, 1, 0), h
+    assert (h["ffn_act"], h["embed_scale"], h["query_scalar"]) == (1, 8.5, 12.0), h
+    assert (h["sliding_window"], h["local_layers"], h["rope_local_theta"]) == (8, 0b011111, 10000.0), h
+
+
 def test_export_refuses():
     """What a Gemma 3 folder may say that the engine cannot honour: refused by name,
     nothing written."""

@@ -160,6 +160,13 @@ def checkpoint_seeds(out):
     }
     for name, (shape, *options) in llmw.items():
         write_llmw(os.path.join(out, name), shape, *options)
+    # Gemma 3's header fields (FORMAT.md, bytes 144..171) on a peri-norm file with
+    # q/k norms: GELU-tanh, embed scale, query scalar, a window of 3 on layer 0
+    gemma = os.path.join(out, "LLMW_f32_v2_gemma_window.bin")
+    write_llmw(gemma, SHAPE, "--norm-pos", "peri", "--qk-norm")
+    with open(gemma, "r+b") as f:
+        f.seek(144)
+        f.write(struct.pack("<Iffiqf", 1, 4.0, 6.0, 3, 1, 10000.0))
     # fuzz_checkpoint's shape mode: "SHPE", 10 shape bytes (see the harness), weight bytes
     values = bytes(np.random.default_rng(9).integers(0, 256, 96, dtype=np.uint8))
     shapes = {
