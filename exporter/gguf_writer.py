@@ -145,7 +145,7 @@ def gguf_arch(cfg):
         gguf_olmo2_check(cfg)
         return "olmo2"
     gemma = [k for k in ("ffn_act", "embed_scale", "query_scalar", "sliding_window") if cfg.get(k)]
-    if gemma or cfg.get("norm_pos") == 2:
+    if gemma:
         gguf_gemma3_check(cfg)
         return "gemma3"
     if cfg.get("qkv_bias") and cfg.get("qk_norm"):
@@ -328,8 +328,8 @@ def gguf_metadata(cfg, vocab, want):
                           ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
            if not ok]
     if why:
-        raise ExportError(f"GGUF's {arch} architecture is RMSNorm in the {NORM_POS_NAMES[pos]} placement with a final "
-                          f"norm: it cannot hold {', '.join(why)}")
+        raise ExportError(f"GGUF's {arch} architecture is {NORM_POS_NAMES[pos]}-RMSNorm with a final norm: it "
+                          f"cannot hold {', '.join(why)}")
     if cfg.get("rope_scaling") and arch != "gemma3":
         raise ExportError(f"--format gguf writes {arch} without rope scaling so far: write LLMW for this model")
     a = arch
