@@ -11,7 +11,7 @@ from .quantizers import (dequantize_gguf, GG_F16, GG_F32, GG_Q4_0, GG_Q8_0, GGUF
 from .writer import atomic_output, ROW_CHUNK_ELEMS
 from .jsonconf import _json
 from .read_hf import permute_rotary
-from .tok_sentencepiece import check_vocab, hf_tokenizer_vocab, sentencepiece_vocab
+from .tok_sentencepiece import check_vocab, hf_tokenizer_vocab, read_sentencepiece_model, sentencepiece_vocab
 from .tok_byte_level import (byte_level_tokenizer, bytes_to_unicode, is_byte_level, PRE_GPT2,
                              PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM)
 
@@ -257,6 +257,44 @@ def gguf_vocab(path):
     return path, pieces, scores, types, bos, eos
 
 
+def _looks_special(text):
+    """llama.cpp's converter (does_token_look_special): added tokens it makes control
+    tokens though tokenizer_config.json does not call them special"""
+    return text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or \
+        (text.startswith("<|") and text.endswith("|>")) or (text.startswith("<\uff5c") and text.endswith("\uff5c>")) or \
+        (text.startswith("<unused") and text.endswith(">"))
+
+
+def gemma3_vocab(vocab):
+    """A sentencepiece vocabulary (gguf_vocab's "llama" tuple) typed and completed as
+    llama.cpp's converter does for gemma3 (_create_vocab_sentencepiece): a
+    tokenizer.model's unknown, control, unused and byte pieces keep their type, the
+    others are normal; then added_tokens.json's ids become user-defined and
+    tokenizer_config.json's added_tokens_decoder control (special, or looking special)
+    or user-defined (U+2581 as a space), each scored -1000."""
+    path, pieces, scores, types, bos, eos = vocab
+    pieces, scores = list(pieces), list(scores)
+    if path.endswith(".model"):
+        types = [t if t in (TT_UNKNOWN, TT_CONTROL, TT_UNUSED, TT_BYTE) else TT_NORMAL
+                 for t in read_sentencepiece_model(path)[2]]
+    types = list(types)
+    folder = os.path.dirname(os.path.abspath(path))
+    added = os.path.join(folder, "added_tokens.json")
+    for text, i in (_json(added).items() if os.path.exists(added) else ()):
+        if isinstance(i, int) and 0 <= i < len(pieces):
+            pieces[i], scores[i], types[i] = text, -1000.0, TT_USER_DEFINED
+    tc = os.path.join(folder, "tokenizer_config.json")
+    decoder = (_json(tc) if os.path.exists(tc) else {}).get("added_tokens_decoder") or {}
+    for key, tok in decoder.items():
+        i, text = int(key), tok.get("content") if isinstance(tok, dict) else None
+        if not isinstance(text, str) or not 0 <= i < len(pieces):
+            continue
+        special = tok.get("special") or _looks_special(text)
+        pieces[i] = text if special else text.replace("\u2581", " ")
+        scores[i], types[i] = -1000.0, TT_CONTROL if special else TT_USER_DEFINED
+    return path, pieces, scores, types, bos, eos
+
+
 GGUF_PRE_NAMES = {PRE_GPT2: "gpt-2", PRE_LLAMA3: "llama-bpe", PRE_QWEN2: "qwen2", PRE_SMOLLM: "smollm"}
 
 
@@ -360,7 +398,7 @@ def gguf_metadata(cfg, vocab, want):
         return kv + [("tokenizer.ggml.model", GV_STRING, "none")]
     kv += gguf_tokenizer_kv(vocab, cfg["vocab_size"])
     if arch == "gemma3" and len(vocab) != 3:   # sentencepiece without the dummy-prefix space
-        kv.append(("tokenizer.ggml.add_space_prefix", GV_BOOL, False))
+        kv += [("tokenizer.ggml.pre", GV_STRING, "default"), ("tokenizer.ggml.add_space_prefix", GV_BOOL, False)]
     return kv
 
 
@@ -382,6 +420,8 @@ def write_gguf(path, cfg, src, want, tok_path):
     validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
     vocab = gguf_vocab(tok_path) if tok_path else None
     arch = gguf_arch(cfg)
+    if arch == "gemma3" and vocab and len(vocab) != 3:
+        vocab = gemma3_vocab(vocab)
     kv = gguf_metadata(cfg, vocab, want)
     plan = gguf_plan(arch, cfg)
     src.check([(sname, shape) for _, shape, _, sname in plan])
