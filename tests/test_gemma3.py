@@ -231,6 +231,26 @@ def test_gguf_matches_reference_and_llmw():
         yield dtype, one
 
 
+def test_gguf_bfloat16_embedding_scale_is_llama_cpps():
+    """A bfloat16 folder's GGUF: llama.cpp scales embeddings by sqrtf(72) = 8.48528 in
+    f32 where transformers rounds it to bfloat16 (8.5); export.py says so, and the
+    GGUF's NLL is the reference's with the exact scale (its embed_scale_exact
+    mistake), not the reference's own."""
+    folder = scratch("gemma3_gguf_bf16_hf")
+    ref.write_random_folder(folder, dict(CONFIG, query_pre_attn_scalar=32), SEED, final_gain=FINAL_GAIN)
+    path = scratch("gemma3_gguf_bf16.gguf")
+    p = subprocess.run([REF_PYTHON, EXPORT, folder, path, "--format", "gguf"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    err = p.stderr.decode()
+    assert p.returncode == 0 and "embedding scale 8.5" in err and "sqrtf(72) = 8.485281" in err, err
+    text, tokens = text_and_tokens()
+    w = ref.load(folder)
+    hf, exact = reference_nll(w, tokens)[0], reference_nll(w, tokens, {"embed_scale_exact"})[0]
+    got = engine_nll(path, text)[0]
+    print(f"   gguf nll {got:.6f}, reference with sqrtf(72) {exact:.6f}, with bfloat16's 8.5 {hf:.6f}")
+    assert abs(got - exact) <= GGUF_TOL["f32"] and abs(got - hf) > 10 * GGUF_TOL["f32"], (got, exact, hf)
+
+
 def test_gguf_info_and_tokenizer_refused():
     """--info of the GGUF prints what the reader set (sqrtf(72) = 8.48528, scores /
     sqrt(32), the window on 5 of 6 layers); a gemma3 GGUF whose sentencepiece
