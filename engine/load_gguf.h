@@ -149,7 +149,9 @@ static int llm__gguf_gemma3_window(llm__gguf *f, llm_model *m) {
     if ((st = llm__gguf_int(f, m, "%s.attention.sliding_window_pattern", 0, 0, INT32_MAX, &period)) != LLM_OK) return st;
     for (int l = 0; l < c->n_layers; l++) {
         if (!(period == 0 || l % period < period - 1)) continue;
-        if (l >= 64) return llm__fail(m, LLM_ERR_CONFIG, "GGUF gemma3: local (sliding-window) layers past 64 are not supported");
+        if (l >= 64)
+            return llm__fail(m, LLM_ERR_CONFIG, "GGUF gemma3: a local (sliding-window) layer at 64 or above: the "
+                                                "local-layer mask covers layers 0..63");
         c->local_layers |= (uint64_t)1 << l;
     }
     if (!c->local_layers) c->sliding_window = 0;   /* every layer global */
