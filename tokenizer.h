@@ -275,7 +275,9 @@ int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap
 /* ---- a GGUF file's tokenizer (tokenizer/gguf.c) ----
  *
  * A GGUF carries its tokenizer as metadata: tokenizer.ggml.model "llama"
- * (sentencepiece pieces, scores, token types) becomes a tokenizer.bin image,
+ * (sentencepiece pieces, scores, token types) becomes a tokenizer.bin image
+ * (refused with tokenizer.ggml.add_space_prefix false, Gemma's: tokenizer.bin
+ * always adds the dummy-prefix space),
  * "gpt2" (byte-level pieces in GPT-2's alphabet, merges, a named
  * pre-tokenizer) an LTOK image (FORMAT.md); tok_init reads the image as a
  * file, then tok_gguf_apply sets the ids, add_bos and the chat template the
@@ -294,7 +296,8 @@ int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap
  * values are the file's: every count, type and length is checked). */
 enum tok_gguf_key {
     TOK_GGUF_MODEL, TOK_GGUF_PRE, TOK_GGUF_TOKENS, TOK_GGUF_TOKEN_TYPE, TOK_GGUF_SCORES, TOK_GGUF_MERGES,
-    TOK_GGUF_BOS, TOK_GGUF_EOS, TOK_GGUF_EOT, TOK_GGUF_ADD_BOS, TOK_GGUF_CHAT_TEMPLATE, TOK_GGUF_KEY_COUNT
+    TOK_GGUF_BOS, TOK_GGUF_EOS, TOK_GGUF_EOT, TOK_GGUF_ADD_BOS, TOK_GGUF_CHAT_TEMPLATE, TOK_GGUF_ADD_SPACE_PREFIX,
+    TOK_GGUF_KEY_COUNT
 };
 /* "tokenizer.ggml.model", ... ("" for an unknown key) */
 const char *tok_gguf_key_name(int key);

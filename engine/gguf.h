@@ -218,7 +218,8 @@ static const char *llm__ggml_type_name(uint32_t id) {
 }
 
 /* The architectures read; llm__gguf.arch is an index here (-1: not yet known). */
-static const char *const llm__gguf_archs[3] = { "llama", "qwen2", "qwen3" };
+enum { LLM__ARCH_LLAMA, LLM__ARCH_QWEN2, LLM__ARCH_QWEN3, LLM__ARCH_GEMMA3, LLM__ARCH_OLMO2, LLM__ARCH_COUNT };
+static const char *const llm__gguf_archs[LLM__ARCH_COUNT] = { "llama", "qwen2", "qwen3", "gemma3", "olmo2" };
 
 typedef struct llm__gguf {
     llm__gguf_cursor g;
@@ -341,7 +342,7 @@ static int llm__gguf_open(llm__gguf *f, const unsigned char *b, size_t n, char *
     }
     int present = 0;
     char got[48];
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < LLM__ARCH_COUNT; a++) {
         int is = llm__gguf_str_is(f, "general.architecture", llm__gguf_archs[a], &present, got, sizeof got);
         if (is < 0) return LLM_ERR_FORMAT;
         if (is == 1) { f->arch = a; break; }
@@ -349,7 +350,7 @@ static int llm__gguf_open(llm__gguf *f, const unsigned char *b, size_t n, char *
     if (f->arch < 0) {
         if (!present) llm__fmt(e, E, "GGUF metadata general.architecture is missing");
         else if (present == 2) llm__fmt(e, E, "GGUF metadata general.architecture is not a string");
-        else llm__fmt(e, E, "GGUF architecture '%s' is not supported (llama, qwen2 and qwen3 are)", got);
+        else llm__fmt(e, E, "GGUF architecture '%s' is not supported (llama, qwen2, qwen3, gemma3 and olmo2 are)", got);
         return LLM_ERR_FORMAT;
     }
     return LLM_OK;

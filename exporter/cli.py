@@ -181,7 +181,7 @@ def cmd_convert(argv):
     p.add_argument("--format", choices=("llmw", "gguf"), default="llmw",
                    help="llmw (default): the engine's own format; gguf: llama.cpp's, with the "
                         "tokenizer inside (architecture llama, qwen2 or qwen3 as the model's q/k/v biases and "
-                        "q/k norms say; tensors in f32/f16/q8_0/q4_0)")
+                        "q/k norms say, gemma3 or olmo2 for those models; tensors in f32/f16/q8_0/q4_0)")
     p.add_argument("--tokenizer", metavar="TOK", default=None,
                    help="with --format gguf: the tokenizer to embed (tokenizer.model, a byte-level BPE or a "
                         "Llama-2-style tokenizer.json, llama2.c's tokenizer.bin, or a folder); "

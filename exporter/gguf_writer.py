@@ -11,7 +11,7 @@ from .quantizers import (dequantize_gguf, GG_F16, GG_F32, GG_Q4_0, GG_Q8_0, GGUF
 from .writer import atomic_output, ROW_CHUNK_ELEMS
 from .jsonconf import _json
 from .read_hf import permute_rotary
-from .tok_sentencepiece import check_vocab, hf_tokenizer_vocab, sentencepiece_vocab
+from .tok_sentencepiece import check_vocab, hf_tokenizer_vocab, read_sentencepiece_model, sentencepiece_vocab
 from .tok_byte_level import (byte_level_tokenizer, bytes_to_unicode, is_byte_level, PRE_GPT2,
                              PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM)
 
@@ -86,16 +86,68 @@ def _gguf_kv(key, vtype, value):
     return out + struct.pack(fmt, value)
 
 
+# llama.cpp's gemma3 (its src/models/gemma3.cpp): layer l is global when l % 6 == 5 (the
+# default of attention.sliding_window_pattern, which its converter does not write)
+GEMMA3_PERIOD = 6
+
+
+def gemma3_local_mask(n_layers, period=GEMMA3_PERIOD):
+    return sum(1 << l for l in range(n_layers) if l % period < period - 1)
+
+
+def gguf_gemma3_check(cfg):
+    """What llama.cpp's gemma3 computes for itself, against the model's fields: refused
+    where they differ (named), a note where only the embedding scale's rounding does."""
+    d, hs, L = cfg["dim"], cfg["head_size"], cfg["n_layers"]
+    if cfg.get("ffn_act") != 1 or cfg.get("norm_pos") != 2 or not cfg.get("out_norm") or not cfg.get("qk_norm"):
+        raise ExportError("--format gguf: this model has some of Gemma's fields but not Gemma 3's block (the peri "
+                          "placement, per-head q/k norms, GELU-tanh gate): no llama.cpp architecture holds it")
+    want_qs = d // cfg["n_heads"] if L == 62 else hs
+    if float(cfg.get("query_scalar") or hs) != float(want_qs):
+        raise ExportError(f"--format gguf: query_pre_attn_scalar {cfg.get('query_scalar'):g}: llama.cpp's gemma3 "
+                          f"scales scores by 1/sqrt({want_qs}) ({'hidden / heads' if L == 62 else 'head_dim'}): "
+                          f"write LLMW for this model")
+    exact = float(np.float32(np.sqrt(np.float32(d))))
+    scale = float(cfg.get("embed_scale") or 0.0)
+    if abs(scale - exact) > 0.01 * exact:
+        raise ExportError(f"--format gguf: embedding scale {scale:g}: llama.cpp's gemma3 uses sqrt(hidden) = "
+                          f"{exact:g}: write LLMW for this model")
+    if scale != exact:
+        log(f"note: the embedding scale {scale:g} (sqrt({d}) in the checkpoint's dtype, as transformers "
+            f"computes it) becomes llama.cpp's sqrtf({d}) = {exact:.7g} in a gemma3 GGUF")
+    if cfg.get("sliding_window") and cfg.get("local_layers") != gemma3_local_mask(L):
+        raise ExportError(f"--format gguf: the local (sliding-window) layers are not llama.cpp's gemma3 rule "
+                          f"(layer l global when l % {GEMMA3_PERIOD} == {GEMMA3_PERIOD - 1}): write LLMW for this model")
+    if cfg.get("rope_scaling") not in (0, None, 1):
+        raise ExportError("--format gguf: gemma3 takes linear rope scaling only: write LLMW for this model")
+
+
+def gguf_olmo2_check(cfg):
+    """llama.cpp's olmo2 (src/models/olmo2.cpp): the out placement, whole q/k norms, SiLU,
+    head_dim = hidden / heads, no sliding window, no rope scaling written here."""
+    bad = [k for k in ("ffn_act", "embed_scale", "query_scalar", "sliding_window", "qkv_bias", "rope_scaling")
+           if cfg.get(k)]
+    if bad or cfg.get("norm_pos") != 3 or not cfg.get("out_norm") or not cfg.get("qk_norm"):
+        raise ExportError(f"--format gguf: q/k norms over the whole projections fit llama.cpp's olmo2 only, "
+                          f"whose block is the out placement with SiLU{' and none of ' + ', '.join(bad) if bad else ''}"
+                          f": write LLMW for this model")
+    if cfg["head_size"] * cfg["n_heads"] != cfg["dim"]:
+        raise ExportError(f"--format gguf: head_size {cfg['head_size']} x {cfg['n_heads']} heads is not hidden "
+                          f"{cfg['dim']}, as llama.cpp's olmo2 requires: write LLMW for this model")
+
+
 def gguf_arch(cfg):
-    """The llama.cpp architecture that holds `cfg`: qwen2 (q/k/v biases), qwen3 (per-head
-    q/k norms) or llama (neither)."""
+    """The llama.cpp architecture that holds `cfg`: olmo2 (whole q/k norms, the out
+    placement), gemma3 (Gemma's fields, the peri placement), qwen2 (q/k/v biases), qwen3
+    (per-head q/k norms) or llama (neither); what its llama.cpp graph would compute
+    differently is refused, named."""
     if cfg.get("qk_norm_whole"):
-        raise ExportError("--format gguf: q/k norms over the whole q and k projections (OLMo 2) are not "
-                          "written as GGUF here: write LLMW for this model")
+        gguf_olmo2_check(cfg)
+        return "olmo2"
     gemma = [k for k in ("ffn_act", "embed_scale", "query_scalar", "sliding_window") if cfg.get(k)]
     if gemma:
-        raise ExportError(f"--format gguf: Gemma's fields ({', '.join(gemma)}) are not written as GGUF here: "
-                          f"write LLMW for this model")
+        gguf_gemma3_check(cfg)
+        return "gemma3"
     if cfg.get("qkv_bias") and cfg.get("qk_norm"):
         raise ExportError("--format gguf: q/k/v biases and q/k norms together fit no llama.cpp "
                           "architecture (qwen2 has the biases, qwen3 the norms): write LLMW for this model")
@@ -103,7 +155,8 @@ def gguf_arch(cfg):
 
 
 def gguf_tensor_name(name):
-    """The engine's canonical tensor name -> llama.cpp's (llama, qwen2 and qwen3 share them)."""
+    """The engine's canonical tensor name -> llama.cpp's (all five archs share them; the
+    output norms of gemma3 and olmo2 are post_attention_norm and post_ffw_norm)."""
     fixed = {"tok_embeddings": "token_embd.weight", "final_norm": "output_norm.weight",
              "classifier": "output.weight"}
     if name in fixed:
@@ -113,7 +166,8 @@ def gguf_tensor_name(name):
                  "wv": "attn_v.weight", "wo": "attn_output.weight", "ffn_norm": "ffn_norm.weight",
                  "w1": "ffn_gate.weight", "w2": "ffn_down.weight", "w3": "ffn_up.weight",
                  "q_bias": "attn_q.bias", "k_bias": "attn_k.bias", "v_bias": "attn_v.bias",
-                 "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight"}
+                 "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight",
+                 "attn_out_norm": "post_attention_norm.weight", "ffn_out_norm": "post_ffw_norm.weight"}
     if part not in per_layer:
         raise ExportError(f"tensor {name} has no place in a GGUF model")
     return f"blk.{l}.{per_layer[part]}"
@@ -122,11 +176,14 @@ def gguf_tensor_name(name):
 def gguf_rows(arch, cfg, name, arr):
     """`arr` in the row order llama.cpp expects. The engine keeps q/k rows (and the q/k
     biases, and a head's q/k norm weights) as interleaved rotary pairs, which is what
-    llama.cpp's llama holds; qwen2 and qwen3 rotate halves (NEOX) on rows in Hugging
-    Face's order, so those go back to it."""
+    llama.cpp's llama holds; qwen2, qwen3, gemma3 and olmo2 rotate halves (NEOX) on rows
+    in Hugging Face's order (llama.cpp's converter permutes none of them), so those go
+    back to it (olmo2's q/k norm weights span every head: each head's part)."""
     part = name.rsplit(".", 1)[-1]
+    whole = bool(cfg.get("qk_norm_whole"))
     heads = {"wq": cfg["n_heads"], "wk": cfg["n_kv_heads"], "q_bias": cfg["n_heads"],
-             "k_bias": cfg["n_kv_heads"], "q_norm": 1, "k_norm": 1}
+             "k_bias": cfg["n_kv_heads"], "q_norm": cfg["n_heads"] if whole else 1,
+             "k_norm": cfg["n_kv_heads"] if whole else 1}
     if arch == "llama" or part not in heads:
         return arr
     a = np.asarray(arr, dtype=np.float32)
@@ -200,6 +257,44 @@ def gguf_vocab(path):
     return path, pieces, scores, types, bos, eos
 
 
+def _looks_special(text):
+    """llama.cpp's converter (does_token_look_special): added tokens it makes control
+    tokens though tokenizer_config.json does not call them special"""
+    return text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or \
+        (text.startswith("<|") and text.endswith("|>")) or (text.startswith("<\uff5c") and text.endswith("\uff5c>")) or \
+        (text.startswith("<unused") and text.endswith(">"))
+
+
+def gemma3_vocab(vocab):
+    """A sentencepiece vocabulary (gguf_vocab's "llama" tuple) typed and completed as
+    llama.cpp's converter does for gemma3 (_create_vocab_sentencepiece): a
+    tokenizer.model's unknown, control, unused and byte pieces keep their type, the
+    others are normal; then added_tokens.json's ids become user-defined and
+    tokenizer_config.json's added_tokens_decoder control (special, or looking special)
+    or user-defined (U+2581 as a space), each scored -1000."""
+    path, pieces, scores, types, bos, eos = vocab
+    pieces, scores = list(pieces), list(scores)
+    if path.endswith(".model"):
+        types = [t if t in (TT_UNKNOWN, TT_CONTROL, TT_UNUSED, TT_BYTE) else TT_NORMAL
+                 for t in read_sentencepiece_model(path)[2]]
+    types = list(types)
+    folder = os.path.dirname(os.path.abspath(path))
+    added = os.path.join(folder, "added_tokens.json")
+    for text, i in (_json(added).items() if os.path.exists(added) else ()):
+        if isinstance(i, int) and 0 <= i < len(pieces):
+            pieces[i], scores[i], types[i] = text, -1000.0, TT_USER_DEFINED
+    tc = os.path.join(folder, "tokenizer_config.json")
+    decoder = (_json(tc) if os.path.exists(tc) else {}).get("added_tokens_decoder") or {}
+    for key, tok in decoder.items():
+        i, text = int(key), tok.get("content") if isinstance(tok, dict) else None
+        if not isinstance(text, str) or not 0 <= i < len(pieces):
+            continue
+        special = tok.get("special") or _looks_special(text)
+        pieces[i] = text if special else text.replace("\u2581", " ")
+        scores[i], types[i] = -1000.0, TT_CONTROL if special else TT_USER_DEFINED
+    return path, pieces, scores, types, bos, eos
+
+
 GGUF_PRE_NAMES = {PRE_GPT2: "gpt-2", PRE_LLAMA3: "llama-bpe", PRE_QWEN2: "qwen2", PRE_SMOLLM: "smollm"}
 
 
@@ -264,15 +359,16 @@ def gguf_tokenizer_kv(vocab, vocab_size):
 def gguf_metadata(cfg, vocab, want):
     """The key/value pairs of the file; `vocab` None: no tokenizer (tokenizer.ggml.model
     "none", which llama.cpp loads as a model without a vocabulary)."""
-    why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), (f"--norm-pos {NORM_POS_NAMES[cfg['norm_pos']]}", cfg["norm_pos"] == 0),
-                          ("output norms", not cfg.get("out_norm")),
+    arch = gguf_arch(cfg)
+    pos = {"gemma3": 2, "olmo2": 3}.get(arch, 0)
+    why = [k for k, ok in (("--norm layer", cfg["norm_type"] == 0), (f"--norm-pos {NORM_POS_NAMES[cfg['norm_pos']]}", cfg["norm_pos"] == pos),
+                          ("output norms", bool(cfg.get("out_norm")) == (pos != 0)),
                           ("--final-norm off", cfg["final_norm"] == 1), ("norm biases", not cfg["norm_bias"]))
            if not ok]
     if why:
-        raise ExportError(f"GGUF's llama, qwen2 and qwen3 architectures are pre-RMSNorm with a final norm: "
-                          f"they cannot hold {', '.join(why)}")
-    arch = gguf_arch(cfg)
-    if cfg.get("rope_scaling"):
+        raise ExportError(f"GGUF's {arch} architecture is {NORM_POS_NAMES[pos]}-RMSNorm with a final norm: it "
+                          f"cannot hold {', '.join(why)}")
+    if cfg.get("rope_scaling") and arch != "gemma3":
         raise ExportError(f"--format gguf writes {arch} without rope scaling so far: write LLMW for this model")
     a = arch
     kv = [("general.architecture", GV_STRING, arch),
@@ -291,36 +387,60 @@ def gguf_metadata(cfg, vocab, want):
           (f"{a}.rope.dimension_count", GV_UINT32, cfg["head_size"]),
           (f"{a}.rope.freq_base", GV_FLOAT32, cfg["rope_theta"]),
           (f"{a}.attention.layer_norm_rms_epsilon", GV_FLOAT32, cfg["norm_eps"])]
+    if arch == "gemma3":   # as llama.cpp's Gemma3Model writes them (pattern and scales: its defaults)
+        if cfg.get("rope_scaling"):
+            kv += [(f"{a}.rope.scaling.type", GV_STRING, "linear"),
+                   (f"{a}.rope.scaling.factor", GV_FLOAT32, cfg["rope_factor"])]
+        if cfg.get("sliding_window"):
+            kv += [(f"{a}.attention.sliding_window", GV_UINT32, cfg["sliding_window"]),
+                   (f"{a}.rope.freq_base_swa", GV_FLOAT32, cfg["rope_local_theta"])]
     if vocab is None:
         return kv + [("tokenizer.ggml.model", GV_STRING, "none")]
-    return kv + gguf_tokenizer_kv(vocab, cfg["vocab_size"])
+    kv += gguf_tokenizer_kv(vocab, cfg["vocab_size"])
+    if arch == "gemma3" and len(vocab) != 3:   # sentencepiece without the dummy-prefix space
+        kv += [("tokenizer.ggml.pre", GV_STRING, "default"), ("tokenizer.ggml.add_space_prefix", GV_BOOL, False)]
+    return kv
+
+
+def gguf_plan(arch, cfg):
+    """[(engine name, shape, kind, source name)]: the LLMW plan as llama.cpp's arch holds it.
+    olmo2 has no input norms (the out placement: they are weight 1, unused) and requires
+    output.weight, so a tied model writes its embedding there too."""
+    plan = [(n, s, k, n) for n, s, k in tensor_plan(dict(cfg, norm_bias=0))]
+    if arch == "olmo2":
+        plan = [x for x in plan if x[0].rsplit(".", 1)[-1] not in ("attn_norm", "ffn_norm")]
+        if cfg["shared_classifier"]:
+            plan.append(("classifier", (cfg["vocab_size"], cfg["dim"]), "mat", "tok_embeddings"))
+    return plan
 
 
 def write_gguf(path, cfg, src, want, tok_path):
-    """Write `src` as a GGUF llama, qwen2 or qwen3 model with its tokenizer (tok_path None:
-    none); returns (bytes, max abs error)."""
+    """Write `src` as a GGUF llama, qwen2, qwen3, gemma3 or olmo2 model with its tokenizer
+    (tok_path None: none); returns (bytes, max abs error)."""
     validate_config(dict(cfg, weight_type=WT_F32, group_size=0))
     vocab = gguf_vocab(tok_path) if tok_path else None
     arch = gguf_arch(cfg)
+    if arch == "gemma3" and vocab and len(vocab) != 3:
+        vocab = gemma3_vocab(vocab)
     kv = gguf_metadata(cfg, vocab, want)
-    plan = tensor_plan(dict(cfg, norm_bias=0))
-    src.check([(n, s) for n, s, _ in plan])
+    plan = gguf_plan(arch, cfg)
+    src.check([(sname, shape) for _, shape, _, sname in plan])
     infos, offset = [], 0
-    for name, shape, kind in plan:
+    for name, shape, kind, sname in plan:
         gtype = gguf_tensor_type(gguf_tensor_name(name), shape, kind, want)
         rows, cols = (1, shape[0]) if kind == "vec" else shape
         nbytes = {GG_F32: 4 * rows * cols, GG_F16: 2 * rows * cols,
                   GG_Q8_0: rows * cols // GGUF_BLOCK * 34, GG_Q4_0: rows * cols // GGUF_BLOCK * 18}[gtype]
-        infos.append((name, shape, kind, gtype, offset, nbytes))
+        infos.append((name, shape, kind, gtype, offset, nbytes, sname))
         offset = -(-(offset + nbytes) // GGUF_ALIGN) * GGUF_ALIGN
-    fell = [(gguf_tensor_name(n), s[-1]) for n, s, k, t, _, _ in infos if k == "mat" and t != want]
+    fell = [(gguf_tensor_name(n), s[-1]) for n, s, k, t, _, _, _ in infos if k == "mat" and t != want]
     if fell:
         log(f"note: {len(fell)} tensor(s) have rows of {sorted(set(c for _, c in fell))} values, not whole "
             f"{GGUF_TYPE_NAMES[want]} blocks of {GGUF_BLOCK}: written as f16 ({', '.join(n for n, _ in fell[:3])}"
             f"{', ...' if len(fell) > 3 else ''})")
     head = [b"GGUF", struct.pack("<IQQ", GGUF_VERSION, len(infos), len(kv))]
     head += [_gguf_kv(*x) for x in kv]
-    for name, shape, kind, gtype, off, _ in infos:
+    for name, shape, kind, gtype, off, _, _ in infos:
         dims = list(reversed(shape))                      # innermost (columns) first
         head.append(_gguf_str(gguf_tensor_name(name)) + struct.pack("<I", len(dims)) +
                     struct.pack("<%dQ" % len(dims), *dims) + struct.pack("<IQ", gtype, off))
@@ -329,9 +449,9 @@ def write_gguf(path, cfg, src, want, tok_path):
     max_err = 0.0
     with atomic_output(path) as f:
         f.write(head + b"\0" * (data_start - len(head)))
-        for name, shape, kind, gtype, off, nbytes in infos:
+        for name, shape, kind, gtype, off, nbytes, sname in infos:
             f.write(b"\0" * (data_start + off - f.tell()))
-            arr = src.load(name)
+            arr = src.load(sname)
             if tuple(arr.shape) != tuple(shape):
                 raise ExportError(f"tensor {src.src_name(name)} has shape {list(arr.shape)}, "
                                   f"expected {list(shape)}")

@@ -1,7 +1,7 @@
 """What the tests of a Hugging Face family against its float64 reference share
-(test_olmo2.py, test_gemma3.py): a random folder exported once to an f32 LLMW,
-the text they score and its ids, and the engine's eval next to the same
-windows scored by the reference."""
+(test_olmo2.py, test_gemma3.py): a random folder exported once to an f32 LLMW
+(and to GGUF), the text they score and its ids, and the engine's eval next to
+the same windows scored by the reference."""
 import os
 import subprocess
 
@@ -25,6 +25,18 @@ def exported_folder(name, write_folder):
             assert p.returncode == 0, p.stderr.decode()
             os.replace(path + ".tmp", path)
     return folder, path
+
+
+def exported_gguf(name, folder, dtype):
+    """export.py FOLDER NAME_DTYPE.gguf --format gguf --dtype DTYPE, made once."""
+    path = scratch(f"{name}_{dtype}.gguf")
+    with common.locked(path):
+        if not os.path.exists(path):
+            p = subprocess.run([REF_PYTHON, EXPORT, folder, path + ".tmp", "--format", "gguf", "--dtype", dtype],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+            assert p.returncode == 0, p.stderr.decode()
+            os.replace(path + ".tmp", path)
+    return path
 
 
 def text_and_tokens(name):

@@ -14,7 +14,10 @@ the mistaken reference. Prefill, decode and chunked batches give the same
 logits bit for bit (build/logits), and the local layers' KV ring the same
 bits as full rows; --info prints the new fields and the ring's saving; export.py
 refuses what it cannot honour (soft-capping, another activation,
-bidirectional attention, GGUF output).
+bidirectional attention). A float32 folder written as GGUF (llama.cpp's
+gemma3) reads back to the reference's NLL (f32, f16, q8_0) and to the
+LLMW's; what llama.cpp's gemma3 would compute differently is refused; its
+GGUF sentencepiece tokenizer (no dummy prefix) is refused with a pointer to -z.
 """
 import os
 import subprocess
@@ -186,8 +189,7 @@ def test_export_refuses():
              ("final_softcap", dict(final_logit_softcapping=30.0), "final_logit_softcapping"),
              ("gelu_erf", dict(hidden_activation="gelu"), "hidden_activation"),
              ("layer_types", dict(layer_types=["sliding_attention"] * 5), "layer_types"),
-             ("bidirectional", dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
-             ("gguf", {}, "Gemma's fields")]
+             ("bidirectional", dict(use_bidirectional_attention=True), "use_bidirectional_attention")]
     for name, conf, word in cases:
         def one(name=name, conf=conf, word=word):
             bad = scratch(f"gemma3_bad_{name}")
@@ -195,11 +197,110 @@ def test_export_refuses():
             out = scratch(f"gemma3_bad_{name}.out")
             if os.path.exists(out):
                 os.remove(out)
-            args = ["--format", "gguf"] if name == "gguf" else []
-            p = subprocess.run([REF_PYTHON, EXPORT, bad, out] + args, stdout=subprocess.PIPE,
+            p = subprocess.run([REF_PYTHON, EXPORT, bad, out], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, timeout=300)
             err = p.stderr.decode()
             assert p.returncode == 1, err
             assert word in err.strip().splitlines()[-1], (word, err)
+            assert not os.path.exists(out), "a refused conversion left its output"
+        yield name, one
+
+
+# ---------------------------------------------------------------- GGUF gemma3
+
+# What llama.cpp's gemma3 can hold: float32 (its embedding scale is sqrtf(hidden) in f32,
+# not rounded to bfloat16), query_pre_attn_scalar = head_dim (it scales scores by
+# 1/sqrt(key_length)), global layers where l % 6 == 5 (CONFIG's layer_types already)
+GGUF_CONFIG = dict(CONFIG, torch_dtype="float32", query_pre_attn_scalar=32)
+GGUF_TOL = {"f32": 1e-4, "f16": 2e-3, "q8_0": 3e-2}   # |NLL GGUF - reference|
+GGUF_SAME = 2e-6     # |NLL GGUF f32 - NLL LLMW f32| as eval prints them (6 decimals): the same math,
+                     # only q/k rows in another order
+
+
+def gguf_folder_and_model():
+    return hf_eval.exported_folder("gemma3_gguf", lambda folder: ref.write_random_folder(
+        folder, GGUF_CONFIG, SEED, final_gain=FINAL_GAIN))
+
+
+def test_gguf_matches_reference_and_llmw():
+    """export.py --format gguf (llama.cpp's gemma3: its tensor names, norm weights as
+    1 + w, q/k rows in Hugging Face's half-split order, sliding_window and
+    rope.freq_base_swa) read back: f32 within 1e-4 of the float64 reference and equal
+    to the LLMW's to eval's printed digits (2e-6); f16 and q8_0 within their
+    rounding's reach of the reference."""
+    folder, path = gguf_folder_and_model()
+    text, tokens = text_and_tokens()
+    want = reference_nll(ref.load(folder), tokens)[0]
+    llmw = engine_nll(path, text)[0]
+    for dtype, tol in GGUF_TOL.items():
+        def one(dtype=dtype, tol=tol):
+            got = engine_nll(hf_eval.exported_gguf("gemma3", folder, dtype), text)[0]
+            print(f"   gguf {dtype}: nll {got:.6f}, reference {want:.6f} ({got - want:+.2e}), llmw {llmw:.6f}")
+            assert abs(got - want) <= tol, (dtype, got, want)
+            if dtype == "f32":
+                assert abs(got - llmw) <= GGUF_SAME, (got, llmw)
+        yield dtype, one
+
+
+def test_gguf_bfloat16_embedding_scale_is_llama_cpps():
+    """A bfloat16 folder's GGUF: llama.cpp scales embeddings by sqrtf(72) = 8.48528 in
+    f32 where transformers rounds it to bfloat16 (8.5); export.py says so, and the
+    GGUF's NLL is the reference's with the exact scale (its embed_scale_exact
+    mistake), not the reference's own."""
+    folder = scratch("gemma3_gguf_bf16_hf")
+    ref.write_random_folder(folder, dict(CONFIG, query_pre_attn_scalar=32), SEED, final_gain=FINAL_GAIN)
+    path = scratch("gemma3_gguf_bf16.gguf")
+    p = subprocess.run([REF_PYTHON, EXPORT, folder, path, "--format", "gguf"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    err = p.stderr.decode()
+    assert p.returncode == 0 and "embedding scale 8.5" in err and "sqrtf(72) = 8.485281" in err, err
+    text, tokens = text_and_tokens()
+    w = ref.load(folder)
+    hf, exact = reference_nll(w, tokens)[0], reference_nll(w, tokens, {"embed_scale_exact"})[0]
+    got = engine_nll(path, text)[0]
+    print(f"   gguf nll {got:.6f}, reference with sqrtf(72) {exact:.6f}, with bfloat16's 8.5 {hf:.6f}")
+    assert abs(got - exact) <= GGUF_TOL["f32"] and abs(got - hf) > 10 * GGUF_TOL["f32"], (got, exact, hf)
+
+
+def test_gguf_info_and_tokenizer_refused():
+    """--info of the GGUF prints what the reader set (sqrtf(72) = 8.48528, scores /
+    sqrt(32), the window on 5 of 6 layers); a gemma3 GGUF whose sentencepiece
+    tokenizer has no dummy-prefix space (add_space_prefix false, as llama.cpp writes
+    Gemma's) is refused with one line pointing to -z, and runs with -z."""
+    folder, _ = gguf_folder_and_model()
+    path = hf_eval.exported_gguf("gemma3", folder, "f32")
+    rc, _, err = run([path, "-z", hf_eval.TOK, "--info"])
+    assert rc == 0, err
+    assert "peri-norm (output norms stored)" in err and "q/k norm on" in err, err
+    assert "gemma: ffn gelu_tanh, embed scale 8.48528, scores / sqrt(32), sliding window 8 on 5 of 6 layers " \
+           "(local rope theta 10000; global: 5)" in err, err
+    with_tok = scratch("gemma3_gguf_tok.gguf")
+    p = subprocess.run([REF_PYTHON, EXPORT, folder, with_tok, "--format", "gguf", "--tokenizer", hf_eval.TOK],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    rc, out, err = run([with_tok, "-n", "4"])
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert rc == 1 and len(lines) == 1 and "add_space_prefix false" in lines[0] and "-z" in lines[0], err
+    rc, out, err = run([with_tok, "-z", hf_eval.TOK, "-n", "4", "-t", "0"])
+    assert rc == 0 and out, err
+
+
+def test_gguf_export_refuses():
+    """What llama.cpp's gemma3 would compute differently is refused by name: another
+    query_pre_attn_scalar (CONFIG's 12), local layers off its every-6th rule."""
+    cases = [("query_scalar", CONFIG, "query_pre_attn_scalar"),
+             ("pattern", dict(GGUF_CONFIG, layer_types=["sliding_attention"] * 4 + ["full_attention"] * 2),
+              "gemma3 rule")]
+    for name, conf, word in cases:
+        def one(name=name, conf=conf, word=word):
+            bad = scratch(f"gemma3_gguf_bad_{name}")
+            ref.write_random_folder(bad, conf, SEED)
+            out = scratch(f"gemma3_gguf_bad_{name}.gguf")
+            if os.path.exists(out):
+                os.remove(out)
+            p = subprocess.run([REF_PYTHON, EXPORT, bad, out, "--format", "gguf"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=300)
+            err = p.stderr.decode()
+            assert p.returncode == 1 and word in err.strip().splitlines()[-1], (word, err)
             assert not os.path.exists(out), "a refused conversion left its output"
         yield name, one

@@ -708,6 +708,96 @@ def test_huge_and_inconsistent_fields():
         print(f"{name}: {err.strip()}")
 
 
+def _gemma3_olmo2_file(arch):
+    """(kvs, tensors) of a small gemma3 or olmo2 GGUF in llama.cpp's names (dim 32, 4
+    heads of 8, 2 kv heads, 2 layers; gemma3 with a window of 4 on llama.cpp's
+    default pattern) and tok512's vocabulary"""
+    rng = np.random.default_rng(2)
+    c = dict(dim=32, hidden_dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=512, seq_len=32)
+    pieces, scores = gw.read_tokenizer_bin(model("tok512.bin"), 512)
+    kvs = gw.llama_kvs(c, arch=arch, eps=1e-6) + gw.llama_vocab_kvs(pieces, scores)
+    if arch == "gemma3":
+        kvs += [("gemma3.attention.key_length", gw.V_U32, 8), ("gemma3.attention.value_length", gw.V_U32, 8),
+                ("gemma3.attention.sliding_window", gw.V_U32, 4), ("gemma3.rope.freq_base_swa", gw.V_F32, 10000.0)]
+    out = []
+    def add(name, *shape):
+        a = rng.normal(0, 0.1, shape) if len(shape) == 2 else 1.0 + rng.normal(0, 0.1, shape)
+        out.append((name, gw.F32, list(reversed(shape)), gw.encode(gw.F32, a.reshape(-1, shape[-1]))))
+    add("token_embd.weight", 512, 32)
+    for l in range(2):
+        p = f"blk.{l}."
+        if arch == "gemma3":
+            add(p + "attn_norm.weight", 32)
+        add(p + "attn_q.weight", 32, 32)
+        add(p + "attn_k.weight", 16, 32)
+        add(p + "attn_v.weight", 16, 32)
+        add(p + "attn_q_norm.weight", 8 if arch == "gemma3" else 32)
+        add(p + "attn_k_norm.weight", 8 if arch == "gemma3" else 16)
+        add(p + "attn_output.weight", 32, 32)
+        add(p + "post_attention_norm.weight", 32)
+        if arch == "gemma3":
+            add(p + "ffn_norm.weight", 32)
+        add(p + "ffn_gate.weight", 64, 32)
+        add(p + "ffn_down.weight", 32, 64)
+        add(p + "ffn_up.weight", 64, 32)
+        add(p + "post_ffw_norm.weight", 32)
+    add("output_norm.weight", 32)
+    if arch == "olmo2":
+        add("output.weight", 512, 32)
+    return kvs, out
+
+
+def test_gemma3_olmo2_hostile():
+    """gemma3 and olmo2 files (tests' own writer, llama.cpp's names) run; each key
+    missing, set to what the engine does not do, or tensor missing, extra or of the
+    wrong shape is refused in one line naming it."""
+    cases = []
+    for arch in ("gemma3", "olmo2"):
+        kvs, tensors = _gemma3_olmo2_file(arch)
+        path = scratch(f"gguf_{arch}_ok.gguf")
+        gw.write(path, kvs, tensors)
+        rc, out, err = run([path, "-n", "8", "-t", "0"])
+        assert rc == 0 and out, err
+        rc, _, err = run([path, "--info"])
+        assert rc == 0 and ("peri-norm" if arch == "gemma3" else "out-norm") in err, err
+        def kv_case(name, new_kvs, must):
+            cases.append((f"{arch}: {name}", gw.write(None, new_kvs, tensors), must))
+        def t_case(name, new_tensors, must):
+            cases.append((f"{arch}: {name}", gw.write(None, kvs, new_tensors), must))
+        kv_case("no rms epsilon", [kv for kv in kvs if "layer_norm_rms_epsilon" not in kv[0]],
+                f"{arch}.attention.layer_norm_rms_epsilon is missing")
+        t_case("no post_ffw_norm", [x for x in tensors if x[0] != "blk.1.post_ffw_norm.weight"],
+               "blk.1.post_ffw_norm.weight is missing")
+        t_case("q bias", tensors + [("blk.0.attn_q.bias", gw.F32, [32], bytes(128))], "not one a " + arch)
+        t_case("rope_freqs", tensors + [("rope_freqs.weight", gw.F32, [4], bytes(16))], "not one a " + arch)
+        qn = 32 if arch == "gemma3" else 8   # the other arch's q norm: whole vs one head's
+        t_case("q norm shape", [(n, gt, [qn] if n == "blk.0.attn_q_norm.weight" else ne,
+                                 bytes(4 * qn) if n == "blk.0.attn_q_norm.weight" else d) for n, gt, ne, d in tensors],
+               "blk.0.attn_q_norm.weight has 1 dims")
+        if arch == "gemma3":
+            kv_case("final softcap", kvs + [("gemma3.final_logit_softcapping", gw.V_F32, 30.0)], "soft-capping")
+            kv_case("attn softcap", kvs + [("gemma3.attn_logit_softcapping", gw.V_F32, 50.0)], "soft-capping")
+            kv_case("pattern array", kvs + [("gemma3.attention.sliding_window_pattern", gw.V_ARRAY,
+                                             (gw.V_BOOL, [1, 0]))], "sliding_window_pattern is an array")
+            kv_case("window as string", [(k, gw.V_STRING, "4") if k == "gemma3.attention.sliding_window" else (k, vt, v)
+                                         for k, vt, v in kvs], "sliding_window is not an integer")
+            kv_case("no dummy prefix", kvs + [("tokenizer.ggml.add_space_prefix", gw.V_BOOL, 0)], "add_space_prefix false")
+            t_case("no attn_norm", [x for x in tensors if x[0] != "blk.0.attn_norm.weight"],
+                   "blk.0.attn_norm.weight is missing")
+        else:
+            kv_case("sliding window", kvs + [("olmo2.attention.sliding_window", gw.V_U32, 4)], "OLMo 3")
+            kv_case("key_length", [kv for kv in kvs if kv[0] != "olmo2.rope.dimension_count"] +
+                    [("olmo2.attention.key_length", gw.V_U32, 4), ("olmo2.attention.value_length", gw.V_U32, 4)],
+                    "key_length 4 is not embedding_length / head_count")
+            t_case("no output", [x for x in tensors if x[0] != "output.weight"], "output.weight is missing")
+            t_case("input norm", tensors + [("blk.0.attn_norm.weight", gw.F32, [32], bytes(128))], "not one a olmo2")
+    for name, blob, must in cases:
+        p = scratch("gguf_bad_case.gguf")
+        open(p, "wb").write(blob)
+        err = _refused(p, name, must)
+        print(f"{name}: {err.strip()}")
+
+
 def patch_bytes(d, at, fmt, v):
     b = bytearray(d)
     struct.pack_into(fmt, b, at, v)

@@ -264,6 +264,37 @@ def test_errors_are_one_line():
         assert not any(f.startswith("x") for f in os.listdir(d)), os.listdir(d)
 
 
+def test_gemma3_sentencepiece_types_as_llama_cpp_writes_them():
+    """A gemma3 GGUF's sentencepiece vocabulary typed as llama.cpp's converter types it:
+    the tokenizer.model's unknown/control/unused/byte pieces keep their type (checked
+    against the sentencepiece library's is_unknown/is_control/is_unused/is_byte), the
+    rest normal; added_tokens.json's ids user-defined; tokenizer_config.json's
+    added_tokens_decoder control when special or looking special (<unused...>),
+    else user-defined with U+2581 as a space; those scored -1000."""
+    import json
+    import sentencepiece as spm
+    from exporter.gguf_writer import gemma3_vocab, gguf_vocab
+    d = scratch_dir("gemma3_vocab")
+    shutil.copy(common.model("tokenizer.model"), os.path.join(d, "tokenizer.model"))
+    json.dump({"<extra>": 100}, open(os.path.join(d, "added_tokens.json"), "w"))
+    json.dump({"added_tokens_decoder": {"200": {"content": "<unused0>", "special": False},
+                                        "201": {"content": "\u2581hello", "special": False},
+                                        "202": {"content": "<start_of_turn>", "special": True}}},
+              open(os.path.join(d, "tokenizer_config.json"), "w"))
+    _, pieces, scores, types, _, _ = gemma3_vocab(gguf_vocab(d))
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(d, "tokenizer.model"))
+    for i in range(sp.vocab_size()):
+        if i in (100, 200, 201, 202):
+            continue
+        want = 2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 5 if sp.is_unused(i) else 6 if sp.is_byte(i) else 1
+        assert types[i] == want and pieces[i] == sp.id_to_piece(i) and scores[i] == sp.get_score(i), (i, types[i], want)
+    assert types[:3] == [2, 3, 3] and types[3] == 6, types[:4]
+    assert (pieces[100], types[100], scores[100]) == ("<extra>", 4, -1000.0)
+    assert (pieces[200], types[200]) == ("<unused0>", 3)
+    assert (pieces[201], types[201]) == (" hello", 4)
+    assert (pieces[202], types[202], scores[202]) == ("<start_of_turn>", 3, -1000.0)
+
+
 # ---------------------------------------------------------------- helpers: the inputs, read here
 
 def read_legacy(path):

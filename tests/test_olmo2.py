@@ -10,7 +10,9 @@ and the engine run with the flag that makes the same mistake (--qk-norm off,
 --norm-pos peri, --final-norm off) lands on the mistaken reference instead.
 Prefill, decode and chunked batches give the same logits bit for bit
 (build/logits); --info names the placement and the q/k norm; export.py
-refuses what OLMo 2 folders cannot hold.
+refuses what OLMo 2 folders cannot hold. The folder written as GGUF
+(llama.cpp's olmo2) reads back to the reference's NLL (f32, f16, q8_0) and
+to the LLMW's.
 """
 import json
 import os
@@ -148,7 +150,7 @@ def test_export_refuses():
     t = ref.read_safetensors(os.path.join(folder, "model.safetensors"))
     cases = [("attention_bias", dict(attention_bias=True), None, ["attention_bias"]),
              ("input_norm", {}, "model.layers.0.input_layernorm.weight", ["input_layernorm", "OLMo 2"]),
-             ("gguf", {}, None, ["gguf", "whole q and k"]),
+             ("gguf", {}, None, ["gguf", "llama.cpp's olmo2", "out placement"]),
              ("v1", {}, None, ["version 1", "qk_norm"])]
     for name, conf, extra_tensor, words in cases:
         def one(name=name, conf=conf, extra_tensor=extra_tensor, words=words):
@@ -161,7 +163,7 @@ def test_export_refuses():
             out = scratch(f"olmo2_bad_{name}.out")
             if os.path.exists(out):
                 os.remove(out)
-            args = {"gguf": ["--format", "gguf"], "v1": ["--llmw-version", "1"]}.get(name, [])
+            args = {"gguf": ["--format", "gguf", "--norm-pos", "peri"], "v1": ["--llmw-version", "1"]}.get(name, [])
             p = subprocess.run([REF_PYTHON, EXPORT, bad, out] + args, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, timeout=300)
             err = p.stderr.decode()
@@ -185,3 +187,29 @@ def _write_f32(path, tensors):
     h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+# ---------------------------------------------------------------- GGUF olmo2
+
+GGUF_TOL = {"f32": 1e-4, "f16": 2e-3, "q8_0": 2e-2}   # |NLL GGUF - reference| (seen: f32 ~1e-6)
+GGUF_SAME = 2e-6     # |NLL GGUF f32 - NLL LLMW f32| as eval prints them (6 decimals): the same math,
+                     # only q/k rows in another order
+
+
+def test_gguf_matches_reference_and_llmw():
+    """export.py --format gguf (llama.cpp's olmo2: post_attention_norm, post_ffw_norm,
+    q/k norms over the whole projections, rows in Hugging Face's half-split order) read
+    back: f32 within 1e-4 of the reference and equal to the LLMW's to eval's printed
+    digits (2e-6); f16 and q8_0 within their rounding's reach of the reference."""
+    folder, path = folder_and_model()
+    text, tokens = text_and_tokens()
+    want = reference_nll(ref.load(folder), tokens)[0]
+    llmw = engine_nll(path, text)[0]
+    for dtype, tol in GGUF_TOL.items():
+        def one(dtype=dtype, tol=tol):
+            got = engine_nll(hf_eval.exported_gguf("olmo2", folder, dtype), text)[0]
+            print(f"   gguf {dtype}: nll {got:.6f}, reference {want:.6f} ({got - want:+.2e}), llmw {llmw:.6f}")
+            assert abs(got - want) <= tol, (dtype, got, want)
+            if dtype == "f32":
+                assert abs(got - llmw) <= GGUF_SAME, (got, llmw)
+        yield dtype, one

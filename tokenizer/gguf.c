@@ -40,7 +40,7 @@ static const char *const key_names[TOK_GGUF_KEY_COUNT] = {
     "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
     "tokenizer.ggml.scores", "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id",
     "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.add_bos_token",
-    "tokenizer.chat_template",
+    "tokenizer.chat_template", "tokenizer.ggml.add_space_prefix",
 };
 
 const char *tok_gguf_key_name(int key) {
@@ -373,6 +373,14 @@ static int size_sentencepiece(tok_gguf *g) {
     const llm_gguf_value *tokens = g->key[TOK_GGUF_TOKENS], *scores = g->key[TOK_GGUF_SCORES];
     if (scores && (!scores->is_array || scores->count != tokens->count || scores->type != GV_F32))
         FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.scores is not %d f32 values", g->vocab_size);
+    /* tokenizer.bin's encoder always adds sentencepiece's dummy-prefix space */
+    const llm_gguf_value *space = g->key[TOK_GGUF_ADD_SPACE_PREFIX];
+    int64_t flag = 1;
+    if (space && (space->is_array || !gv_int(space, 0, &flag)))
+        FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.add_space_prefix is not a bool");
+    if (!flag)
+        FAIL(g, TOK_ERR_FORMAT, "GGUF sentencepiece tokenizer without the dummy-prefix space (tokenizer.ggml."
+             "add_space_prefix false, as Gemma's) is not read from a GGUF: give one converted by export.py with -z");
     uint64_t text;
     int st = strings_bytes(g, tokens, tokens->count, INT32_MAX, "token", &text);
     if (st) return st;

@@ -15,7 +15,8 @@ OUT_DIR/chat/        fuzz_chat inputs: system prompt, NUL, user turn
 OUT_DIR/serve/       fuzz_serve inputs: bytes as a server connection receives them
 OUT_DIR/gguf/        small valid GGUF files (tests/gguf_writer.py): llama in every
                      tensor type the engine reads, a tied and an untied
-                     classifier, a tokenizer, alignment 64; qwen2 and qwen3
+                     classifier, a tokenizer, alignment 64; qwen2, qwen3, gemma3
+                     (a sliding window) and olmo2
 
 Deterministic: the same files every run. Needs numpy (Debian's /usr/bin/python3).
 """
@@ -304,7 +305,8 @@ def gguf_seeds(out):
                                        ("q5_1", gw.Q5_1, 32, "llama", {"untied": 1}), ("iq4_nl", gw.IQ4_NL, 32, "llama", {}),
                                        ("q2_K", gw.Q2_K, 256, "llama", {}), ("q3_K", gw.Q3_K, 256, "llama", {}),
                                        ("q5_K", gw.Q5_K, 256, "llama", {"untied": 1}), ("iq4_xs", gw.IQ4_XS, 256, "llama", {}),
-                                       ("qwen2", gw.F32, 8, "qwen2", {}), ("qwen3", gw.F16, 8, "qwen3", {})):
+                                       ("qwen2", gw.F32, 8, "qwen2", {}), ("qwen3", gw.F16, 8, "qwen3", {}),
+                                       ("gemma3", gw.F32, 8, "gemma3", {}), ("olmo2", gw.F16, 8, "olmo2", {"untied": 1})):
         cfg = dict(dim=dim, hidden_dim=dim, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=5, seq_len=4)
         hs = dim // 2
         t = []
@@ -314,23 +316,32 @@ def gguf_seeds(out):
         def vec(n, k):
             t.append((n, gw.F32, [k], gw.encode(gw.F32, rng.uniform(0.5, 1.5, (1, k)))))
         mat("token_embd.weight", 5, dim)
-        vec("blk.0.attn_norm.weight", dim)
+        if arch != "olmo2":   # olmo2: the out placement, no input norms
+            vec("blk.0.attn_norm.weight", dim)
         mat("blk.0.attn_q.weight", dim, dim)
         mat("blk.0.attn_k.weight", hs, dim)
         mat("blk.0.attn_v.weight", hs, dim)
         mat("blk.0.attn_output.weight", dim, dim)
-        vec("blk.0.ffn_norm.weight", dim)
+        if arch != "olmo2":
+            vec("blk.0.ffn_norm.weight", dim)
         mat("blk.0.ffn_gate.weight", dim, dim)
         mat("blk.0.ffn_up.weight", dim, dim)
         mat("blk.0.ffn_down.weight", dim, dim)
         if arch == "qwen2":
             vec("blk.0.attn_q.bias", dim); vec("blk.0.attn_k.bias", hs); vec("blk.0.attn_v.bias", hs)
-        if arch == "qwen3":
+        if arch in ("qwen3", "gemma3"):
             vec("blk.0.attn_q_norm.weight", hs); vec("blk.0.attn_k_norm.weight", hs)
+        if arch == "olmo2":   # q/k norms over the whole projections
+            vec("blk.0.attn_q_norm.weight", dim); vec("blk.0.attn_k_norm.weight", hs)
+        if arch in ("gemma3", "olmo2"):
+            vec("blk.0.post_attention_norm.weight", dim); vec("blk.0.post_ffw_norm.weight", dim)
         vec("output_norm.weight", dim)
         if extra.get("untied"):
             mat("output.weight", 5, dim)
         kvs = gw.llama_kvs(dict(cfg, shared=True), arch=arch)
+        if arch == "gemma3":   # a window of 2 on every layer (pattern 0: all local)
+            kvs += [("gemma3.attention.sliding_window", gw.V_U32, 2), ("gemma3.attention.sliding_window_pattern", gw.V_U32, 0),
+                    ("gemma3.rope.freq_base_swa", gw.V_F32, 100.0)]
         kvs += gw.llama_vocab_kvs([b"<unk>", b"<s>", b"</s>", b" a", b"b"], [0.0, 0.0, 0.0, -1.0, -2.0])
         align = extra.get("align", 32)
         if align != 32:
