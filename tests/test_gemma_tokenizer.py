@@ -98,6 +98,13 @@ def file_decode(ltok, ids):
     return out
 
 
+def same_text(ours, ref):
+    """The decodings agree: equal, or equal but for the U+FEFF the reference
+    drops when it comes out of <0xNN> tokens (its ByteFallback decoder's
+    TextDecoder strips a leading byte-order mark; the bytes are the text's)."""
+    return ours == ref or (b"\xef\xbb\xbf" in ours and ours.replace(b"\xef\xbb\xbf", b"") == ref.replace(b"\xef\xbb\xbf", b""))
+
+
 def check(special):
     _, ltok = prepared()
     batch = texts()
@@ -241,3 +248,133 @@ def test_two_turn_chat_against_jinja():
     assert [label for label, _ in got] == ["turn 1 in its template", "turn 2 in its template"], err
     assert [[i for i, _ in rows] for _, rows in got] == want, (got, want)
     assert want[0][0] == BOS and want[1].count(EOT - 1) == 2 and want[1].count(EOT) == 1, want
+
+
+# ---------------------------------------------------------------- a small kind-2 tokenizer, every build
+
+SMALL = os.path.join(WORK, "small")
+GEMMA_DECODER = {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]}
+
+
+def small_json():
+    """A Gemma-shaped tokenizer.json over a few hundred pieces: <pad> <eos> <bos>
+    <unk>, the 256 <0xNN>, ASCII letters and digits, U+2581, merges trained on
+    stories.txt's words with their U+2581 (test_bpe's trainer), "\\n" runs and
+    U+2581 runs as added tokens that merges also make, <start_of_turn> special,
+    and <special_extra> past the model's vocabulary (special)."""
+    with open(os.path.join(common.ROOT, "tests", "data", "stories.txt"), encoding="utf-8") as f:
+        words = f.read().split()[:3000]
+    pieces = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"<0x{b:02X}>" for b in range(256)]
+    pieces += [c for c in "\u2581\n\t" + "".join(chr(c) for c in range(33, 127)) + "é你"]
+    merges = [["\u2581", "\u2581"], ["\u2581\u2581", "\u2581"], ["\n", "\n"], ["\n\n", "\n"]]
+    pieces += ["\u2581\u2581", "\u2581\u2581\u2581", "\n\n", "\n\n\n"]
+    counts = {}
+    for w in words:
+        key = tuple("\u2581" + w)
+        counts[key] = counts.get(key, 0) + 1
+    for _ in range(150):   # most frequent pair first (test_bpe.train_bpe's rule, on characters)
+        pairs = {}
+        for w, c in counts.items():
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + c
+        if not pairs:
+            break
+        best = max(pairs, key=lambda p: (pairs[p], p))
+        merges.append(list(best))
+        if best[0] + best[1] not in pieces:
+            pieces.append(best[0] + best[1])
+        new = {}
+        for w, c in counts.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] = new.get(tuple(out), 0) + c
+        counts = new
+    pieces += ["<start_of_turn>", "<end_of_turn>", "<mask>"]
+    vocab = {p: i for i, p in enumerate(pieces)}
+    added = [(i, p, True) for i, p in enumerate(pieces[:4])] + \
+            [(vocab[p], p, False) for p in ("\n", "\n\n", "\n\n\n", "\u2581\u2581", "\u2581\u2581\u2581", "<mask>")] + \
+            [(vocab["<start_of_turn>"], "<start_of_turn>", True), (vocab["<end_of_turn>"], "<end_of_turn>", True),
+             (len(pieces), "<special_extra>", True)]
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": sp} for i, c, sp in added],
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                              "invert": False},
+            "post_processor": None, "decoder": GEMMA_DECODER,
+            "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                      "vocab": vocab, "merges": merges}}
+
+
+def small():
+    """(folder, LTOK path) of small_json(), converted once per run."""
+    out = os.path.join(SMALL, "small.ltok")
+    with common.locked(out):
+        if not os.path.exists(out):
+            test_bpe.write(SMALL, small_json(), {"bos_token": "<bos>", "eos_token": "<eos>", "add_bos_token": True,
+                                                 "chat_template": "{{ bos_token }}<start_of_turn>user\n"})
+            p = subprocess.run([sys.executable, test_bpe.EXPORT, "tokenizer", os.path.join(SMALL, "tokenizer.json"),
+                                out + ".part"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+            assert p.returncode == 0, f"export.py tokenizer: {p.stderr.decode()[-800:]}"
+            os.replace(out + ".part", out)
+    return SMALL, out
+
+
+def test_small_vocabulary_against_huggingface_tokenizers():
+    """The same corpus on small_json() (many characters fall back to bytes;
+    the stories' words merge; runs of spaces make the added "▁▁" ids)."""
+    folder, ltok = small()
+    batch = texts()
+    for special in (False, True):
+        ref = test_bpe.reference("gemma3-small", folder, batch, special)
+        bad = []
+        for text, want, dec in zip(batch, ref["ids"], ref["decoded"]):
+            got = test_bpe.tokenize(ltok, text, *(["--special"] if special else []))
+            if got != [BOS] + want:
+                bad.append(f"{text[:50]!r}: got {got[:12]}..., want {([BOS] + want)[:12]}...")
+            elif not same_text(file_decode(ltok, got[1:]), dec):
+                bad.append(f"{text[:50]!r}: ids decode to {file_decode(ltok, got[1:])[:50]!r}, want {dec[:50]!r}")
+        assert not bad, f"special {special}: {len(bad)} of {len(batch)} texts differ:\n" + "\n".join(bad[:8])
+
+
+def test_hostile_kind2_files():
+    """Kind-2 files the reader must refuse (one line naming the tokenizer, exit 1)."""
+    _, good = small()
+    with open(good, "rb") as f:
+        b = f.read()
+    h = test_bpe.header(good)
+    V, M = h["vocab_size"], h["n_merges"]
+    vocab = small_json()["model"]["vocab"]
+    ends = 64 + ((V + 3) & ~3)
+    mrg = ends + 8 * V
+
+    def put(data, off, fmt, *v):
+        data = bytearray(data)
+        struct.pack_into(fmt, data, off, *v)
+        return bytes(data)
+    first_merge_left = struct.unpack_from("<I", b, mrg)[0]
+    cases = {
+        "pre_tokenizer 1": (put(b, 16, "<I", 1), "pre_tokenizer"),
+        "kind 1 with U+2581 flags": (put(b, 12, "<I", 1), "tokenizer"),
+        "flag 8": (put(b, 64 + vocab["a"], "<B", 8), "flags"),
+        "flag 4 alone": (put(b, 64 + vocab["\u2581\u2581"], "<B", 4), "flag 4"),
+        "flag 4 on letters": (put(b, 64 + vocab["he"] if "he" in vocab else 64 + vocab["a"], "<B", 6), "spaces"),
+        "<0x41> special": (put(b, 64 + vocab["<0x41>"], "<B", 1), "<0xNN>"),
+        "a merge of a special token": (put(b, 64 + first_merge_left, "<B", 1), "special"),
+    }
+    for what, (data, word) in cases.items():
+        def check(data=data, what=what, word=word):
+            path = common.scratch("gemma_hostile.ltok")
+            with open(path, "wb") as f:
+                f.write(data)
+            err = test_bpe.refused(path, what)
+            assert word in err, (what, err)
+        yield what, check
