@@ -49,12 +49,16 @@ def ltok_bytes(t, kind=LTOK_KIND_BYTE_LEVEL):
 
 def convert_tokenizer(inp, outp):
     if os.path.isdir(inp):
+        tj = os.path.join(inp, "tokenizer.json")
         for name in ("tokenizer.model", "tokenizer.json"):
             if os.path.exists(os.path.join(inp, name)):
                 inp = os.path.join(inp, name)
                 break
         else:
             raise ExportError(f"{inp}: no tokenizer.model or tokenizer.json in it")
+        # Gemma's folders hold both; its tokenizer.model has no dummy prefix (refused): take the json
+        if inp.endswith(".model") and os.path.isfile(tj) and is_spm_bpe(_json(tj)):
+            inp = tj
     if not os.path.exists(inp):
         raise ExportError(f"input {inp} does not exist")
     if not os.path.isfile(inp):

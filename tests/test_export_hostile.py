@@ -809,6 +809,8 @@ def test_sentencepiece_model():
         yield tok("piece not UTF-8", spm_model(SPM_PIECES + [(b"\xff\xfe", -6.0, 1)]), [])
         yield tok("NaN score", spm_model(SPM_PIECES + [("ba", float("nan"), 1)]), ["ba"])
         yield tok("Inf score", spm_model(SPM_PIECES + [("ba", float("inf"), 1)]), ["ba"])
+        # Gemma's: NormalizerSpec add_dummy_prefix false; tokenizer.bin always prepends one
+        yield tok("no dummy prefix", spm_model() + pb_field(3, 2, pb_field(3, 0, 0)), ["dummy-prefix", "tokenizer.json"])
         if own:   # the library takes BOS/EOS from the pieces, not these ids
             yield tok("bos id 99", spm_model(trainer={41: 99}), ["bos"])
             yield tok("eos id -5", spm_model(trainer={42: -5}), ["eos"])

@@ -378,3 +378,22 @@ def test_hostile_kind2_files():
             err = test_bpe.refused(path, what)
             assert word in err, (what, err)
         yield what, check
+
+
+def test_a_folder_with_tokenizer_model_takes_the_json():
+    """Gemma's folders hold a tokenizer.model (no dummy prefix, refused as
+    tokenizer.bin) beside the tokenizer.json: `export.py tokenizer FOLDER`
+    converts the json, byte for byte the file it gives alone."""
+    folder, ltok = small()
+    both = os.path.join(WORK, "both")
+    os.makedirs(both, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        with open(os.path.join(folder, name), "rb") as f, open(os.path.join(both, name), "wb") as g:
+            g.write(f.read())
+    with open(os.path.join(both, "tokenizer.model"), "wb") as f:
+        f.write(b"not read")
+    out = common.scratch("gemma_both.ltok")
+    p = subprocess.run([sys.executable, test_bpe.EXPORT, "tokenizer", both, out], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    assert open(out, "rb").read() == open(ltok, "rb").read()
