@@ -172,6 +172,8 @@ static void print_tokenizer(const tok_tokenizer *t) {
     if (t->kind == TOK_KIND_BYTE_LEVEL)
         printf("  tokenizer is byte-level BPE (%s pre-tokenizer%s%s),", tok_pre_tokenizer_name(t->pre_tokenizer),
                t->normalizer == TOK_NORM_NFC ? ", NFC" : "", t->ignore_merges ? ", ignore_merges" : "");
+    else if (t->kind == TOK_KIND_SPM_BPE)
+        printf("  tokenizer is sentencepiece-style BPE by merge rank (byte fallback, no dummy prefix),");
     else
         printf("  tokenizer is sentencepiece BPE,");
     printf(" vocab %d, bos %d, eos %d, eot %d, add_bos %d, %s chat template, default system prompt \"",
