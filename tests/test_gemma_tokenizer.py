@@ -403,3 +403,39 @@ def test_a_folder_with_tokenizer_model_takes_the_json():
                        stderr=subprocess.PIPE, timeout=300)
     assert p.returncode == 0, p.stderr.decode()
     assert open(out, "rb").read() == open(ltok, "rb").read()
+
+
+def test_server_refuses_the_image_token():
+    """-m serve --special: a prompt holding <image_soft_token> is a 400 naming
+    the id; the server goes on answering."""
+    import http.client
+    _, ltok = prepared()
+    ckpt = tiny_model("gemma_tok_v262144.bin", 262144)
+    p = subprocess.Popen([common.RUN, ckpt, "-z", ltok, "-m", "serve", "--special", "--host", "127.0.0.1",
+                          "--port", "0", "--threads", "1"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        port, log = None, []
+        while port is None:
+            line = p.stderr.readline().decode("utf-8", "replace")
+            assert line, "the server did not start:\n" + "".join(log)
+            log.append(line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            port = int(m.group(1)) if m else None
+
+        def post(prompt):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            try:
+                c.request("POST", "/v1/completions", body=json.dumps({"prompt": prompt, "max_tokens": 2}).encode(),
+                          headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                return r.status, json.loads(r.read())
+            finally:
+                c.close()
+        status, body = post("Hi<image_soft_token>")
+        assert status == 400 and "262144" in body["error"]["message"] and "vocabulary" in body["error"]["message"], body
+        status, body = post("Hi <start_of_turn>")
+        assert status == 200 and body["usage"]["prompt_tokens"] == 4, body   # <bos> Hi ▁ <start_of_turn>
+    finally:
+        p.kill()
+        p.wait()
