@@ -42,6 +42,10 @@ typedef enum tok_status {
  * change outside its reader (tokenizer/ltok.c for LTOK files). */
 enum { TOK_BOS = 1, TOK_EOS = 2 };
 
+/* The longest U+2581-run added token (TOK_FLAG_U2581) an LTOK file may have,
+ * in U+2581s (Gemma 3's longest is 31). */
+#define TOK_U2581_MAX_RUN 32
+
 typedef struct tok_tokenizer {
     int vocab_size;
     int max_token_length;
@@ -80,6 +84,7 @@ typedef struct tok_tokenizer {
     int *added;                   /* (n_added,) special and added ids, sorted by bytes */
     int n_added;
     int *added_first;             /* (257,) added[added_first[c] .. added_first[c+1]) start with byte c */
+    int u2581_run[TOK_U2581_MAX_RUN + 1]; /* TOK_KIND_SPM_BPE: the TOK_FLAG_U2581 token of k spaces, or -1 */
     char error[160];
 } tok_tokenizer;
 

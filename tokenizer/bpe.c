@@ -407,22 +407,18 @@ static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t
 }
 
 /* The longest U+2581-run added token (TOK_FLAG_U2581: its piece is k spaces)
- * at s[0..n), matching k U+2581s, or 0. The run tokens are the added ones
- * of spaces, at the start of the added ids starting with ' '. */
+ * at s[0..n), matching k U+2581s: its bytes (3k), or 0. */
 static size_t match_u2581(const tok_tokenizer *t, const unsigned char *s, size_t n, int *id) {
-    size_t run = 0, best = 0;
-    int k;
-    while (3 * run + 2 < n && s[3 * run] == 0xE2 && s[3 * run + 1] == 0x96 && s[3 * run + 2] == 0x81) run++;
-    if (run == 0) return 0;
-    for (k = t->added_first[' ']; k < t->added_first[' ' + 1]; k++) {
-        int a = t->added[k];
-        size_t len = (size_t)t->piece_len[a];
-        if ((t->token_flags[a] & TOK_FLAG_U2581) && len <= run && 3 * len > best) {
-            best = 3 * len;
-            *id = a;
+    size_t run = 0;
+    while (run < TOK_U2581_MAX_RUN && 3 * run + 2 < n && s[3 * run] == 0xE2 && s[3 * run + 1] == 0x96 &&
+           s[3 * run + 2] == 0x81)
+        run++;
+    for (; run > 0; run--)
+        if (t->u2581_run[run] >= 0) {
+            *id = t->u2581_run[run];
+            return 3 * run;
         }
-    }
-    return best;
+    return 0;
 }
 
 /* Bytes of the next well-formed character at s (*valid 1), or of the maximal

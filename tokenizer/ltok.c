@@ -205,8 +205,9 @@ static int ltok_check_tokens(const unsigned char *b, ltok_info *h, char *err, si
         if (b[h->off_flags + i] & TOK_FLAG_U2581) {
             uint32_t k;
             for (k = s; k < e && b[h->off_pieces + k] == ' '; k++) {}
-            if (k != e) {
-                tok__fmt(err, cap, "bad LTOK token %ld: a U+2581 run (flag 4) that is not all spaces", i);
+            if (k != e || e - s > TOK_U2581_MAX_RUN) {
+                tok__fmt(err, cap, "bad LTOK token %ld: a U+2581 run (flag 4) that is not 1..%d spaces", i,
+                         TOK_U2581_MAX_RUN);
                 return -1;
             }
         }
@@ -351,6 +352,7 @@ int tok__ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab
         t->sorted[i] = (int)rd_u32(b + h.off_sorted + 4 * (uint64_t)i);
     }
     for (i = 0; i < h.vocab; i++) {
+        if (t->token_flags[i] & TOK_FLAG_U2581) t->u2581_run[t->piece_len[i]] = (int)i;
         if (t->token_flags[i]) continue;
         if (t->kind == TOK_KIND_SPM_BPE) {   /* byte fallback: <0xNN> */
             int v = ltok_fallback_byte(b + t->piece_offset[i], (uint32_t)t->piece_len[i]);
