@@ -172,6 +172,8 @@ static void print_tokenizer(const tok_tokenizer *t) {
     if (t->kind == TOK_KIND_BYTE_LEVEL)
         printf("  tokenizer is byte-level BPE (%s pre-tokenizer%s%s),", tok_pre_tokenizer_name(t->pre_tokenizer),
                t->normalizer == TOK_NORM_NFC ? ", NFC" : "", t->ignore_merges ? ", ignore_merges" : "");
+    else if (t->kind == TOK_KIND_SPM_BPE)
+        printf("  tokenizer is sentencepiece-style BPE by merge rank (byte fallback, no dummy prefix),");
     else
         printf("  tokenizer is sentencepiece BPE,");
     printf(" vocab %d, bos %d, eos %d, eot %d, add_bos %d, %s chat template, default system prompt \"",
@@ -506,6 +508,19 @@ static int read_line(const char *prompt, char **buf, size_t *cap) {
     return 1;
 }
 
+/* Every id the model is fed must have an embedding row: a tokenizer may have
+ * special tokens past the model's vocabulary (Gemma 3's <image_soft_token>),
+ * which reach here only when typed with --special. */
+static void check_ids_in_model(const engine *e, const int *ids, int n, const char *what) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= e->model.cfg.vocab_size) {
+            size_t len;
+            const char *piece = tok_decode(&e->tok, -1, ids[i], &len);
+            die(1, "%s has token %d (%.*s), past the model's vocabulary of %d", what, ids[i], (int)(len > 60 ? 60 : len),
+                piece, e->model.cfg.vocab_size);
+        }
+}
+
 /* One chat turn's ids (malloc'd) in the template. */
 static int *encode_turn(engine *e, const tok_chat_turn *turn, int *n_out) {
     size_t scratch_size = tok_chat_scratch_size(&e->tok, turn), most = tok_chat_max_ids(&e->tok, turn);
@@ -515,6 +530,7 @@ static int *encode_turn(engine *e, const tok_chat_turn *turn, int *n_out) {
     int n = tok_chat_encode(&e->tok, turn, ids, (int)most, scratch, scratch_size);
     free(scratch);
     if (n < 1) die(1, "cannot encode the chat turn: %s", tok_error(&e->tok));
+    check_ids_in_model(e, ids, n, "the chat turn");
     *n_out = n;
     return ids;
 }
@@ -621,6 +637,7 @@ static int *read_eval_tokens(engine *e, const char *path, int *n_out) {
     if (strlen(text) != len) die(1, "eval file %s contains a NUL byte: not a text file", path);
     int *ids = encode_text(e, text, e->tok.add_bos, 0, n_out);
     free(text);
+    check_ids_in_model(e, ids, *n_out, "the eval text");
     if (*n_out < 2) die(1, "eval file %s has no text to score", path);
     return ids;
 }
@@ -761,6 +778,7 @@ int main(int argc, char **argv) {
     int n_prompt = 0, *prompt = NULL;
     if (!strcmp(o.mode, "generate") && e.tok_file.data) {
         prompt = encode_text(&e, o.prompt, e.tok.add_bos, 0, &n_prompt);
+        check_ids_in_model(&e, prompt, n_prompt, "the prompt");
         if (n_prompt == 0 && !o.info) die(2, "the prompt is empty and this tokenizer adds no BOS: give a prompt with -i");
         if (o.verbose_prompt) print_prompt_ids(&e, "the prompt", prompt, n_prompt);
     }

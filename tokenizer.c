@@ -1,5 +1,6 @@
-/* tokenizer.c -- the tokenizer's core: tok_init tells the two file kinds
- * apart (the magic "LTOK": byte-level BPE, tokenizer/ltok.c and bpe.c; else
+/* tokenizer.c -- the tokenizer's core: tok_init tells the file kinds
+ * apart (the magic "LTOK": byte-level or sentencepiece-style BPE merged by
+ * rank, tokenizer/ltok.c and bpe.c; else
  * llama2.c's tokenizer.bin: sentencepiece BPE, tokenizer/spm.c) and hands the
  * file to its part; tok_encode checks its arguments and dispatches the same
  * way; decoding, piece lookup, scratch sizes, errors and status texts are
@@ -66,9 +67,12 @@ static int byte_of(const tok_tokenizer *t, int id) {
     return t->byte_token[hi * 16 + lo] == id ? hi * 16 + lo : -1;
 }
 
-/* Pieces that lookup and merges may produce: not <unk>/<s>/</s>, not <0xNN>. */
+/* Pieces that lookup and merges may produce: not <unk>/<s>/</s>, not <0xNN>
+ * (byte-level: no special or added token; sentencepiece-style LTOK: no
+ * special one, the added ones being merge results there). */
 int tok__is_normal(const tok_tokenizer *t, int id) {
     if (t->kind == TOK_KIND_BYTE_LEVEL) return t->token_flags[id] == 0;
+    if (t->kind == TOK_KIND_SPM_BPE) return !(t->token_flags[id] & TOK_FLAG_SPECIAL);
     return id > TOK_EOS && byte_of(t, id) < 0;   /* the file's control ids are 0..2 */
 }
 
@@ -115,6 +119,7 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     t->added = NULL;
     t->n_added = 0;
     t->added_first = NULL;
+    for (i = 0; i <= TOK_U2581_MAX_RUN; i++) t->u2581_run[i] = -1;
     for (i = 0; i < 256; i++) {
         t->byte_token[i] = -1;
         t->byte_value[i] = (unsigned char)i;
@@ -191,7 +196,7 @@ int tok_encode(tok_tokenizer *t, const char *text, int bos, int eos,
     if (!text) text = "";
     if (!tokens || max_tokens < 0) max_tokens = 0;
     n = strlen(text);
-    if (t->kind == TOK_KIND_BYTE_LEVEL) {
+    if (t->kind != TOK_KIND_SENTENCEPIECE) {   /* LTOK */
         if (!tok__text_len_ok(n)) {
             tok__fmt(t->error, sizeof t->error, "text too long to encode: %lu bytes", (unsigned long)n);
             return TOK_ERR_SPACE;
@@ -220,7 +225,7 @@ const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len)
     }
     p = t->bytes + t->piece_offset[token];
     l = (size_t)t->piece_len[token];
-    if (prev == t->bos_id && l > 0 && p[0] == ' ') {
+    if (t->kind == TOK_KIND_SENTENCEPIECE && prev == t->bos_id && l > 0 && p[0] == ' ') {
         p++;
         l--;
     }

@@ -1,7 +1,8 @@
 /* tokenizer.h -- BPE encoder/decoder: sentencepiece BPE over llama2.c's
- * tokenizer.bin, and byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM2) over the
- * LTOK file export.py writes (FORMAT.md, "The tokenizer file"). tok_init tells
- * them apart by the magic "LTOK".
+ * tokenizer.bin; byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM2) and
+ * sentencepiece-style BPE merged by rank with byte fallback (Gemma 3's
+ * tokenizer.json) over the LTOK file export.py writes (FORMAT.md, "The
+ * tokenizer file"). tok_init tells them apart by the magic "LTOK".
  *
  * Contract: the tokenizer reads the file's bytes in place (they may live in
  * flash); everything it needs besides them lives in a caller-provided arena
@@ -41,6 +42,10 @@ typedef enum tok_status {
  * change outside its reader (tokenizer/ltok.c for LTOK files). */
 enum { TOK_BOS = 1, TOK_EOS = 2 };
 
+/* The longest U+2581-run added token (TOK_FLAG_U2581) an LTOK file may have,
+ * in U+2581s (Gemma 3's longest is 31). */
+#define TOK_U2581_MAX_RUN 32
+
 typedef struct tok_tokenizer {
     int vocab_size;
     int max_token_length;
@@ -67,7 +72,7 @@ typedef struct tok_tokenizer {
                                      in the text as whole tokens; 0 (tok_init's default):
                                      never, their text is encoded as text. Added tokens
                                      that are not special always match. */
-    /* LTOK files only (kind TOK_KIND_BYTE_LEVEL); tokenizer.bin leaves them 0/NULL */
+    /* LTOK files only (TOK_KIND_BYTE_LEVEL, TOK_KIND_SPM_BPE); tokenizer.bin leaves them 0/NULL */
     int kind;                     /* tok_kind */
     int pre_tokenizer;            /* tok_pre_tokenizer */
     int normalizer;               /* tok_normalizer */
@@ -79,6 +84,7 @@ typedef struct tok_tokenizer {
     int *added;                   /* (n_added,) special and added ids, sorted by bytes */
     int n_added;
     int *added_first;             /* (257,) added[added_first[c] .. added_first[c+1]) start with byte c */
+    int u2581_run[TOK_U2581_MAX_RUN + 1]; /* TOK_KIND_SPM_BPE: the TOK_FLAG_U2581 token of k spaces, or -1 */
     char error[160];
 } tok_tokenizer;
 
@@ -87,8 +93,11 @@ typedef struct tok_tokenizer {
  * vocab_size entries: call tok_init (arena may be NULL) for the message. */
 size_t tok_arena_size(const void *bytes, size_t n_bytes, int vocab_size);
 
-/* Parse and validate; vocab_size > 0 demands exactly that many entries
- * (a wrong tokenizer for the model is an error). Returns 0 or negative. */
+/* Parse and validate; vocab_size > 0 is the model's: tokenizer.bin must
+ * have exactly that many entries, an LTOK file at most that many plus
+ * special tokens past them (Gemma 3's <image_soft_token>: 262145 ids for
+ * 262144 embedding rows; such an id reaches the model only when typed with
+ * parse_special, and the model refuses it). Returns 0 or negative. */
 int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size,
              void *arena, size_t arena_size);
 
@@ -96,11 +105,15 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
  * byte; 0 if the text is too long to encode). */
 size_t tok_encode_scratch_size(size_t text_len);
 
-/* Byte-level files (LTOK): the text is read as UTF-8, each maximal invalid
+/* LTOK files: the text is read as UTF-8, each maximal invalid
  * subpart becoming U+FFFD as TextDecoder and @huggingface/tokenizers see it;
  * special and added tokens are cut out first, the pieces between them are
  * normalized, pre-tokenized and merged by rank (lowest first, ties to the
- * left). bos adds bos_id only when the file has one.
+ * left). bos adds bos_id only when the file has one. Byte-level BPE starts
+ * from one symbol per byte; sentencepiece-style BPE (TOK_KIND_SPM_BPE) from
+ * one per character of the whole piece between added tokens (U+2581 read as
+ * a space, the pieces storing spaces), a character no piece holds becoming
+ * its bytes' <0xNN> tokens after the merges.
  *
  * tokenizer.bin: encode the NUL-terminated text like sentencepiece (dummy-prefix space, code
  * points, byte fallback, merges by score, O(n log n)). Writes at most
@@ -118,7 +131,9 @@ size_t tok_max_tokens(size_t text_len);
 
 /* Bytes of `token` when it follows `prev`: the leading space of a piece after
  * BOS is dropped; <0xNN> gives the single raw byte. Byte-level files: the
- * piece's raw bytes (a special token's text), whatever prev is. Not NUL-terminated.
+ * piece's raw bytes (a special token's text), whatever prev is.
+ * Sentencepiece-style LTOK files: the piece with its spaces (U+2581 in the
+ * tokenizer.json), <0xNN> the raw byte, nothing dropped. Not NUL-terminated.
  * An out-of-range id gives "" with *len 0. */
 const char *tok_decode(const tok_tokenizer *t, int prev, int token, size_t *len);
 
@@ -136,12 +151,18 @@ const char *tok_status_text(int status);
 /* What a tokenizer file holds (tok_tokenizer.kind). */
 enum tok_kind {
     TOK_KIND_SENTENCEPIECE = 0,   /* llama2.c's tokenizer.bin (LTOK reserves this kind) */
-    TOK_KIND_BYTE_LEVEL = 1       /* byte-level BPE: pieces are raw bytes, merges by rank */
+    TOK_KIND_BYTE_LEVEL = 1,      /* byte-level BPE: pieces are raw bytes, merges by rank */
+    TOK_KIND_SPM_BPE = 2          /* sentencepiece-style BPE (Gemma 3's tokenizer.json): pieces
+                                     are UTF-8 with ' ' where the json has U+2581, the text's
+                                     spaces and U+2581 both read as ' ', no pre-tokenizer, merges
+                                     by rank over characters, byte fallback to <0xNN>, no
+                                     dummy-prefix space */
 };
 
 /* Pre-tokenizers of byte-level BPE (the split before merging), as
  * @huggingface/tokenizers runs them. */
 enum tok_pre_tokenizer {
+    TOK_PRE_NONE = 0,     /* TOK_KIND_SPM_BPE: the whole text between added tokens is one word */
     TOK_PRE_GPT2 = 1,     /* ByteLevel(use_regex): 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
                              ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ (JavaScript's \s) */
     TOK_PRE_LLAMA3 = 2,   /* Split: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|
@@ -157,7 +178,10 @@ enum tok_normalizer { TOK_NORM_NONE = 0, TOK_NORM_NFC = 1 };
 /* token_flags bits */
 enum {
     TOK_FLAG_SPECIAL = 1, /* matched in text only with parse_special; never merged into */
-    TOK_FLAG_ADDED = 2    /* an added token that is not special: always matched whole */
+    TOK_FLAG_ADDED = 2,   /* an added token that is not special: always matched whole */
+    TOK_FLAG_U2581 = 4    /* TOK_KIND_SPM_BPE, with TOK_FLAG_ADDED: a piece of spaces that the
+                             tokenizer.json writes as U+2581s (Gemma's "▁▁".."▁"x31); it
+                             matches that many U+2581 in the raw text, never spaces */
 };
 
 /* The id of the piece with exactly these bytes (a special token such as

@@ -25,6 +25,7 @@ Modules, each with one job (a module imports only those above it):
   tok_sentencepiece  tokenizer.model, Llama-2-style tokenizer.json, tokenizer.bin
   tok_chat           chat template detection
   tok_byte_level     byte-level BPE tokenizer.json
+  tok_spm_bpe        sentencepiece-style BPE tokenizer.json by rank (Gemma 3)
   tok_write          the LTOK file and the tokenizer command
   gguf_writer        the GGUF writer
   cli                options, commands, exit codes

@@ -6,7 +6,7 @@ import os
 from .common import ExportError, log
 from .jsonconf import _cfg_type, _is_count, _json
 from .tok_sentencepiece import _vocab_by_id
-from .tok_chat import CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA31, chat_template_of
+from .tok_chat import CHAT_CHATML, CHAT_GEMMA, CHAT_LLAMA3, CHAT_LLAMA31, chat_template_of
 
 
 PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM = 1, 2, 3, 4
@@ -147,7 +147,16 @@ def byte_level_tokenizer(path, data):
     missing = [b for b in range(256) if flags.get(first.get(bytes([b]), -1), 0) or bytes([b]) not in first]
     if missing:
         raise ExportError(f"{path}: no token for the byte 0x{missing[0]:02x}: not a byte-level vocabulary")
-    p2id = {p: i for i, p in id2piece.items()}
+    table = rank_merges(path, merges, {p: i for i, p in id2piece.items()}, flags, added_ok=False)
+    return dict(pieces=pieces, flags=[flags.get(i, 0) for i in range(n)], merges=table,
+                pre=pre, normalizer=normalizer, ignore_merges=bool(model.get("ignore_merges")),
+                **config_ids(path, data, id2piece, n))
+
+
+def rank_merges(path, merges, p2id, flags, added_ok):
+    """{(left id, right id): (rank, result id)} of tokenizer.json's merges (strings
+    "a b" or [a, b] pairs); a merge may involve a special token never, an added one
+    only when added_ok (flags: id -> 1 special, 2 added)."""
     table = {}
     for rank, m in enumerate(merges):
         parts = m.split(" ") if isinstance(m, str) else m
@@ -157,11 +166,16 @@ def byte_level_tokenizer(path, data):
         if None in ids:
             raise ExportError(f"{path}: merge #{rank} {m!r}: {parts[0] + parts[1]!r} or a part "
                               f"of it is not in the vocabulary")
-        if any(flags.get(x) for x in ids):
-            raise ExportError(f"{path}: merge #{rank} {m!r} involves an added token")
+        if any(flags.get(x, 0) & (1 if added_ok else 3) for x in ids):
+            raise ExportError(f"{path}: merge #{rank} {m!r} involves {'a special' if added_ok else 'an added'} token")
         table[(ids[0], ids[1])] = (rank, ids[2])   # a repeated pair keeps its last rank, as tokenizers does
+    return table
 
-    # ids and chat template from tokenizer_config.json / generation_config.json
+
+def config_ids(path, data, id2piece, n):
+    """BOS, EOS, end of turn, add_bos, the chat template and its default system
+    prompt, from tokenizer_config.json / generation_config.json beside path and the
+    tokenizer.json's post-processor."""
     folder = os.path.dirname(os.path.abspath(path))
     tc = os.path.join(folder, "tokenizer_config.json")
     conf = _json(tc) if os.path.exists(tc) else {}
@@ -192,11 +206,10 @@ def byte_level_tokenizer(path, data):
     if template is not None and not isinstance(template, str):
         raise ExportError(f"{tc}: chat_template must be a string")
     chat, system = chat_template_of(template, tc)
-    eot_piece = {CHAT_LLAMA3: "<|eot_id|>", CHAT_LLAMA31: "<|eot_id|>", CHAT_CHATML: "<|im_end|>"}.get(chat)
+    eot_piece = {CHAT_LLAMA3: "<|eot_id|>", CHAT_LLAMA31: "<|eot_id|>", CHAT_CHATML: "<|im_end|>",
+                 CHAT_GEMMA: "<end_of_turn>"}.get(chat)
     eot = piece_ids.get(eot_piece, -1) if eot_piece else -1
     if eot_piece and eot < 0:
         log(f"warning: {path}: no {eot_piece} token: no end-of-turn id")
-    return dict(pieces=pieces, flags=[flags.get(i, 0) for i in range(n)], merges=table,
-                pre=pre, normalizer=normalizer, ignore_merges=bool(model.get("ignore_merges")),
-                add_bos=add_bos, bos=-1 if bos is None else bos, eos=-1 if eos is None else eos,
+    return dict(add_bos=add_bos, bos=-1 if bos is None else bos, eos=-1 if eos is None else eos,
                 eot=eot, chat=chat, system=(system or "").encode("utf-8"))

@@ -105,8 +105,26 @@ def _sentencepiece_fields(path, buf):
     return pieces, scores, types, bos, eos
 
 
+def _adds_dummy_prefix(path):
+    """NormalizerSpec (ModelProto field 3) add_dummy_prefix (its field 3, default true)."""
+    with open(path, "rb") as fh:
+        buf = fh.read()
+    try:
+        for fnum, wt, v in _pb_fields(buf):
+            if fnum == 3 and wt == 2:
+                for f2, w2, v2 in _pb_fields(v):
+                    if f2 == 3 and w2 == 0:
+                        return v2 != 0
+    except BadProtobuf as e:
+        raise ExportError(f"{path}: {e}")
+    return True
+
+
 def sentencepiece_vocab(path):
     """(pieces, scores, bos, eos), with the sentencepiece library when it is importable."""
+    if not _adds_dummy_prefix(path):
+        raise ExportError(f"{path}: a sentencepiece model without the dummy-prefix space (Gemma's) is not "
+                          f"supported as tokenizer.bin; convert the tokenizer.json beside it (LTOK kind 2)")
     try:
         import sentencepiece as spm
     except ImportError:

@@ -200,6 +200,13 @@ static int serve__encode(serve_server *sv, serve__parsed *p, const char *text, c
         k = turn ? tok_chat_encode(sv->tok, turn, tmp, (int)most, scratch, scratch_size)
                  : tok_encode(sv->tok, text, bos, 0, tmp, (int)most, scratch, scratch_size);
         if (k < 0) serve__bad(p, "cannot encode the text: %s", tok_error(sv->tok));
+        for (int i = 0; i < k; i++)   /* a tokenizer's special ids past the model's (Gemma 3's image token) */
+            if (tmp[i] >= sv->model->cfg.vocab_size) {
+                k = -1;
+                serve__bad(p, "the text has token %d, past the model's vocabulary of %d", tmp[i],
+                           sv->model->cfg.vocab_size);
+                break;
+            }
     } else {
         p->status = 500;
         snprintf(p->message, sizeof p->message, "out of memory");

@@ -809,6 +809,8 @@ def test_sentencepiece_model():
         yield tok("piece not UTF-8", spm_model(SPM_PIECES + [(b"\xff\xfe", -6.0, 1)]), [])
         yield tok("NaN score", spm_model(SPM_PIECES + [("ba", float("nan"), 1)]), ["ba"])
         yield tok("Inf score", spm_model(SPM_PIECES + [("ba", float("inf"), 1)]), ["ba"])
+        # Gemma's: NormalizerSpec add_dummy_prefix false; tokenizer.bin always prepends one
+        yield tok("no dummy prefix", spm_model() + pb_field(3, 2, pb_field(3, 0, 0)), ["dummy-prefix", "tokenizer.json"])
         if own:   # the library takes BOS/EOS from the pieces, not these ids
             yield tok("bos id 99", spm_model(trainer={41: 99}), ["bos"])
             yield tok("eos id -5", spm_model(trainer={42: -5}), ["eos"])
@@ -843,11 +845,36 @@ def test_tokenizer_json():
     yield tok("merge of three", tokenizer_json(merges=["a b c"]), [tj, "merge"])
     yield tok("merge of numbers", tokenizer_json(merges=[[1, 2]]), [tj, "merge"])
     yield tok("merge unknown", tokenizer_json(merges=["b a"]), [tj, "'ba'"])
-    # Gemma's normalizer: spaces to U+2581, no dummy prefix; refused, not encoded with one
+    # Gemma's form (spaces to U+2581, no dummy prefix: LTOK kind 2) converts; what
+    # it cannot reproduce is refused, one line each
     gemma_norm = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
-    yield tok("no dummy prefix", tokenizer_json(normalizer=gemma_norm), [tj, "dummy-prefix", "not supported"])
-    yield tok("no dummy prefix in a sequence", tokenizer_json(normalizer={"type": "Sequence", "normalizers": [
-        gemma_norm]}), [tj, "dummy-prefix"])
+    gemma_dec = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                  {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    gv = dict(v, **{f"<0x{b:02X}>": len(v) + b for b in range(256)})
+
+    def gemma(**change):
+        return tokenizer_json(**dict(dict(vocab=gv, normalizer=gemma_norm, decoder=gemma_dec), **change))
+    yield tok("gemma: no <0xNN>", gemma(vocab=v), [tj, "<0x00>", "byte fallback"])
+    yield tok("gemma: Strip decoder", gemma(decoder={"type": "Sequence", "decoders": gemma_dec["decoders"] + [
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}), [tj, "decoder", "Strip"])
+    yield tok("gemma: NFKC too", gemma(normalizer={"type": "Sequence", "normalizers": [gemma_norm, {"type": "NFKC"}]}),
+              [tj, "normalizer", "NFKC"])
+    yield tok("gemma: Split on a regex", gemma(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\s+"},
+                                                              "behavior": "Isolated", "invert": False}),
+              [tj, "pre_tokenizer"])
+    added = [{"id": i, "content": p, "special": True} for i, p in enumerate(("<unk>", "<s>", "</s>"))]
+    yield tok("gemma: lstrip", gemma(added_tokens=added + [{"id": 4, "content": "a", "lstrip": True}]),
+              [tj, "'a'", "lstrip"])
+    yield tok("gemma: U+2581 inside an added token", gemma(
+        vocab=dict(gv, **{"a\u2581b": len(gv)}), added_tokens=added + [{"id": len(gv), "content": "a\u2581b"}]),
+        [tj, "U+2581"])
+    yield tok("gemma: a piece with a space", gemma(vocab=dict(gv, **{"a b": len(gv)})), [tj, "'a b'", "space"])
+    yield tok("gemma: an added id past the vocab, not special", gemma(
+        added_tokens=added + [{"id": len(gv), "content": "<extra>", "special": False}]),
+        [tj, "<extra>", "not special"])
+    yield tok("gemma: a merge making a special token", gemma(
+        vocab=dict(gv, **{"<s": len(gv), ">": len(gv) + 1, "<": len(gv) + 2, "s>": len(gv) + 3}),
+        merges=["a b", "<s >"]), [tj, "merge #1", "special"])
     yield tok("added_tokens a dict", dict(good, added_tokens={"id": 0}), [tj, "added_tokens"])
     yield tok("added token a string", dict(good, added_tokens=["<s>"]), [tj, "added"])
     yield tok("added content a number", dict(good, added_tokens=[{"id": 8, "content": 5}]),

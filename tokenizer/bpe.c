@@ -1,12 +1,18 @@
-/* tokenizer/bpe.c -- byte-level BPE encoding (LTOK files, read by ltok.c):
- * tok_encode's byte-level half with its pre-tokenizers.
+/* tokenizer/bpe.c -- BPE merged by rank (LTOK files, read by ltok.c):
+ * tok_encode's LTOK half, byte-level with its pre-tokenizers, and
+ * sentencepiece-style (TOK_KIND_SPM_BPE: characters, byte fallback).
  *
  * Encoding, as @huggingface/tokenizers (JavaScript) does it: added tokens (and
  * special ones when asked) are cut out of the raw text; each piece between them
  * gets U+FFFD for its invalid UTF-8, NFC when the file asks, and the family's
  * pre-tokenizer regex, written out as a matcher per pattern; each pre-token's
  * bytes are then merged by rank with a min-heap of candidate pairs checked
- * when popped. O(n log n) in the text's length. */
+ * when popped. O(n log n) in the text's length. The sentencepiece-style kind
+ * reads U+2581 as a space (its pieces store spaces where the tokenizer.json has
+ * U+2581), has no pre-tokenizer, starts the merges from the characters (a
+ * character no piece holds never merges and comes out as its bytes' <0xNN>
+ * tokens, as @huggingface/tokenizers' byte_fallback does), and matches its
+ * U+2581-run added tokens ("▁▁", ...) against U+2581s in the raw text. */
 #include "../tokenizer.h"
 
 #include <stdint.h>
@@ -228,7 +234,7 @@ static void bl_sift_down(bl_pair *h, int n, int i) {
 static int bl_live(bl_out *o, bl_pair p, int *result) {
     const bl_symbol *sym = o->sym;
     int nx;
-    if (sym[p.left].id < 0 || (nx = sym[p.left].next) < 0) return 0;
+    if (sym[p.left].id < 0 || (nx = sym[p.left].next) < 0 || sym[nx].id < 0) return 0;
     return bl_rank(o, sym[p.left].id, sym[nx].id, result) == p.rank;
 }
 
@@ -236,7 +242,7 @@ static void bl_push(bl_out *o, int *hn, int cap, int left) {
     bl_symbol *sym = o->sym;
     bl_pair p, *h = o->heap;
     int res, i;
-    if (left < 0 || sym[left].next < 0) return;
+    if (left < 0 || sym[left].next < 0 || sym[left].id < 0 || sym[sym[left].next].id < 0) return;
     p.rank = bl_rank(o, sym[left].id, sym[sym[left].next].id, &res);
     if (p.rank < 0) return;
     p.left = left;
@@ -257,11 +263,43 @@ static void bl_push(bl_out *o, int *hn, int cap, int left) {
     h[i] = p;
 }
 
+/* Sentencepiece-style start: a symbol per character (at its first byte),
+ * the piece holding it or BL_FALLBACK. */
+#define BL_FALLBACK (-2)
+static void bl_chars(const tok_tokenizer *t, const unsigned char *s, int n, bl_symbol *sym) {
+    int k = 0, prev = -1;
+    while (k < n) {
+        size_t l;
+        int id;
+        (void)tok__cp_at(s, (size_t)k, (size_t)n, &l);
+        id = tok__lookup(t, s + k, (int)l);
+        sym[k].prev = prev;
+        sym[k].next = k + (int)l < n ? k + (int)l : -1;
+        sym[k].id = id >= 0 ? id : BL_FALLBACK;
+        prev = k;
+        k += (int)l;
+    }
+}
+
+/* The symbols left after the merges, a fallback character as its bytes' <0xNN>. */
+static void bl_emit_symbols(const tok_tokenizer *t, const unsigned char *s, int n, bl_out *o) {
+    const bl_symbol *sym = o->sym;
+    int k, j;
+    for (k = 0; k >= 0; k = sym[k].next) {
+        if (sym[k].id != BL_FALLBACK) {
+            emit(o->tokens, o->max_tokens, &o->count, sym[k].id);
+            continue;
+        }
+        for (j = k; j < (sym[k].next >= 0 ? sym[k].next : n); j++)
+            emit(o->tokens, o->max_tokens, &o->count, t->byte_token[s[j]]);
+    }
+}
+
 static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl_out *o) {
     int k, n = (int)L, hn = 0, res;
     bl_symbol *sym = o->sym;
     if (L == 0) return;
-    if (L == 1) {
+    if (L == 1 && t->kind == TOK_KIND_BYTE_LEVEL) {
         emit(o->tokens, o->max_tokens, &o->count, t->byte_token[s[0]]);
         return;
     }
@@ -272,12 +310,16 @@ static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl
             return;
         }
     }
-    for (k = 0; k < n; k++) {
-        sym[k].prev = k - 1;
-        sym[k].next = k + 1 < n ? k + 1 : -1;
-        sym[k].id = t->byte_token[s[k]];
+    if (t->kind == TOK_KIND_SPM_BPE) {
+        bl_chars(t, s, n, sym);
+    } else {
+        for (k = 0; k < n; k++) {
+            sym[k].prev = k - 1;
+            sym[k].next = k + 1 < n ? k + 1 : -1;
+            sym[k].id = t->byte_token[s[k]];
+        }
     }
-    for (k = 0; k + 1 < n; k++) bl_push(o, &hn, n, k);
+    for (k = 0; k >= 0; k = sym[k].next) bl_push(o, &hn, n, k);
     while (hn > 0) {
         bl_pair top = o->heap[0];
         int left = top.left, right, next;
@@ -293,12 +335,16 @@ static void bl_word(const tok_tokenizer *t, const unsigned char *s, size_t L, bl
         bl_push(o, &hn, n, sym[left].prev);
         bl_push(o, &hn, n, left);
     }
-    for (k = 0; k >= 0; k = sym[k].next) emit(o->tokens, o->max_tokens, &o->count, sym[k].id);
+    bl_emit_symbols(t, s, n, o);
 }
 
 /* Pre-tokenize s[a..e) (text between special tokens) and merge each pre-token. */
 static void bl_segment(const tok_tokenizer *t, const unsigned char *s, size_t a, size_t e, bl_out *o) {
     size_t i = a, len;
+    if (t->pre_tokenizer == TOK_PRE_NONE) {   /* sentencepiece-style: one word */
+        bl_word(t, s + a, e - a, o);
+        return;
+    }
     while (i < e) {
         if (t->pre_tokenizer == TOK_PRE_SMOLLM) {
             /* Digits(individual_digits): each ASCII digit alone (the JavaScript
@@ -331,6 +377,7 @@ static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t
     for (;;) {
         while (lo < hi && (size_t)t->piece_len[t->added[lo]] == k) {
             int a = t->added[lo++];
+            if (t->token_flags[a] & TOK_FLAG_U2581) continue;   /* matched by match_u2581 */
             if (t->parse_special || !(t->token_flags[a] & TOK_FLAG_SPECIAL)) {
                 best = k;
                 *id = a;
@@ -357,6 +404,21 @@ static size_t match_added(const tok_tokenizer *t, const unsigned char *s, size_t
         k++;
     }
     return best;
+}
+
+/* The longest U+2581-run added token (TOK_FLAG_U2581: its piece is k spaces)
+ * at s[0..n), matching k U+2581s: its bytes (3k), or 0. */
+static size_t match_u2581(const tok_tokenizer *t, const unsigned char *s, size_t n, int *id) {
+    size_t run = 0;
+    while (run < TOK_U2581_MAX_RUN && 3 * run + 2 < n && s[3 * run] == 0xE2 && s[3 * run + 1] == 0x96 &&
+           s[3 * run + 2] == 0x81)
+        run++;
+    for (; run > 0; run--)
+        if (t->u2581_run[run] >= 0) {
+            *id = t->u2581_run[run];
+            return 3 * run;
+        }
+    return 0;
 }
 
 /* Bytes of the next well-formed character at s (*valid 1), or of the maximal
@@ -415,6 +477,22 @@ static size_t bl_cache_size(size_t n) {
     return c;
 }
 
+/* s[0..n) with each U+2581 made a space, in place; returns the new length.
+ * Sentencepiece-style: the tokenizer.json's normalizer writes every space as
+ * U+2581, the pieces store the spaces instead; the same equivalence. */
+static size_t u2581_to_space(unsigned char *s, size_t n) {
+    size_t i = 0, p = 0;
+    while (i < n) {
+        if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) {
+            s[p++] = ' ';
+            i += 3;
+        } else {
+            s[p++] = s[i++];
+        }
+    }
+    return p;
+}
+
 /* The text between two special tokens, text[a..e): invalid UTF-8 replaced,
  * normalized, written at norm + *p, pre-tokenized and merged. Each raw byte
  * becomes at most 3 bytes, so norm needs 3n bytes in all. */
@@ -423,6 +501,7 @@ static void bl_flush(const tok_tokenizer *t, const unsigned char *text, size_t a
     size_t q = *p, len;
     if (a == e) return;
     len = tok__utf8_replace(norm + q, text + a, e - a);
+    if (t->kind == TOK_KIND_SPM_BPE) len = u2581_to_space(norm + q, len);
     if (t->normalizer == TOK_NORM_NFC)   /* the symbols' room is free until bl_segment */
         len = tok__nfc_inplace(norm + q, len, (uint32_t *)(void *)o->sym);
     bl_segment(t, norm, q, q + len, o);
@@ -463,6 +542,14 @@ int tok__bl_encode(tok_tokenizer *t, const unsigned char *text, size_t n, int bo
         for (i = 0, seg = 0; i < n;) {
             int id, valid;
             size_t m = t->n_added ? match_added(t, text + i, n - i, &id) : 0;
+            if (t->kind == TOK_KIND_SPM_BPE && text[i] == 0xE2) {
+                int rid = -1;
+                size_t r = match_u2581(t, text + i, n - i, &rid);
+                if (r > m) {
+                    m = r;
+                    id = rid;
+                }
+            }
             if (m) {
                 bl_flush(t, text, seg, i, norm, &p, &o);
                 emit(tokens, max_tokens, &o.count, id);

@@ -34,7 +34,8 @@ void tok__fmt(char *buf, size_t cap, const char *fmt, ...);
 /* An LTOK file's header fields and section offsets (ltok.c). */
 typedef struct {
     long vocab, merges, n_added;
-    uint32_t pre, norm, flags, tmpl, max_len, sys_len, pieces_size;
+    long model_vocab;   /* the model's vocab_size tok_init was given, or <= 0 */
+    uint32_t kind, pre, norm, flags, tmpl, max_len, sys_len, pieces_size;
     long bos, eos, eot;
     uint64_t off_flags, off_ends, off_sorted, off_merges, off_sys, off_pieces;
 } ltok_info;

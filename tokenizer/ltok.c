@@ -1,6 +1,8 @@
-/* tokenizer/ltok.c -- LTOK files, the byte-level BPE tokenizer's format
- * (FORMAT.md, "The tokenizer file"): the whole file checked (tok__ltok_parse)
- * and tok_init's byte-level half (tok__ltok_init).
+/* tokenizer/ltok.c -- LTOK files, the rank-merged BPE tokenizers' format
+ * (FORMAT.md, "The tokenizer file"): byte-level BPE (kind 1) and
+ * sentencepiece-style BPE with byte fallback (kind 2, Gemma 3's
+ * tokenizer.json). The whole file checked (tok__ltok_parse) and tok_init's
+ * LTOK half (tok__ltok_init).
  *
  * An LTOK file: a 64-byte header, then
  * u8 token_flags[V] (padded to 4), u32 piece_end[V], u32 sorted[V],
@@ -62,9 +64,10 @@ static int ltok_check_version(const unsigned char *b, size_t n, char *err, size_
         tok__fmt(err, cap, "bad LTOK header: header_size %lu, expected %d", (unsigned long)hsize, LTOK_HEADER);
         return -1;
     }
-    if (kind != TOK_KIND_BYTE_LEVEL) {
-        tok__fmt(err, cap, "LTOK tokenizer kind %lu not supported (1: byte-level BPE; "
-                 "sentencepiece vocabularies use llama2.c's tokenizer.bin)", (unsigned long)kind);
+    if (kind != TOK_KIND_BYTE_LEVEL && kind != TOK_KIND_SPM_BPE) {
+        tok__fmt(err, cap, "LTOK tokenizer kind %lu not supported (1: byte-level BPE, 2: "
+                 "sentencepiece-style BPE; scored sentencepiece uses llama2.c's tokenizer.bin)",
+                 (unsigned long)kind);
         return -1;
     }
     return 0;
@@ -72,6 +75,8 @@ static int ltok_check_version(const unsigned char *b, size_t n, char *err, size_
 
 /* The header's fields into h, each in its range (vocab_size > 0: the model's). */
 static int ltok_read_header(const unsigned char *b, int vocab_size, ltok_info *h, char *err, size_t cap) {
+    h->kind = rd_u32(b + 12);
+    h->model_vocab = vocab_size;
     h->pre = rd_u32(b + 16);
     h->norm = rd_u32(b + 20);
     h->flags = rd_u32(b + 24);
@@ -84,8 +89,9 @@ static int ltok_read_header(const unsigned char *b, int vocab_size, ltok_info *h
     h->max_len = rd_u32(b + 52);
     h->sys_len = rd_u32(b + 56);
     h->pieces_size = rd_u32(b + 60);
-    if (h->pre < TOK_PRE_GPT2 || h->pre > TOK_PRE_SMOLLM) {
-        tok__fmt(err, cap, "bad LTOK header: unknown pre_tokenizer %lu", (unsigned long)h->pre);
+    if (h->kind == TOK_KIND_SPM_BPE ? h->pre != TOK_PRE_NONE : (h->pre < TOK_PRE_GPT2 || h->pre > TOK_PRE_SMOLLM)) {
+        tok__fmt(err, cap, "bad LTOK header: pre_tokenizer %lu unknown for kind %lu", (unsigned long)h->pre,
+                 (unsigned long)h->kind);
         return -1;
     }
     if (h->norm > TOK_NORM_NFC) {
@@ -104,9 +110,11 @@ static int ltok_read_header(const unsigned char *b, int vocab_size, ltok_info *h
         tok__fmt(err, cap, "bad LTOK header: vocab_size %ld outside 256..%ld", h->vocab, LTOK_MAX_VOCAB);
         return -1;
     }
-    if (vocab_size > 0 && h->vocab > vocab_size) {
-        tok__fmt(err, cap, "tokenizer has %ld entries, the model only %d: wrong tokenizer file?",
-                 h->vocab, vocab_size);
+    /* more entries than the model: allowed when each extra one is a special
+     * token (ltok_check_tokens), which a model never sees unless typed with --special */
+    if (vocab_size > 0 && h->bos >= vocab_size) {
+        tok__fmt(err, cap, "tokenizer's bos id %ld is not below the model's vocab_size %d: wrong tokenizer file?",
+                 h->bos, vocab_size);
         return -1;
     }
     if (h->merges < 0 || h->merges > LTOK_MAX_MERGES) {
@@ -150,20 +158,40 @@ static int ltok_locate_sections(size_t n, ltok_info *h, char *err, size_t cap) {
     return 0;
 }
 
+/* The id whose piece is <0xNN> in kind 2 (the byte-fallback tokens), else -1. */
+static int ltok_fallback_byte(const unsigned char *p, uint32_t len) {
+    int hi, lo;
+    if (len != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
+    hi = tok__hexval(p[3]);
+    lo = tok__hexval(p[4]);
+    return hi < 0 || lo < 0 || p[3] > 'F' || p[4] > 'F' ? -1 : hi * 16 + lo;   /* upper-case hex */
+}
+
 /* Token flags (n_added counted) and pieces: each inside the piece bytes, not
- * empty, at most max_token_length; a piece for every byte. */
+ * empty, at most max_token_length; a piece for every byte (kind 1: the byte
+ * itself, kind 2: its <0xNN>); entries past the model's vocabulary special. */
 static int ltok_check_tokens(const unsigned char *b, ltok_info *h, char *err, size_t cap) {
     long i;
     int seen[256];
+    unsigned known = h->kind == TOK_KIND_SPM_BPE ? 7u : 3u;
 
     h->n_added = 0;
     for (i = 0; i < h->vocab; i++) {
         unsigned f = b[h->off_flags + i];
-        if (f & ~3u) {
-            tok__fmt(err, cap, "bad LTOK token %ld: flags %u has unknown bits (0..3)", i, f);
+        if (f & ~known) {
+            tok__fmt(err, cap, "bad LTOK token %ld: flags %u has unknown bits (0..%u)", i, f, known);
+            return -1;
+        }
+        if ((f & TOK_FLAG_U2581) && f != (TOK_FLAG_U2581 | TOK_FLAG_ADDED)) {
+            tok__fmt(err, cap, "bad LTOK token %ld: flag 4 (U+2581 run) without flag 2 (added) alone", i);
             return -1;
         }
         if (f) h->n_added++;
+        if (h->model_vocab > 0 && i >= h->model_vocab && !(f & TOK_FLAG_SPECIAL)) {
+            tok__fmt(err, cap, "tokenizer has %ld entries, the model only %ld, and token %ld past it is "
+                     "not special: wrong tokenizer file?", h->vocab, h->model_vocab, i);
+            return -1;
+        }
     }
     for (i = 0; i < 256; i++) seen[i] = 0;
     for (i = 0; i < h->vocab; i++) {
@@ -174,12 +202,28 @@ static int ltok_check_tokens(const unsigned char *b, ltok_info *h, char *err, si
                      (unsigned long)e, (unsigned long)h->pieces_size, (unsigned long)h->max_len);
             return -1;
         }
-        if (e - s == 1 && !b[h->off_flags + i]) seen[b[h->off_pieces + s]] = 1;
+        if (b[h->off_flags + i] & TOK_FLAG_U2581) {
+            uint32_t k;
+            for (k = s; k < e && b[h->off_pieces + k] == ' '; k++) {}
+            if (k != e || e - s > TOK_U2581_MAX_RUN) {
+                tok__fmt(err, cap, "bad LTOK token %ld: a U+2581 run (flag 4) that is not 1..%d spaces", i,
+                         TOK_U2581_MAX_RUN);
+                return -1;
+            }
+        }
+        if (b[h->off_flags + i]) continue;
+        if (h->kind == TOK_KIND_SPM_BPE) {
+            int v = ltok_fallback_byte(b + h->off_pieces + s, e - s);
+            if (v >= 0) seen[v] = 1;
+        } else if (e - s == 1) {
+            seen[b[h->off_pieces + s]] = 1;
+        }
     }
     for (i = 0; i < 256; i++)
         if (!seen[i]) {
-            tok__fmt(err, cap, "bad LTOK vocabulary: no piece for the byte %lu "
-                     "(a byte-level vocabulary has all 256)", (unsigned long)i);
+            tok__fmt(err, cap, "bad LTOK vocabulary: no piece for the byte %lu (%s)", (unsigned long)i,
+                     h->kind == TOK_KIND_SPM_BPE ? "byte fallback needs all 256 <0xNN>" :
+                     "a byte-level vocabulary has all 256");
             return -1;
         }
     return 0;
@@ -204,8 +248,8 @@ static int ltok_check_sorted(const unsigned char *b, const ltok_info *h, char *e
     return 0;
 }
 
-/* The merges: ids, sorted by (left, right), ranks below 2^31, no special or
- * added token, each result the two pieces joined. */
+/* The merges: ids, sorted by (left, right), ranks below 2^31, no special
+ * token (kind 1: no added one either), each result the two pieces joined. */
 static int ltok_check_merges(const unsigned char *b, const ltok_info *h, char *err, size_t cap) {
     long i;
 
@@ -228,9 +272,13 @@ static int ltok_check_merges(const unsigned char *b, const ltok_info *h, char *e
             tok__fmt(err, cap, "bad LTOK merge %ld: rank %lu above 2^31 - 1", i, (unsigned long)rd_u32(m + 8));
             return -1;
         }
-        if (b[h->off_flags + l] || b[h->off_flags + r] || b[h->off_flags + res]) {
-            tok__fmt(err, cap, "bad LTOK merge %ld: involves a special or added token", i);
-            return -1;
+        {
+            unsigned bad = h->kind == TOK_KIND_SPM_BPE ? TOK_FLAG_SPECIAL : 3u;
+            if ((b[h->off_flags + l] | b[h->off_flags + r] | b[h->off_flags + res]) & bad) {
+                tok__fmt(err, cap, "bad LTOK merge %ld: involves a special%s token", i,
+                         h->kind == TOK_KIND_SPM_BPE ? "" : " or added");
+                return -1;
+            }
         }
         ls = ltok_end(b, h, l) - ltok_start(b, h, l);
         rs = ltok_end(b, h, r) - ltok_start(b, h, r);
@@ -281,7 +329,7 @@ int tok__ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab
     a += TOK_ARENA_FIXED;
     t->added = (int *)(void *)a;
 
-    t->kind = TOK_KIND_BYTE_LEVEL;
+    t->kind = (int)h.kind;
     t->pre_tokenizer = (int)h.pre;
     t->normalizer = (int)h.norm;
     t->ignore_merges = (h.flags & 2) != 0;
@@ -303,8 +351,16 @@ int tok__ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab
         t->piece_len[i] = (int)(ltok_end(b, &h, i) - s);
         t->sorted[i] = (int)rd_u32(b + h.off_sorted + 4 * (uint64_t)i);
     }
-    for (i = 0; i < h.vocab; i++)
-        if (t->piece_len[i] == 1 && !t->token_flags[i]) t->byte_token[b[t->piece_offset[i]]] = (int)i;
+    for (i = 0; i < h.vocab; i++) {
+        if (t->token_flags[i] & TOK_FLAG_U2581) t->u2581_run[t->piece_len[i]] = (int)i;
+        if (t->token_flags[i]) continue;
+        if (t->kind == TOK_KIND_SPM_BPE) {   /* byte fallback: <0xNN> */
+            int v = ltok_fallback_byte(b + t->piece_offset[i], (uint32_t)t->piece_len[i]);
+            if (v >= 0) t->byte_token[v] = (int)i;
+        } else if (t->piece_len[i] == 1) {
+            t->byte_token[b[t->piece_offset[i]]] = (int)i;
+        }
+    }
     /* first-byte ranges of the sorted index, and the special/added ids in sorted order */
     t->n_added = 0;
     for (c = 0, k = 0; k < t->vocab_size; k++) {

@@ -14,9 +14,11 @@
  * the same ids as merging the whole text; the ids decode back to the text as
  * sentencepiece normalizes it (dummy-prefix space, each byte outside
  * well-formed UTF-8 as U+FFFD, U+2581 as a space) unless <unk> stood in for
- * a missing byte token. Byte-level (LTOK) files: BOS/EOS only where the file
- * has them, and the ids decode to the text with each maximal invalid UTF-8
- * subpart as U+FFFD (unless the file asks for NFC, which may change it).
+ * a missing byte token. LTOK files: BOS/EOS only where the file has them,
+ * and the ids decode to the text with each maximal invalid UTF-8 subpart as
+ * U+FFFD (unless the file asks for NFC, which may change it), sentencepiece-
+ * style ones (kind 2) with U+2581 as a space and no dummy prefix; a model of
+ * one row fewer takes the file exactly when its last id is special and not BOS.
  */
 #include "tokenizer.h"
 #include "fuzz.h"
@@ -108,6 +110,20 @@ static size_t replace_invalid(unsigned char *out, const unsigned char *s, size_t
     return len;
 }
 
+/* U+2581 as a space, in place (kind 2 reads the text so); returns the length. */
+static size_t u2581_as_space(unsigned char *s, size_t n) {
+    size_t len = 0;
+    for (size_t i = 0; i < n;) {
+        if (i + 3 <= n && !memcmp(s + i, "\xE2\x96\x81", 3)) {
+            s[len++] = ' ';
+            i += 3;
+        } else {
+            s[len++] = s[i++];
+        }
+    }
+    return len;
+}
+
 /* Decode every id (after BOS and after another id): each piece lies in the
  * file or is one byte, and is no longer than max_token_length. */
 static void check_decode_all(const tok_tokenizer *t, const unsigned char *file, size_t file_size) {
@@ -154,7 +170,7 @@ static int check_round_trip(const tok_tokenizer *t, const int *ids, int count, c
     unsigned char *want, *got;
     size_t want_len, got_len = 0;
     int first = 1, last = count - 1;   /* the ids between BOS and EOS */
-    if (t->kind == TOK_KIND_BYTE_LEVEL) {
+    if (t->kind != TOK_KIND_SENTENCEPIECE) {   /* LTOK */
         if (t->normalizer != TOK_NORM_NONE) return 0;
         first = t->bos_id >= 0;
         last = t->eos_id >= 0 ? count - 1 : count;
@@ -164,8 +180,9 @@ static int check_round_trip(const tok_tokenizer *t, const int *ids, int count, c
     }
     want = (unsigned char *)malloc_shifted(3 * n + 1, 0);
     got = (unsigned char *)malloc_shifted(3 * n + 1, 0);
-    want_len = t->kind == TOK_KIND_BYTE_LEVEL ? replace_invalid(want, (const unsigned char *)text, n)
-                                              : normalize(want, (const unsigned char *)text, n);
+    want_len = t->kind != TOK_KIND_SENTENCEPIECE ? replace_invalid(want, (const unsigned char *)text, n)
+                                                 : normalize(want, (const unsigned char *)text, n);
+    if (t->kind == TOK_KIND_SPM_BPE) want_len = u2581_as_space(want, want_len);
     for (int i = first; i < last; i++) {
         size_t len;
         const char *piece = tok_decode(t, -1, ids[i], &len);
@@ -185,7 +202,7 @@ static int check_encode(tok_tokenizer *t, const char *text, size_t shift) {
     size_t n = strlen(text);
     int count, count_whole, round_trip;
     int *ids = encode(t, text, n, shift, &count);
-    if (t->kind == TOK_KIND_BYTE_LEVEL) {
+    if (t->kind != TOK_KIND_SENTENCEPIECE) {
         int want = (t->bos_id >= 0) + (t->eos_id >= 0);
         if (count < want || (t->bos_id >= 0 && ids[0] != t->bos_id) ||
             (t->eos_id >= 0 && ids[count - 1] != t->eos_id))
@@ -230,9 +247,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fuzz_fail("tok_init refused the arena tok_arena_size asked for: %s", tok_error(&t));
         if (tok_arena_size(file, file_size, t.vocab_size) != need)
             fuzz_fail("the arena size differs when the vocabulary size %d is given", t.vocab_size);
-        if (t.kind == TOK_KIND_BYTE_LEVEL) {   /* LTOK: the model may have more ids, not fewer */
-            if (tok_arena_size(file, file_size, t.vocab_size - 1) != 0)
-                fuzz_fail("a vocabulary of %d entries passed for %d", t.vocab_size, t.vocab_size - 1);
+        if (t.kind != TOK_KIND_SENTENCEPIECE) {   /* LTOK: the model may have more ids, fewer only past special ones */
+            int last = t.vocab_size - 1;
+            int fits = (t.token_flags[last] & TOK_FLAG_SPECIAL) && t.bos_id != last;
+            if ((tok_arena_size(file, file_size, last) != 0) != fits)
+                fuzz_fail("a vocabulary of %d entries %s for %d", t.vocab_size, fits ? "refused" : "passed", last);
         } else if (t.vocab_size < 0x7fffffff && tok_arena_size(file, file_size, t.vocab_size + 1) != 0)
             fuzz_fail("a vocabulary of %d entries passed for %d", t.vocab_size, t.vocab_size + 1);
         check_decode_all(&t, file, file_size);
@@ -240,7 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_note("loaded %d entries, encoded %zu bytes%s, %s", t.vocab_size, strlen(text),
                   t.word_split ? " (word by word == whole text)" : "",
                   round_trip ? "decoded back to the text" :
-                  t.kind == TOK_KIND_BYTE_LEVEL ? "NFC: the decoded text not compared" : "<unk> stood in for a byte");
+                  t.kind != TOK_KIND_SENTENCEPIECE ? "NFC: the decoded text not compared" : "<unk> stood in for a byte");
         free_shifted(arena, shift);
     }
     free(text);

@@ -225,13 +225,38 @@ TOKENIZERS.update({
     "ltok_qwen2_nfc": ltok(exporter.tok_byte_level.PRE_QWEN2, normalizer=exporter.tok_byte_level.NORM_NFC, eos=3),
     "ltok_smollm": ltok(exporter.tok_byte_level.PRE_SMOLLM),
 })
+def ltok_spm():
+    """A sentencepiece-style LTOK file (kind 2): <unk> <s> </s>, the 256 <0xNN>,
+    letters, merges, "\n" and U+2581 runs as added tokens (stored as spaces,
+    flag 4) that merges also make, a special token past a model's 300 rows."""
+    pieces = [b"<unk>", b"<s>", b"</s>"] + [b"<0x%02X>" % b for b in range(256)]
+    pieces += [bytes([c]) for c in b" \nabcdehilnopstu"] + ["\u00e9".encode()]
+    merges = {}
+    for a, b in ((b" ", b" "), (b"  ", b" "), (b"\n", b"\n"), (b"t", b"h"), (b"th", b"e"), (b" ", b"the"),
+                 (b"o", b"n"), (b"c", b"e"), (b"on", b"ce"), (b" ", b"a"), (b"u", b"p")):
+        if a + b not in pieces:
+            pieces.append(a + b)
+        merges[(pieces.index(a), pieces.index(b))] = (len(merges), pieces.index(a + b))
+    flags = [1, 1, 1] + [0] * (len(pieces) - 3)
+    for p in (b"  ", b"   "):
+        flags[pieces.index(p)] = 6
+    flags[pieces.index(b"\n")] = flags[pieces.index(b"\n\n")] = 2
+    pieces += [b"<start_of_turn>", b"<mask>"] + [b"<pad%d>" % i for i in range(300 - len(pieces) - 2)] + [b"<img>"]
+    flags += [1, 2] + [2] * (len(pieces) - len(flags) - 3) + [1]
+    return exporter.tok_write.ltok_bytes(dict(pieces=pieces, flags=flags, merges=merges, pre=0, normalizer=0,
+                                              ignore_merges=False, add_bos=True, bos=1, eos=2,
+                                              eot=pieces.index(b"<start_of_turn>"), chat=4, system=b""),
+                                         exporter.tok_write.LTOK_KIND_SPM_BPE)
+
+
+TOKENIZERS["ltok_spm_bpe"] = ltok_spm()
 TEXTS = {
     "story": b"Once upon a time, there was a little cat.",
     "empty": b"",
     "utf8": "h\u00e9llo w\u00f6rld \u20ac \U0001F600 \u2581x".encode(),
     "bad_utf8": b"\xff\xc3(\xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80 \x80end",
     "spaces": b"  a   b  \t\n c ",
-    "ab": b"a b ab aab a\xe2\x96\x81b once upon",
+    "ab": b"a b ab aab a\xe2\x96\x81b once upon \xe2\x96\x81\xe2\x96\x81\xe2\x96\x81\xe2\x96\x81 x",
     "special": b"<|im_start|>the 123 <x> it's\r\n\n  e\xcc\x81 <|im_start",
     "nfc": "a\u0323\u0301 \u1100\u1161\u11a8 \u0958 \u0344 \u212b \U0001d160\U0001d160 \u0301\u0323x".encode() + b"\xff\xcc",
 }
