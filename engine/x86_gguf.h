@@ -235,7 +235,6 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
         const act_t *xb = (const act_t *)(const void *)xq + (size_t)t * n;                                     \
         const float *sb = xs + (size_t)t * G;                                                                  \
         (void)x; (void)xsum;                                                                                   \
-        memset(isum, 0, sizeof isum);                                                                          \
         for (int b0 = 0; b0 < nc; b0 += LLM__NC) {                                                             \
             int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;                                                    \
             for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
@@ -252,6 +251,8 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
                     for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
                     for (int i = 0; i < na; i++)                                                               \
                         llm__blk_sums_nc_##name(&isum[0][i][0], 8 * 64, rc[i], xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ, (size_t)n, nb, cg); \
+                    for (int b = 0; b < nb; b++) /* the spare lanes' sums: zeros (not stored; no 8 KB memset a call) */ \
+                        for (int i = na; i < 8; i++) memset(isum[b][i], 0, (size_t)cg * sizeof(int32_t));    \
                     for (int b = 0; b < nb; b++)                                                               \
                         for (int g = 0; g < cg; g++) {                                                         \
                             const int32_t (*is)[64] = isum[b];                                                 \
