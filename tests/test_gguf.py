@@ -748,8 +748,8 @@ def test_export_py_gguf_runs_to_the_golden_text():
 
 
 def test_mmap_off_same_text():
-    """A GGUF read into RAM (--mmap off: its tokenizer and the repacked
-    q8_0 matrices then come from the copy) prints what the mapped file prints"""
+    """A GGUF read into RAM (--mmap off: its tokenizer and the q8_0
+    matrices then come from the copy) prints what the mapped file prints"""
     for dtype in ("f32", "f16", "q8_0"):
         outs = []
         for mode in ("on", "off"):
