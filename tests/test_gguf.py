@@ -472,9 +472,9 @@ def test_prefill_equals_decode_bit_for_bit():
 
 
 def test_repack_flag_and_info():
-    """--repack: where the kernels are AVX-512 VNNI's, --info names the RAM
-    the repacked q4_0, q4_K and q6_K matrices take (each matrix's rows in
-    panels of sixteen, a row padded to whole runs of 144 bytes, a q6_K
+    """--repack: where the kernels are AVX-512 VNNI's or AVX2's, --info names
+    the RAM the repacked q4_0, q4_K and q6_K matrices take (each matrix's rows
+    in panels of sixteen (AVX-512) or eight (AVX2), a row padded to whole runs of 144 bytes, a q6_K
     block's 210 bytes in 212; each matrix 64-aligned), and q8_0's copy in
     LLMW's layout (the int8 codes, 64-aligned, then an f32 scale per 32), and
     none with --repack off or in other builds; a q8_0 classifier is copied
@@ -491,6 +491,12 @@ def test_repack_flag_and_info():
         f.write("Once upon a time, there was a little girl named Lily. She liked to play outside.\n")
     for qtype, block, block_bytes in ((gw.Q4_0, 32, 18), (gw.Q4_K, 256, 144), (gw.Q6_K, 256, 210), (gw.Q8_0, 32, 34)):
         path = random_gguf(qtype, tok512=True)
+        rc, out, err = run([path, "--info"])
+        assert rc == 0, err
+        info = out.decode()
+        kernels = re.search(r", (\S+) kernels\n", err).group(1)   # the configuration goes to stderr
+        got = re.search(r"repacked +(\d+) bytes", info)
+        panel = 16 if kernels == "avx512+vnni" else 8 if kernels.startswith("avx2") else None   # rows per panel: the lanes
         want = 0
         for rows, cols in shapes:
             row_bytes = cols // block * block_bytes
@@ -499,13 +505,8 @@ def test_repack_flag_and_info():
                 want += q8_head
                 continue
             panel_row = cols // block * 212 if qtype == gw.Q6_K else -(-row_bytes // 144) * 144
-            want += -(-rows // 16) * 16 * panel_row   # a multiple of 64 already
-        rc, out, err = run([path, "--info"])
-        assert rc == 0, err
-        info = out.decode()
-        kernels = re.search(r", (\S+) kernels\n", err).group(1)   # the configuration goes to stderr
-        got = re.search(r"repacked +(\d+) bytes", info)
-        if kernels == "avx512+vnni":
+            want += align(-(-rows // (panel or 16)) * (panel or 16) * panel_row)
+        if panel:
             # generate: a q8_0 classifier stays in the file (one token's head reads its blocks)
             assert got and int(got.group(1)) == want - (q8_head if qtype == gw.Q8_0 else 0), (qtype, got.group(0), want)
             rc, out, err = run([path, "--info", "-m", "eval", "-f", text])   # eval: every token's logits, the copy's too
