@@ -923,20 +923,21 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
 /* q6_K block of 256 (eight groups; 212 bytes a row, 53 words) for eight
  * rows. Group k = 4h + c takes the low (c < 2) or high nibbles of ql words
  * 16h + 8(c & 1) + wm and bits 2c, 2c + 1 of qh words 32 + 8h + wm (wm
- * 0..7); each word's even and odd bytes become int16 code pairs (nibble |
- * high bits << 4, less 32) times their scale, sc[2k] for wm < 4, sc[2k + 1]
- * after; then the twin's step fma(isum, d * xs, acc). */
-LLM__INLINE __m256i llm__q6_K_pair8(__m256i nib, __m256i hb, int s_nib, int s_hb, __m256i sc) {
-    /* the nibble at bit s_nib and the two bits at s_hb of each int16, as (code - 32) * sc */
-    __m256i lo = _mm256_and_si256(_mm256_srli_epi16(nib, s_nib), LLM__C16(0x000F));
-    __m256i hi = s_hb >= 4 ? _mm256_srli_epi16(hb, s_hb - 4) : _mm256_slli_epi16(hb, 4 - s_hb);
-    hi = _mm256_and_si256(hi, LLM__C16(0x0030));
-    return _mm256_mullo_epi16(_mm256_sub_epi16(_mm256_or_si256(lo, hi), LLM__C16(32)), sc);
+ * 0..7): each byte's code (nibble | high bits << 4) is made in place, then
+ * each word's even and odd bytes become int16 code pairs, less 32. Scales:
+ * sc[2k] for wm < 4, sc[2k + 1] after. One token (decode) multiplies its
+ * two halves' sums by them; several fold them into the pairs once for all
+ * (code * sc fits int16). Then the twin's step fma(isum, d * xs, acc). */
+LLM__INLINE void llm__q6_K_pairs8(__m256i ql, __m256i qh, int sn, int c, __m256i *p0, __m256i *p1) {
+    __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, sn), _mm256_set1_epi8(0x0F));
+    __m256i hi = 2 * c >= 4 ? _mm256_srli_epi16(qh, 2 * c - 4) : _mm256_slli_epi16(qh, 4 - 2 * c);
+    __m256i code = _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));   /* 0..63 in each byte */
+    *p0 = _mm256_sub_epi16(_mm256_and_si256(code, LLM__C16(0x00FF)), LLM__C16(32));
+    *p1 = _mm256_sub_epi16(_mm256_srli_epi16(code, 8), LLM__C16(32));
 }
-/* scale byte j of the eight rows' scale words sw (int8) as an int16 in both halves of each lane */
+/* scale byte j of the eight rows' scale words sw (int8) as an int32 in each lane */
 LLM__INLINE __m256i llm__q6_K_scale8(const __m256i *sw, int j) {
-    __m256i s = _mm256_srai_epi32(_mm256_slli_epi32(sw[j / 4], 24 - 8 * (j % 4)), 24);
-    return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+    return _mm256_srai_epi32(_mm256_slli_epi32(sw[j / 4], 24 - 8 * (j % 4)), 24);
 }
 LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp, const float *xs) {
     __m256i sw[4];
@@ -944,14 +945,24 @@ LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk,
     __m256 d = llm__f16_lo8(LLM__PW8(blk, 52));
     for (int k = 0; k < 8; k++) {
         int h = k / 4, c = k % 4, sn = c < 2 ? 0 : 4;
-        __m256i s[LLM__TB];
+        __m256i s[LLM__TB], s1 = _mm256_setzero_si256();   /* s1: one token's second half */
         LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
         for (int q = 0; q < 2; q++) {
             __m256i sc = llm__q6_K_scale8(sw, 2 * k + q);
+            sc = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));   /* both halves */
             for (int m = 0; m < 4; m++) {
                 int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
-                __m256i ql = LLM__PW8(blk, 16 * h + 8 * (c & 1) + wm), qh = LLM__PW8(blk, 32 + 8 * h + wm);
-                __m256i p0 = llm__q6_K_pair8(ql, qh, sn, 2 * c, sc), p1 = llm__q6_K_pair8(ql, qh, sn + 8, 2 * c + 8, sc);
+                __m256i p0, p1;
+                llm__q6_K_pairs8(LLM__PW8(blk, 16 * h + 8 * (c & 1) + wm), LLM__PW8(blk, 32 + 8 * h + wm), sn, c, &p0, &p1);
+                if (nb == 1) {
+                    const int *xw = (const int *)(const void *)(xp + LLM__GQ * k);
+                    __m256i *sq = q ? &s1 : &s[0];
+                    *sq = llm__dot16_i16(*sq, p0, LLM__PAIR8(xw, 2 * wm));
+                    *sq = llm__dot16_i16(*sq, p1, LLM__PAIR8(xw, 2 * wm + 1));
+                    continue;
+                }
+                p0 = _mm256_mullo_epi16(p0, sc);
+                p1 = _mm256_mullo_epi16(p1, sc);
                 LLM__UNROLL for (int b = 0; b < nb; b++) {
                     const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * k);
                     s[b] = llm__dot16_i16(s[b], p0, LLM__PAIR8(xw, 2 * wm));
@@ -959,6 +970,9 @@ LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk,
                 }
             }
         }
+        if (nb == 1)
+            s[0] = _mm256_add_epi32(_mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k), s[0]),
+                                    _mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k + 1), s1));
         LLM__UNROLL for (int b = 0; b < nb; b++)
             acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[b]), _mm256_mul_ps(d, _mm256_set1_ps(xs[64 * b + k])), acc[b]);
     }
