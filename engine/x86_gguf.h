@@ -831,7 +831,18 @@ LLM__INLINE void llm__q4_0_codes8(__m256 *acc, int nb, const __m256i *t, __m256 
                                   const int32_t *xsum, const float *xs) {
     __m256i s[LLM__TB];
     LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
-    for (int m = 0; m < 4; m++) {   /* pairs (4m, 4m+2), (4m+16, 4m+18), (4m+1, 4m+3), (4m+17, 4m+19) */
+    if (nb == 1) {   /* one token: the nibbles masked in place (1, 16, 256 times the code), four sums shifted down at the end */
+        const int *xw = (const int *)(const void *)xp;
+        __m256i e[4] = { s[0], s[0], s[0], s[0] };
+        for (int m = 0; m < 4; m++) {
+            e[0] = llm__dot16_i16(e[0], _mm256_and_si256(t[m], LLM__C16(0x000F)), LLM__PAIR8(xw, 4 * m));
+            e[1] = llm__dot16_i16(e[1], _mm256_and_si256(t[m], LLM__C16(0x00F0)), LLM__PAIR8(xw, 4 * m + 1));
+            e[2] = llm__dot16_i16(e[2], _mm256_and_si256(t[m], LLM__C16(0x0F00)), LLM__PAIR8(xw, 4 * m + 2));
+            e[3] = llm__dot16_i16(e[3], _mm256_srli_epi16(t[m], 12), LLM__PAIR8(xw, 4 * m + 3));
+        }
+        s[0] = _mm256_add_epi32(_mm256_add_epi32(e[0], _mm256_srai_epi32(e[1], 4)), _mm256_add_epi32(_mm256_srai_epi32(e[2], 8), e[3]));
+    }
+    for (int m = 0; m < 4 && nb > 1; m++) {   /* pairs (4m, 4m+2), (4m+16, 4m+18), (4m+1, 4m+3), (4m+17, 4m+19) */
         __m256i nib[4] = { _mm256_and_si256(t[m], LLM__C16(15)), _mm256_and_si256(_mm256_srli_epi16(t[m], 4), LLM__C16(15)),
                            _mm256_and_si256(_mm256_srli_epi16(t[m], 8), LLM__C16(15)), _mm256_srli_epi16(t[m], 12) };
         LLM__UNROLL for (int b = 0; b < nb; b++) {
@@ -889,12 +900,45 @@ LLM__INLINE void llm__q4_K_scale_min8(const __m256i *h, int j, __m256i *sc, __m2
 }
 /* q4_K block of 256 (eight groups) for eight rows: sub-block j = 2p + k is
  * the low (k 0) or high nibbles of words 4 + 8p .. 11 + 8p; per sub-block
- * the twin's two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
+ * the twin's two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin
+ * xs), acc). Several tokens take a sub-block at a time, the codes shifted
+ * down (one sum per token); one token (decode) both of a word's
+ * sub-blocks, its nibbles masked in place (1, 16, 256 times the code: at
+ * most 3840, so eight words' sums stay below 2^31), four sums shifted down
+ * at the end. */
+LLM__INLINE void llm__q4_K_step8(__m256 *acc, int nb, const __m256i *h, __m256 d, __m256 dmin, int j, const __m256i *s,
+                                 const int32_t *xsum, const float *xs) {
+    __m256i sc, m;
+    llm__q4_K_scale_min8(h, j, &sc, &m);
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m256 xsv = _mm256_set1_ps(xs[64 * b + j]);
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(sc, s[b])), _mm256_mul_ps(d, xsv), acc[b]);
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(m, _mm256_set1_epi32(xsum[64 * b + j]))),
+                                 _mm256_xor_ps(_mm256_mul_ps(dmin, xsv), _mm256_set1_ps(-0.0f)), acc[b]);
+    }
+}
 LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp,
                                   const int32_t *xsum, const float *xs) {
     __m256i h[4];
     for (int k = 0; k < 4; k++) h[k] = LLM__PW8(blk, k);   /* d | dmin << 16, then the 12 scale bytes */
     __m256 d = llm__f16_lo8(h[0]), dmin = llm__f16_lo8(_mm256_srli_epi32(h[0], 16));
+    if (nb == 1) {
+        for (int p = 0; p < 4; p++) {
+            const int *x0 = (const int *)(const void *)(xp + LLM__GQ * 2 * p), *x1 = x0 + LLM__GQ / 2;
+            __m256i e[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+            for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) of sub-blocks 2p and 2p + 1 */
+                __m256i t = LLM__PW8(blk, 4 + 8 * p + mm);
+                e[0] = llm__dot16_i16(e[0], _mm256_and_si256(t, LLM__C16(0x000F)), LLM__PAIR8(x0, 2 * mm));
+                e[2] = llm__dot16_i16(e[2], _mm256_and_si256(t, LLM__C16(0x0F00)), LLM__PAIR8(x0, 2 * mm + 1));
+                e[1] = llm__dot16_i16(e[1], _mm256_and_si256(t, LLM__C16(0x00F0)), LLM__PAIR8(x1, 2 * mm));
+                e[3] = llm__dot16_i16(e[3], _mm256_srli_epi16(t, 12), LLM__PAIR8(x1, 2 * mm + 1));
+            }
+            __m256i s0 = _mm256_add_epi32(e[0], _mm256_srai_epi32(e[2], 8)), s1 = _mm256_add_epi32(_mm256_srai_epi32(e[1], 4), e[3]);
+            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p, &s0, xsum, xs);
+            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p + 1, &s1, xsum, xs);
+        }
+        return;
+    }
     for (int j = 0; j < 8; j++) {
         int sh = 4 * (j & 1);   /* (b0, b2) at bit sh of each int16, (b1, b3) at 8 + sh */
         __m256i s[LLM__TB];
@@ -909,14 +953,7 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
                 s[b] = llm__dot16_i16(s[b], c1, LLM__PAIR8(xw, 2 * mm + 1));
             }
         }
-        __m256i sc, m;
-        llm__q4_K_scale_min8(h, j, &sc, &m);
-        LLM__UNROLL for (int b = 0; b < nb; b++) {
-            __m256 xsv = _mm256_set1_ps(xs[64 * b + j]);
-            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(sc, s[b])), _mm256_mul_ps(d, xsv), acc[b]);
-            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(m, _mm256_set1_epi32(xsum[64 * b + j]))),
-                                     _mm256_xor_ps(_mm256_mul_ps(dmin, xsv), _mm256_set1_ps(-0.0f)), acc[b]);
-        }
+        llm__q4_K_step8(acc, nb, h, d, dmin, j, s, xsum, xs);
     }
 }
 
