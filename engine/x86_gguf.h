@@ -1,7 +1,7 @@
 /* engine/x86_gguf.h -- the x86 tiles of GGUF's block types: group sums by
- * VNNI or madd, eight rows per tile (AVX2), sixteen rows with the rows in
- * the lanes (AVX-512 VNNI, repack.h's panels). Each gives ref.h's twin's
- * bits (tests/test_kernels.c). */
+ * VNNI or madd, eight rows per tile; and for q4_0, q4_K and q6_K the rows
+ * in the lanes from repack.h's panels, sixteen (AVX-512 VNNI) or eight
+ * (AVX2) at a time. Each gives ref.h's twin's bits (tests/test_kernels.c). */
 
 #if defined(LLM__Q8_SIMD) && defined(__AVX2__)
 /* GGUF's block types: the integer sums of groups of 32 (ref.h's llm__gsum_*)
