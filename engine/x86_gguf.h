@@ -862,7 +862,8 @@ LLM__INLINE void llm__q4_0_codes8(__m256 *acc, int nb, const __m256i *t, __m256 
  * are whole. */
 LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, const int16_t *xp, const int32_t *xsum,
                                 const float *xs, int ng) {
-    for (int g = 0; g < ng; g++) {
+    LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: the words' indices constants */
+        if (g == ng) break;
         __m256i t[4];
         __m256 d;
         if (g % 2 == 0) {
@@ -923,7 +924,7 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
     for (int k = 0; k < 4; k++) h[k] = LLM__PW8(blk, k);   /* d | dmin << 16, then the 12 scale bytes */
     __m256 d = llm__f16_lo8(h[0]), dmin = llm__f16_lo8(_mm256_srli_epi32(h[0], 16));
     if (nb == 1) {
-        for (int p = 0; p < 4; p++) {
+        LLM__UNROLL for (int p = 0; p < 4; p++) {   /* unrolled: the scales' shifts constants */
             const int *x0 = (const int *)(const void *)(xp + LLM__GQ * 2 * p), *x1 = x0 + LLM__GQ / 2;
             __m256i e[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
             for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) of sub-blocks 2p and 2p + 1 */
@@ -939,7 +940,7 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
         }
         return;
     }
-    for (int j = 0; j < 8; j++) {
+    LLM__UNROLL for (int j = 0; j < 8; j++) {   /* unrolled: the shifts' counts constants */
         int sh = 4 * (j & 1);   /* (b0, b2) at bit sh of each int16, (b1, b3) at 8 + sh */
         __m256i s[LLM__TB];
         LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
@@ -965,22 +966,28 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
  * sc[2k] for wm < 4, sc[2k + 1] after. One token (decode) multiplies its
  * two halves' sums by them; several fold them into the pairs once for all
  * (code * sc fits int16). Then the twin's step fma(isum, d * xs, acc). */
-LLM__INLINE void llm__q6_K_pairs8(__m256i ql, __m256i qh, int sn, int c, __m256i *p0, __m256i *p1) {
+LLM__INLINE void llm__q6_K_pairs8(__m256i ql, __m256i qh, int sn, int c, int off, __m256i *p0, __m256i *p1) {
+    /* off: less 32 (else the codes 0..63, the offset taken off the sums) */
     __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, sn), _mm256_set1_epi8(0x0F));
     __m256i hi = 2 * c >= 4 ? _mm256_srli_epi16(qh, 2 * c - 4) : _mm256_slli_epi16(qh, 4 - 2 * c);
     __m256i code = _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));   /* 0..63 in each byte */
-    *p0 = _mm256_sub_epi16(_mm256_and_si256(code, LLM__C16(0x00FF)), LLM__C16(32));
-    *p1 = _mm256_sub_epi16(_mm256_srli_epi16(code, 8), LLM__C16(32));
+    *p0 = _mm256_and_si256(code, LLM__C16(0x00FF));
+    *p1 = _mm256_srli_epi16(code, 8);
+    if (off) {
+        *p0 = _mm256_sub_epi16(*p0, LLM__C16(32));
+        *p1 = _mm256_sub_epi16(*p1, LLM__C16(32));
+    }
 }
 /* scale byte j of the eight rows' scale words sw (int8) as an int32 in each lane */
 LLM__INLINE __m256i llm__q6_K_scale8(const __m256i *sw, int j) {
     return _mm256_srai_epi32(_mm256_slli_epi32(sw[j / 4], 24 - 8 * (j % 4)), 24);
 }
-LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp, const float *xs) {
+LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp, const int32_t *xsum,
+                                  const float *xs) {
     __m256i sw[4];
     for (int k = 0; k < 4; k++) sw[k] = LLM__PW8(blk, 48 + k);   /* sw[w] holds sc[4w .. 4w + 3] */
     __m256 d = llm__f16_lo8(LLM__PW8(blk, 52));
-    for (int k = 0; k < 8; k++) {
+    LLM__UNROLL for (int k = 0; k < 8; k++) {   /* unrolled: the shifts' counts constants */
         int h = k / 4, c = k % 4, sn = c < 2 ? 0 : 4;
         __m256i s[LLM__TB], s1 = _mm256_setzero_si256();   /* s1: one token's second half */
         LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
@@ -990,7 +997,7 @@ LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk,
             for (int m = 0; m < 4; m++) {
                 int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
                 __m256i p0, p1;
-                llm__q6_K_pairs8(LLM__PW8(blk, 16 * h + 8 * (c & 1) + wm), LLM__PW8(blk, 32 + 8 * h + wm), sn, c, &p0, &p1);
+                llm__q6_K_pairs8(LLM__PW8(blk, 16 * h + 8 * (c & 1) + wm), LLM__PW8(blk, 32 + 8 * h + wm), sn, c, nb > 1, &p0, &p1);
                 if (nb == 1) {
                     const int *xw = (const int *)(const void *)(xp + LLM__GQ * k);
                     __m256i *sq = q ? &s1 : &s[0];
@@ -1007,9 +1014,11 @@ LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk,
                 }
             }
         }
-        if (nb == 1)
-            s[0] = _mm256_add_epi32(_mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k), s[0]),
-                                    _mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k + 1), s1));
+        if (nb == 1) {   /* the codes' offset: 32 times each half's sum of activations (llm__pairs8) */
+            __m256i x0 = _mm256_set1_epi32(32 * xsum[k]), x1 = _mm256_set1_epi32(32 * xsum[k + 64]);
+            s[0] = _mm256_add_epi32(_mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k), _mm256_sub_epi32(s[0], x0)),
+                                    _mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k + 1), _mm256_sub_epi32(s1, x1)));
+        }
         LLM__UNROLL for (int b = 0; b < nb; b++)
             acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[b]), _mm256_mul_ps(d, _mm256_set1_ps(xs[64 * b + k])), acc[b]);
     }
@@ -1022,8 +1031,14 @@ LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk,
  * for pairs 2m, 2m+1), their sum (xsum) and scale (xsc); the tokens from
  * nc on copy the last (a tile of 2 or 3 tokens runs as LLM__TB, the
  * copies' results dropped) */
+/* the total of eight int32 lanes */
+LLM__INLINE int32_t llm__hsum_i32(__m256i v) {
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1)));
+}
 LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16_t *xb, const float *sb, int n, int G,
-                             int c0, int cg, int nb, int nc, int q4_K) {
+                             int c0, int cg, int nb, int nc, int q4_K, int q6_K) {
     /* q4_K's order: within each four codes 0, 2, 1, 3 (bytes 0 1 4 5 2 3 6 7) */
     const __m256i k_order = _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15,
                                              0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
@@ -1037,11 +1052,15 @@ LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16
             int16_t *o = xp + (size_t)b * LLM__XP_STRIDE + (size_t)g * LLM__GQ;
             __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)x);
             __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(x + 16));
-            __m256i s = _mm256_add_epi32(_mm256_madd_epi16(lo, LLM__C16(1)), _mm256_madd_epi16(hi, LLM__C16(1)));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-            xsum[64 * b + g] = _mm_cvtsi128_si32(s4);
+            __m256i sl = _mm256_madd_epi16(lo, LLM__C16(1)), sh = _mm256_madd_epi16(hi, LLM__C16(1));
+            if (q6_K) {   /* only one token reads them: its halves' sums, the second 64 on */
+                if (nb == 1) {
+                    xsum[g] = llm__hsum_i32(sl);
+                    xsum[64 + g] = llm__hsum_i32(sh);
+                }
+            } else {
+                xsum[64 * b + g] = llm__hsum_i32(_mm256_add_epi32(sl, sh));
+            }
             xsc[64 * b + g] = sb[(size_t)bs * G + c0 + g];
             if (q4_K) {
                 lo = _mm256_shuffle_epi8(lo, k_order);
@@ -1082,7 +1101,7 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
     float xsc[LLM__TB * 64];                /* and scales */
     for (int c0 = 0; c0 < G; c0 += 64) {
         int cg = G - c0 < 64 ? G - c0 : 64;
-        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind != 0);
+        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind != 0, kind == 2);
         for (int a0 = 0; a0 < nr; a0 += 8) {
             __m256i fresh = llm__lanes_below(nr - a0);   /* a panel's rows past the matrix are zeros, not stored */
             const unsigned char *rows = (const unsigned char *)w->panels + (size_t)(r + a0) / 8 * panel_bytes + (size_t)c0 * gb8;
@@ -1091,11 +1110,16 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
                 acc[b] = c0 && b < nc ? _mm256_maskload_ps(out + (size_t)b * ldo + a0, fresh) : _mm256_setzero_ps();
             for (int g = 0; g < cg; g += 8) {   /* a run of eight groups at a time */
                 const unsigned char *run = rows + (size_t)g * gb8;
-                /* the run LLM__PANEL_AHEAD runs on, in this panel or the next */
+                /* decode: the run LLM__PANEL_AHEAD runs on, in this panel or
+                 * the next (measured on Zen 4, 42M: q4_0 decode 494 -> 532
+                 * tok/s, q4_K 466 -> 492; prefill, whose four tokens take
+                 * longer over each run, ran 2-3% faster without) */
+#if LLM__PANEL_AHEAD > 0
                 const unsigned char *next = run + (size_t)LLM__PANEL_AHEAD * 8 * gb8;
-                for (size_t k = 0; k < 8 * gb8; k += 64) LLM__PREFETCH(next + k);
+                if (nb == 1) for (size_t k = 0; k < 8 * gb8; k += 64) LLM__PREFETCH(next + k);
+#endif
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsc + g);
+                if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else if (kind == 1) llm__q4_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
             }
