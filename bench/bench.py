@@ -11,7 +11,9 @@ Environment:
     LLM_MODELS     folder with stories260K.bin, tok512.bin, tokenizer.bin
                    (default: ../shared/models relative to the repository root)
     BENCH_MODELS   rows to run, from 260K,15M,42M,110M (default: all)
-    BENCH_DTYPES   from f32,f16,q8_0,q4_0,q4_K (default: all)
+    BENCH_DTYPES   from f32,f16,q8_0,q4_0,q4_K,Q4_K_M,Q5_K_M (default: all). Q4_K_M and
+                   Q5_K_M are GGUF files llama-quantize makes (2. below): 15M rows only,
+                   run when LLAMA_BENCH is given (else skipped, said under the table)
     BENCH_THREADS  thread counts (default: 1,2)
     BENCH_PROMPT   prompt tokens (default 128; 8 to 896), then 128 decoded tokens:
                    32 for short prompts (time to first token), 512 for long ones.
@@ -50,7 +52,15 @@ What it does:
    - random checkpoints (`export.py random --seed 0`, shared classifier) of the
      TinyStories shapes 15M (dim 288, 6 layers, 6 heads, hidden 768, seq 256),
      42M (512, 8, 8, 1376, seq 1024), 110M (768, 12, 12, 2048, seq 1024), vocab
-     32000, in f32, f16 and q8_0 (group 32); tokenizer tokenizer.bin.
+     32000, in f32, f16 and q8_0 (group 32); tokenizer tokenizer.bin;
+   - 15M only, GGUF presets Q4_K_M and Q5_K_M: the f32 checkpoint as an f32 GGUF
+     (`export.py --format gguf --dtype f32 --tokenizer tokenizer.bin`), quantized by the
+     llama-quantize beside LLAMA_BENCH (`llama-quantize F32.gguf OUT.gguf Q4_K_M`).
+     Its rows of 288 are not whole 256-blocks, so llama-quantize's mix falls back
+     (Q5_0 for Q4_K, Q5_1 for Q5_K, Q8_0 for Q6_K) on every matrix but ffn_down:
+     the types a downloaded SmolLM2 or Qwen2.5 file holds. The project's writer
+     cannot make that mix (export.py's GGUF types are f32, f16, q8_0, q4_0), so
+     without LLAMA_BENCH these rows are skipped; llama.cpp runs the same files.
 3. Builds, per tokenizer, a prompt text that tokenizes to exactly 128 tokens
    (BENCH_PROMPT) with BOS (checked with `./run -m tokenize`, and again from the
    stats line), saved as build/bench/prompt-<tokenizer>.txt (-<N>.txt for others).
@@ -132,7 +142,12 @@ SHAPES = {
     "42M": (512, 8, 8, 8, 1376, 32000, 1024),
     "110M": (768, 12, 12, 12, 2048, 32000, 1024),
 }
-DTYPES = ("f32", "f16", "q8_0", "q4_0", "q4_K")
+DTYPES = ("f32", "f16", "q8_0", "q4_0", "q4_K", "Q4_K_M", "Q5_K_M")
+# llama-quantize's presets, as GGUF files it writes (checkpoint()): the 15M shape only,
+# whose rows of 288 are not whole 256-blocks (issue 25)
+GGUF_PRESETS = ("Q4_K_M", "Q5_K_M")
+PRESET_MODELS = ("15M",)
+PRESETS_SKIPPED = []   # why the preset rows did not run, told under the table
 # q4_0: 18 bytes a block of 32; q4_K: 144 a superblock of 256 (its narrow rows
 # are q4_0, FORMAT.md: the same 4.5 bits a weight)
 BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 1.0 + 4.0 / Q8_GROUP, "q4_0": 18.0 / 32, "q4_K": 144.0 / 256}
@@ -281,8 +296,42 @@ def export(args, out):
         die("export.py failed for %s:\n%s" % (rel(out), r.stderr))
 
 
+def llama_quantize():
+    """The llama-quantize beside LLAMA_BENCH, or None (why: PRESETS_SKIPPED)."""
+    bench = os.environ.get("LLAMA_BENCH")
+    if not bench:
+        return None
+    q = os.path.join(os.path.dirname(os.path.abspath(bench)), "llama-quantize")
+    return q if os.access(q, os.X_OK) else None
+
+
+def preset_checkpoint(model, preset):
+    """build/bench/random<model>-<preset>.gguf: the row's f32 checkpoint as an f32 GGUF
+    (export.py), quantized into the preset by llama-quantize; None without it."""
+    quantize = llama_quantize()
+    if quantize is None:
+        return None
+    f32 = os.path.join(CACHE, "random%s-f32.gguf" % model)
+    if not (os.path.exists(f32) and run_info_ok(f32)):
+        export(["--format", "gguf", "--dtype", "f32", "--tokenizer", os.path.join(MODELS, "tokenizer.bin"),
+                checkpoint(model, "f32")], f32)
+    out = os.path.join(CACHE, "random%s-%s.gguf" % (model, preset))
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(f32) and run_info_ok(out):
+        return out
+    log("  %s %s %s %s" % (quantize, rel(f32), rel(out), preset))
+    r = subprocess.run([quantize, f32, out + ".tmp", preset], capture_output=True, text=True)
+    if r.returncode != 0:
+        die("llama-quantize %s failed for %s:\n%s" % (preset, rel(f32), (r.stderr or r.stdout)[-2000:]))
+    os.replace(out + ".tmp", out)
+    if not run_info_ok(out):
+        die("./run refuses %s (llama-quantize's %s)" % (rel(out), preset))
+    return out
+
+
 def checkpoint(model, dtype):
     """Path of the checkpoint for a row, generating (and caching) it if needed."""
+    if dtype in GGUF_PRESETS:
+        return preset_checkpoint(model, dtype)
     if SHAPES[model] is None:
         src = os.path.join(MODELS, "stories260K.bin")
         if dtype == "f32":
@@ -500,6 +549,11 @@ def anchor_files(engines, model, dtype, tok):
     if not engines:
         return []
     key = "stories260K" if SHAPES[model] is None else "random" + model
+    if dtype in GGUF_PRESETS:   # llama.cpp runs the very file; llama2.c reads no GGUF
+        for a in engines:
+            if a.name != "llama.cpp":
+                anchor_engines.SKIPPED.append((a.name, key, dtype, "%s reads no GGUF" % a.name))
+        return [(a, checkpoint(model, dtype)) for a in engines if a.name == "llama.cpp"]
     log("  anchors: converting %s %s" % (key, dtype))
     try:
         legacy = anchor_engines.legacy_f32(checkpoint(model, "f32"), key, engines)
@@ -624,7 +678,12 @@ def main():
             prompts[tok] = make_prompt(tok)
         text, _ = prompts[tok]
         for dtype in dtypes:
+            if dtype in GGUF_PRESETS and model not in PRESET_MODELS:
+                continue
             ckpt = checkpoint(model, dtype)
+            if ckpt is None:
+                PRESETS_SKIPPED.append("random %s %s" % (model, dtype))
+                continue
             size = os.path.getsize(ckpt)
             row_engines = anchor_files(engines, model, dtype, tok)
             t0 = time.time()
@@ -751,7 +810,8 @@ def main():
     print("| --- " * (11 + len(names) + (1 if names else 0)) + "|")
     for r in rows:
         name = "stories260K" if r["model"] == "260K" else "random " + r["model"]
-        wt = r["dtype"] + (" (legacy)" if r["ckpt"].endswith("stories260K.bin") else "")
+        wt = r["dtype"] + (" (legacy)" if r["ckpt"].endswith("stories260K.bin") else
+                           " (GGUF, llama-quantize)" if r["dtype"] in GGUF_PRESETS else "")
         note = " rebuilt" if r["binaries"] != {run0} else ""
         if r["short"]:
             note += " (%d of %d runs decoded < %d)" % (r["short"], r["n"], DECODED)
@@ -763,6 +823,11 @@ def main():
                  fmt_rate(r["decode"]), share(r["dc_share"]), r["rss"] / 2**20, r["pf_spread"], r["dc_spread"],
                  r["bg"], note) + anchor_cells(names, r))
     print()
+    if PRESETS_SKIPPED:
+        print("Not run: %s (GGUF files of llama-quantize's presets: give LLAMA_BENCH, and the llama-quantize "
+              "beside it makes them; the project's writer cannot write that mix of types)."
+              % ", ".join(PRESETS_SKIPPED))
+        print()
     if names:
         print("Anchor cells: median tok/s (spread in brackets, as above); ratio: ./run over the best anchor "
               "of the cell, above 1.00 = ./run faster. bench/anchors.py gives each engine's command.")

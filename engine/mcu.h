@@ -49,11 +49,14 @@ static inline void llm__isum4_i8(int32_t *isum, const int8_t *w, size_t ldw, con
     }
     isum[0] = s0; isum[1] = s1; isum[2] = s2; isum[3] = s3;
 }
-/* GGUF's q8_0 blocks (ref.h): one group's integer sum, exact, so the twin's */
+/* GGUF's q8_0 blocks (ref.h) against int16 activation codes: one group's
+ * integer sum, the codes widened by VLDRB.S16, exact, so the twin's */
 #define LLM__HAVE_BLK_ISUM 1
-static inline int32_t llm__blk_isum_q8_0(const unsigned char *b, const int8_t *x) {
+static inline int32_t llm__blk_isum_q8_0(const unsigned char *b, const int16_t *x) {
     const int8_t *q = (const int8_t *)(const void *)(b + 2);
-    return vmladavaq_s8(vmladavq_s8(vld1q_s8(q), vld1q_s8(x)), vld1q_s8(q + 16), vld1q_s8(x + 16));
+    int32_t s = 0;
+    for (int j = 0; j < 32; j += 8) s = vmladavaq_s16(s, vldrbq_s16(q + j), vld1q_s16(x + j));
+    return s;
 }
 #if __ARM_FEATURE_MVE & 2   /* the float vectors too (else simd.h's generic q4_0 tile) */
 /* q4_0 against int16 activation codes, Helium's own tile, four rows at a
@@ -162,15 +165,18 @@ static inline int32_t llm__smlad_word(const int8_t *w, uint32_t xe, uint32_t xo,
     memcpy(&a, w, 4);
     return __smlad(llm__sxtb16_ror8(a), xo, __smlad(__sxtb16(a), xe, acc));
 }
-/* GGUF's q8_0 blocks (ref.h): one group's integer sum, exact, so the twin's */
+/* GGUF's q8_0 blocks (ref.h) against int16 activation codes: one group's
+ * integer sum, exact, so the twin's. A word of four codes gives the pairs
+ * (j, j+2) and (j+1, j+3) (SXTB16), so x's pairs are packed to match
+ * (PKHBT/PKHTB) */
 #define LLM__HAVE_BLK_ISUM 1
-static inline int32_t llm__blk_isum_q8_0(const unsigned char *b, const int8_t *x) {
+static inline int32_t llm__blk_isum_q8_0(const unsigned char *b, const int16_t *x) {
     const int8_t *q = (const int8_t *)(const void *)(b + 2);
     int32_t s = 0;
     for (int j = 0; j < 32; j += 4) {
-        uint32_t xw;
-        memcpy(&xw, x + j, 4);
-        s = llm__smlad_word(q + j, __sxtb16(xw), llm__sxtb16_ror8(xw), s);
+        uint32_t a, c;
+        memcpy(&a, x + j, 4); memcpy(&c, x + j + 2, 4);
+        s = llm__smlad_word(q + j, (a & 0xFFFFu) | (c << 16), (c & 0xFFFF0000u) | (a >> 16), s);
     }
     return s;
 }

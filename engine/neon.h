@@ -60,7 +60,7 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
  * (sdot, exact), then one vector step for the four rows,
  *   acc = fma((float)isum, d * xs, acc)
  * lane by lane: ref.h's twin's step, group after group, so the twin's bits.
- * The int16 activations of the types but q8_0 (|x| <= LLM__Q16_MAX) go
+ * The int16 activations (|x| <= LLM__Q16_MAX) go
  * to sdot as two int8 halves, x = 128 hi + lo (hi = x >> 7 in -128..127,
  * lo = x & 127), split once per token for all the rows:
  * w . x = 128 (w . hi) + (w . lo), exact. A tile of fewer than four rows
@@ -140,19 +140,25 @@ LLM__INLINE void llm__acc8_store(float *o, int na, const float32x4_t *acc) {
     vst1q_f32(t, acc[0]); vst1q_f32(t + 4, acc[1]);
     memcpy(o, t, (size_t)na * sizeof(float));
 }
-/* q8_0 (34-byte blocks: f16 d, int8 q[32]): eight rows rc of cg groups . x */
-static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *x, const float *xs, int cg,
-                          int first) {
+/* q8_0 (34-byte blocks: f16 d, int8 q[32]): eight rows rc of cg groups .
+ * the int16 codes x = 128 hi + lo */
+static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const float *xs, int cg, int first) {
     float32x4_t acc[2];
-    int32x4_t s[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
     llm__acc8_load(acc, o, na, first);
-    LLM__UNROLL for (int i = 0; i < 8; i++) s[i] = vdupq_n_s32(0);
+    LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        llm__i8x32 xv = llm__i8x32_load(x + 32 * g);
-        LLM__UNROLL for (int i = 0; i < 8; i++)
-            s[i] = llm__dot32_i8(s[i], llm__i8x32_load((const int8_t *)(const void *)(rc[i] + LLM__Q8_0_BYTES * g + 2)), xv);
+        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        LLM__UNROLL for (int i = 0; i < 8; i++) {
+            const int8_t *q = (const int8_t *)(const void *)(rc[i] + LLM__Q8_0_BYTES * g + 2);
+            LLM__DOT16_SPLIT(sh[i], sl[i], vld1q_s8(q), h0, l0);
+            LLM__DOT16_SPLIT(sh[i], sl[i], vld1q_s8(q + 16), h1, l1);
+        }
         LLM__UNROLL for (int v = 0; v < 2; v++) {
-            int32x4_t total = llm__total4(s[4 * v], s[4 * v + 1], s[4 * v + 2], s[4 * v + 3]);
+            int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
+                                          llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
             acc[v] = llm__blk_step4(acc[v], vsubq_s32(total, prev[v]), llm__half4(rc + 4 * v, (size_t)LLM__Q8_0_BYTES * g), xs[g]);
             prev[v] = total;
         }
@@ -490,7 +496,7 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
             }                                                                                                    \
         }                                                                                                        \
     }
-LLM__NEON_BLK_TILE(q8_0, int8_t, 0, 0, 8, llm__blk8_q8_0(o + a0, na, rc, (const int8_t *)xc, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q8_0, int16_t, 1, 0, 8, llm__blk8_q8_0(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q4_0, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))

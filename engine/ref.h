@@ -262,10 +262,12 @@ LLM__KERNEL void llm__dequant_row_q8(float *out, const llm_tensor *w, int r) {
  *   q6_K (210 bytes / 256): uint8 ql[128] (low four bits), qh[64] (high two),
  *        int8 sc[16] (one per 16), f16 d;                           w = d sc (q - 32)
  * The float order of a product, which every fast kernel reproduces: the
- * activations in groups of 32 with one f32 scale xs each, int8 codes for
- * q8_0 (llm__quantize_q8), int16 codes of at most LLM__Q16_MAX for q4_0,
- * q4_K and q6_K (llm__quantize_q16: int8 activations were most of their
- * error against a float forward, 0.003 to 0.01 in NLL); per group, an integer sum of weight codes times activation
+ * activations in groups of 32 with one f32 scale xs each, int16 codes of
+ * at most LLM__Q16_MAX (llm__quantize_q16) for every block type, q8_0
+ * included (int8 activations were most of the error against a float
+ * forward: 0.003 to 0.01 in NLL for q4_0 and the K-quants, and 0.0136 for
+ * a Qwen3-shaped model in llama-quantize's Q8_0, against 1e-4 with int16;
+ * |isum| <= 32 * 127 * 16383 < 2^27); per group, an integer sum of weight codes times activation
  * codes (exact in int32, so any lane order gives it), then one step
  * acc = fma(isum, d * xs, acc) along the row, group after group. q4_K takes
  * two steps, the scale's then the min's: fma(sc * isum, d * xs, acc), then
@@ -316,7 +318,7 @@ static inline int llm__q6_K_code(const unsigned char *b, int e) {
 /* (the weights through an int8_t pointer: GCC 12's loop vectoriser at -O3
  * with AVX-512 VNNI turns a sum of (int8_t)unsigned_char * int8 products
  * into a wrong dot-product instruction) */
-static int32_t llm__gsum_q8_0(const unsigned char *row, int g, const int8_t *xq) {
+static int32_t llm__gsum_q8_0(const unsigned char *row, int g, const int16_t *xq) {
     const int8_t *q = (const int8_t *)(const void *)(row + (size_t)g * LLM__Q8_0_BYTES + 2);
     int32_t s = 0;
     for (int j = 0; j < 32; j++) s += (int32_t)q[j] * (int32_t)xq[j];
@@ -382,7 +384,7 @@ static inline float llm__gstep_q4_K(const unsigned char *row, int g, int32_t isu
         (void)x;                                                                                       \
         return llm__dot_blk_##name(llm__block_row(w, r), (const act_t *)(const void *)xq, xs, w->cols);   \
     }
-LLM__BLK_DOT(q8_0, 0, int8_t)
+LLM__BLK_DOT(q8_0, 0, int16_t)
 LLM__BLK_DOT(q4_0, 0, int16_t)
 LLM__BLK_DOT(q4_K, 1, int16_t)
 LLM__BLK_DOT(q6_K, 0, int16_t)

@@ -11,9 +11,8 @@
  * rows padded to whole runs of eight groups, which a tile takes at once; a
  * q6_K block's 210 bytes each in 212, so its words stay whole). The
  * tiles compute the same integer sums and the same float steps, so the
- * bits are those of the file's layout. A GGUF q8_0 matrix is copied into
- * LLMW's q8_0 layout instead (codes, then f32 scales apart), whose tiles
- * run a prefill's tokens several at a time (simd.h's llm__product_view).
+ * bits are those of the file's layout. A GGUF q8_0 matrix stays as it is
+ * (its products take int16 activations, which LLMW's int8 q8 tiles do not).
  * Only the products' matrices are repacked; the file's bytes stay their
  * data. */
 #ifndef LLM__PANEL_ROWS
@@ -21,10 +20,10 @@
 #endif
 
 /* 1 when this build repacks w: q4_0, q4_K and q6_K, where it has the panel
- * tiles, and q8_0 beside them */
+ * tiles */
 static int llm__repacks(const llm_tensor *w) {
 #ifdef LLM__HAVE_PANELS
-    return w->data && (llm__traits[w->type].panel_rows || w->type == LLM_TYPE_GGUF_Q8_0);
+    return w->data && llm__traits[w->type].panel_rows;
 #else
     (void)w;
     return 0;
@@ -34,32 +33,11 @@ static int llm__repacks(const llm_tensor *w) {
 /* bytes of w's panels (0: not repacked) */
 static uint64_t llm__panels_size(const llm_tensor *w) {
     if (!llm__repacks(w)) return 0;
-    if (w->type == LLM_TYPE_GGUF_Q8_0)   /* the codes, then one f32 per 32 */
-        return llm__add(llm__q8_copy_scales_at(w), llm__mul((uint64_t)w->rows, (uint64_t)w->cols / 8));
     return llm__mul(((uint64_t)w->rows + LLM__PANEL_ROWS - 1) / LLM__PANEL_ROWS * LLM__PANEL_ROWS, llm__panel_row_bytes(w));
-}
-
-/* a GGUF q8_0 matrix's blocks (f16 d, int8 q[32]) as LLMW's q8_0: codes, scales apart */
-static void llm__repack_q8_0(unsigned char *dst, const llm_tensor *w) {
-    int G = w->cols / 32;
-    float *scales = (float *)(void *)(dst + llm__q8_copy_scales_at(w));
-    for (int r = 0; r < w->rows; r++) {
-        const unsigned char *row = llm__block_row(w, r);
-        for (int g = 0; g < G; g++) {
-            uint16_t d;
-            memcpy(&d, row + (size_t)g * LLM__Q8_0_BYTES, 2);
-            memcpy(dst + (size_t)r * (size_t)w->cols + (size_t)g * 32, row + (size_t)g * LLM__Q8_0_BYTES + 2, 32);
-            scales[(size_t)r * (size_t)G + (size_t)g] = llm_f16_to_f32(d);
-        }
-    }
 }
 
 /* w's rows into panels at dst (llm__panels_size bytes) */
 static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
-    if (w->type == LLM_TYPE_GGUF_Q8_0) {
-        llm__repack_q8_0(dst, w);
-        return;
-    }
     size_t rb = llm__block_row_bytes(w), words = llm__panel_row_bytes(w) / 4;
     size_t unit = llm__panel_unit(w), slot_words = (unit + 3) / 4, vb = 4 * LLM__PANEL_ROWS;   /* vb: a vector's bytes */
     memset(dst, 0, (size_t)llm__panels_size(w));   /* the padding: rows past the end, bytes past a row's or unit's */
@@ -87,15 +65,16 @@ static llm_tensor *llm__product_matrix(llm_model *m, int i) {
 }
 
 /* The panels' bytes in all, each tensor's 64-aligned; at dst (when not NULL)
- * each repacked tensor is copied and pointed at its panels. A q8_0
- * classifier's copy serves only a batch of logits (one token's head reads
- * the file's blocks, as decode does), so without all_logits it is left out. */
+ * each repacked tensor is copied and pointed at its panels. all_logits
+ * (whether a batch computes every token's logits) changes nothing now that
+ * no q8_0 copy is made; the API keeps it. */
 static uint64_t llm__repack_walk(llm_model *m, unsigned char *dst, int all_logits) {
     uint64_t at = 0;
+    (void)all_logits;
     for (int i = 0; m->w.layers && i <= 7 * m->cfg.n_layers; i++) {
         llm_tensor *w = llm__product_matrix(m, i);
         uint64_t bytes = llm__panels_size(w);
-        if (!bytes || (w == &m->w.classifier && w->type == LLM_TYPE_GGUF_Q8_0 && !all_logits)) continue;
+        if (!bytes) continue;
         if (dst) {
             llm__repack_panels(dst + (size_t)at, w);
             w->panels = dst + (size_t)at;

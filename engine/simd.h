@@ -555,7 +555,7 @@ LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r,
 /* A row's G group sums, each by an expression of g_ */
 #define LLM__BLK_SUMS_EACH(isum, G, sum_of_g) for (int g_ = 0; g_ < (G); g_++) (isum)[g_] = (sum_of_g)
 #if defined(LLM__HAVE_BLK_ISUM) && !defined(llm__blk_sums_q8_0)
-/* an ISA file's one-group sums of q8_0 (llm__blk_isum_q8_0(block, x)) */
+/* an ISA file's one-group sums of q8_0 (llm__blk_isum_q8_0(block, x), x int16 codes) */
 #define llm__blk_sums_q8_0(isum, row, xq, G) \
     LLM__BLK_SUMS_EACH(isum, G, llm__blk_isum_q8_0((row) + (size_t)g_ * LLM__Q8_0_BYTES, (xq) + (size_t)g_ * LLM__GQ))
 #endif
@@ -629,7 +629,7 @@ LLM__KERNEL void llm__tile_bf16(float *out, int ldo, const llm_tensor *w, int r,
 /* each type's generic tile unless an ISA file has its own (x86_gguf.h's steps
  * eight rows at a time, mcu.h's DSP and Helium q4_0) */
 #ifndef LLM__HAVE_BLK_TILE_Q8_0
-LLM__BLK_TILE(q8_0, 0, int8_t)
+LLM__BLK_TILE(q8_0, 0, int16_t)
 #endif
 #ifndef LLM__HAVE_BLK_TILE_Q4_0
 LLM__BLK_TILE(q4_0, 0, int16_t)
@@ -786,20 +786,6 @@ static int llm__same_act(const llm_tensor *a, const llm_tensor *b) {
     return llm__act_bytes(a->type) && llm__traits[a->type].act_type == llm__traits[b->type].act_type &&
            a->cols == b->cols && llm__group(a) == llm__group(b) && llm__padded_cols(a) == llm__padded_cols(b);
 }
-/* The tensor a product of T tokens reads: w, or in prefill a GGUF q8_0
- * matrix's copy in LLMW's q8_0 layout (repack.h), whose tiles run several
- * tokens at once where GGUF's block tile runs them one row group at a
- * time; one token keeps GGUF's tile, faster here. Both are the twin's steps
- * (one fma(isum, d * xs, acc) per group of 32, d the f16 scale exactly),
- * so the bits are the same either way. */
-static llm_tensor llm__product_view(const llm_tensor *w, int T) {
-    llm_tensor v = *w;
-    if (w->type == LLM_TYPE_GGUF_Q8_0 && w->panels && T > 1) {
-        v = llm__tensor(w->panels, (const float *)(const void *)((const unsigned char *)w->panels + llm__q8_copy_scales_at(w)),
-                        LLM_TYPE_Q8_0, w->rows, w->cols, LLM__GQ);
-    }
-    return v;
-}
 /* llm__matmul after a product by prev of the same X (NULL: none): where
  * both quantize X alike, its quantization (act_q, act_scale) is reused */
 LLM__KERNEL void llm__matmul_after(float *out, const llm_tensor *w, const float *x, int T, llm_state *s,
@@ -812,7 +798,7 @@ LLM__KERNEL void llm__matmul_after(float *out, const llm_tensor *w, const float 
     /* a block type's kernels see whole blocks: w's view with its rows'
      * zero padding (an LLMW row of 172 reads as 192), and each token's
      * activations zero-padded to match (the same n for the other types) */
-    llm_tensor wp = llm__product_view(w, T);
+    llm_tensor wp = *w;
     int np = wp.cols = llm__padded_cols(w);
     int code_bytes = llm__act_bytes(w->type);
     if (code_bytes && !(prev && llm__same_act(w, prev))) {

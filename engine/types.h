@@ -112,9 +112,9 @@ LLM__KERNEL void llm__tile_f16(float *out, int ldo, const llm_tensor *w, int r, 
 LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                               const float *xs, int t, int nr, int nc);
 /* GGUF's types: bf16, and the block types whose twins multiply activations
- * quantized in groups of LLM__GQ (engine/ref.h): int8 codes for q8_0,
- * int16 codes (LLM__ACT_Q16, not a weight type) for q4_0 and the K-quants,
- * where int8 activations were most of the error */
+ * quantized in groups of LLM__GQ (engine/ref.h): int16 codes (LLM__ACT_Q16,
+ * not a weight type) for all of them, q8_0 included, where int8 activations
+ * were most of the error (LLMW's own q8 keeps int8) */
 #define LLM__GQ 32
 #define LLM__ACT_Q16 LLM_TYPE_COUNT
 #define LLM__BLK_TYPE_FNS(name)                                                                                       \
@@ -147,7 +147,7 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
 #define LLM__BLK_ROW(name, fn, act, qb, bytes, pr, pu, ps) \
     { name, 32, 1, 0, act, llm__dequant_row_##fn, llm__row_dot_##fn, llm__tile_##fn, qb, bytes, pr, pu, ps }
     { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0, 0, 0, 0 },
-    LLM__BLK_ROW("gguf-q8_0", blk_q8_0, LLM_TYPE_Q8_0, 32, LLM__Q8_0_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q8_0", blk_q8_0, LLM__ACT_Q16, 32, LLM__Q8_0_BYTES, 0, 0, 0),
     LLM__BLK_ROW("gguf-q4_0", blk_q4_0, LLM__ACT_Q16, 32, LLM__Q4_0_BYTES, 16, 0, LLM__PANEL_RUN),
     LLM__BLK_ROW("gguf-q4_K", blk_q4_K, LLM__ACT_Q16, LLM__QK, LLM__Q4_K_BYTES, 16, 0, LLM__PANEL_RUN),
     LLM__BLK_ROW("gguf-q6_K", blk_q6_K, LLM__ACT_Q16, LLM__QK, LLM__Q6_K_BYTES, 16, LLM__Q6_K_BYTES, LLM__Q6_K_SLOT),
@@ -204,9 +204,6 @@ static size_t llm__panel_unit(const llm_tensor *w) {
     int u = llm__traits[w->type].panel_unit;
     return u ? (size_t)u : llm__block_row_bytes(w);
 }
-/* A GGUF q8_0 matrix's copy in LLMW's q8_0 layout (repack.h): its int8
- * codes, (rows, cols), then at this offset its f32 scales, (rows, cols/32) */
-static size_t llm__q8_copy_scales_at(const llm_tensor *w) { return (size_t)llm__align((uint64_t)w->rows * (uint64_t)w->cols); }
 static size_t llm__panel_row_bytes(const llm_tensor *w) {
     size_t unit = llm__panel_unit(w), slot = (size_t)llm__traits[w->type].panel_slot;
     return llm__block_row_bytes(w) / unit * ((unit + slot - 1) / slot * slot);

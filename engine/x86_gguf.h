@@ -16,20 +16,18 @@ LLM__INLINE __m128i llm__hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
     __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
     return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
-/* A group's weights unpacked once for every token of a tile: q8_0's 32
- * int8 codes (lo), the 4-bit types' 32 codes as int16 (lo the first 16, hi
- * the last 16; q6_K's already times their scale, |product| <= 4096) */
+/* A group's weights unpacked once for every token of a tile: the 32 codes
+ * as int16 (lo the first 16, hi the last 16; q6_K's already times their
+ * scale, |product| <= 4096) */
 typedef struct llm__gw { __m256i lo, hi; } llm__gw;
-LLM__INLINE llm__gw llm__gw_q8_0(const unsigned char *row, int g) {
-    llm__gw w;
-    w.lo = w.hi = llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * LLM__Q8_0_BYTES + 2));
-    return w;
-}
 LLM__INLINE llm__gw llm__gw_i8(__m256i q) {   /* 32 int8 codes as int16 */
     llm__gw w;
     w.lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
     w.hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
     return w;
+}
+LLM__INLINE llm__gw llm__gw_q8_0(const unsigned char *row, int g) {
+    return llm__gw_i8(llm__i8x32_load((const int8_t *)(const void *)(row + (size_t)g * LLM__Q8_0_BYTES + 2)));
 }
 LLM__INLINE llm__gw llm__gw_q4_0(const unsigned char *row, int g) {
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)g * LLM__Q4_0_BYTES + 2));
@@ -67,9 +65,6 @@ LLM__INLINE __m256i llm__dot16_i16(__m256i acc, __m256i w, __m256i x) {
 #endif
 }
 /* a group's lane sums: its weights w times the group's activation codes x */
-LLM__INLINE __m256i llm__gw_lanes_i8(llm__gw w, const int8_t *x) {
-    return llm__dot32_i8(_mm256_setzero_si256(), w.lo, llm__i8x32_load(x));
-}
 LLM__INLINE __m256i llm__gw_lanes_i16(llm__gw w, const int16_t *x) {
     __m256i s = llm__dot16_i16(_mm256_setzero_si256(), w.lo, _mm256_loadu_si256((const __m256i *)(const void *)x));
     return llm__dot16_i16(s, w.hi, _mm256_loadu_si256((const __m256i *)(const void *)(x + 16)));
@@ -102,7 +97,7 @@ LLM__INLINE __m256i llm__gw_lanes_i16(llm__gw w, const int16_t *x) {
             }                                                                                                \
         }                                                                                                    \
     }
-LLM__BLK_SUMS_NC(q8_0, int8_t, llm__gw_lanes_i8)
+LLM__BLK_SUMS_NC(q8_0, int16_t, llm__gw_lanes_i16)
 LLM__BLK_SUMS_NC(q4_0, int16_t, llm__gw_lanes_i16)
 LLM__BLK_SUMS_NC(q4_K, int16_t, llm__gw_lanes_i16)
 LLM__BLK_SUMS_NC(q6_K, int16_t, llm__gw_lanes_i16)
@@ -240,7 +235,6 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
         const act_t *xb = (const act_t *)(const void *)xq + (size_t)t * n;                                     \
         const float *sb = xs + (size_t)t * G;                                                                  \
         (void)x; (void)xsum;                                                                                   \
-        memset(isum, 0, sizeof isum);                                                                          \
         for (int b0 = 0; b0 < nc; b0 += LLM__NC) {                                                             \
             int nb = nc - b0 < LLM__NC ? nc - b0 : LLM__NC;                                                    \
             for (int a0 = 0; a0 < nr; a0 += 8) {                                                               \
@@ -257,6 +251,8 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
                     for (int i = 0; i < 8; i++) rc[i] = rows[i] + (size_t)(c0 / 64) * chunk_bytes;             \
                     for (int i = 0; i < na; i++)                                                               \
                         llm__blk_sums_nc_##name(&isum[0][i][0], 8 * 64, rc[i], xb + (size_t)b0 * n + (size_t)c0 * LLM__GQ, (size_t)n, nb, cg); \
+                    for (int b = 0; b < nb; b++) /* the spare lanes' sums: zeros (not stored; no 8 KB memset a call) */ \
+                        for (int i = na; i < 8; i++) memset(isum[b][i], 0, (size_t)cg * sizeof(int32_t));    \
                     for (int b = 0; b < nb; b++)                                                               \
                         for (int g = 0; g < cg; g++) {                                                         \
                             const int32_t (*is)[64] = isum[b];                                                 \
@@ -297,7 +293,7 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
 #define LLM__BLK_DOFF_q4_0(g) ((size_t)(g) * LLM__Q4_0_BYTES)
 #define LLM__BLK_DOFF_q6_K(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
 #define LLM__BLK_DOFF_q4_K(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
-LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int8_t)
+LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
 /* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
  * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
 #define LLM__BLK_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
