@@ -59,7 +59,7 @@ static void usage(FILE *out) {
         "               (powers of 1024), default half the machine's RAM\n"
         "  --repack on|off  copy the GGUF-type matrices (q4_0, q4_K, q6_K, q8_0) at load\n"
         "               into the layouts this build's kernels read fastest (AVX-512 VNNI\n"
-        "               builds; --info shows the RAM), default on\n"
+        "               and AVX2 builds; --info shows the RAM), default on\n"
         "  --mmap auto|on|off  on: read the weights in place from the mapped file; off:\n"
         "               copy them into RAM at load, on huge pages where Linux has them\n"
         "               (counted in --max-memory); auto (default): off for files of\n"

@@ -1,10 +1,12 @@
-/* engine/repack.h -- load-time repacking into the panels x86_gguf.h's AVX-512
- * tiles read. A panel holds sixteen rows of a matrix, 16p .. 16p + 15, as
- * their words side by side: its 64-byte vector k holds bytes 4k .. 4k + 3
- * of each of the sixteen rows, row 16p + i in lane i. That is what the
- * tiles build from the file's rows with a transpose per 16 bytes of each
- * row, out of sixteen streams the hardware prefetcher loses track of; from
- * a panel they load each vector as it is, out of one stream. Rows past the
+/* engine/repack.h -- load-time repacking into the panels x86_gguf.h's
+ * tiles read. A panel holds P = LLM__PANEL_ROWS rows of a matrix (the
+ * build's lanes: sixteen with AVX-512 VNNI, eight with AVX2), Pp .. Pp +
+ * P - 1, as their words side by side: its vector k (4P bytes) holds bytes
+ * 4k .. 4k + 3 of each of the P rows, row Pp + i in lane i. That is what
+ * the AVX-512 tiles build from the file's rows with a transpose per 16
+ * bytes of each row, out of sixteen streams the hardware prefetcher loses
+ * track of; from a panel they load each vector as it is, out of one
+ * stream. Rows past the
  * matrix's end and bytes past a row's end are zeros (llm__panel_row_bytes:
  * rows padded to whole runs of eight groups, which a tile takes at once; a
  * q6_K block's 210 bytes each in 212, so its words stay whole). The
@@ -13,6 +15,9 @@
  * (its products take int16 activations, which LLMW's int8 q8 tiles do not).
  * Only the products' matrices are repacked; the file's bytes stay their
  * data. */
+#ifndef LLM__PANEL_ROWS
+#define LLM__PANEL_ROWS 16   /* no panels in this build: the sizes below are never asked */
+#endif
 
 /* 1 when this build repacks w: q4_0, q4_K and q6_K, where it has the panel
  * tiles */
@@ -28,23 +33,23 @@ static int llm__repacks(const llm_tensor *w) {
 /* bytes of w's panels (0: not repacked) */
 static uint64_t llm__panels_size(const llm_tensor *w) {
     if (!llm__repacks(w)) return 0;
-    return llm__mul(((uint64_t)w->rows + 15) / 16 * 16, llm__panel_row_bytes(w));
+    return llm__mul(((uint64_t)w->rows + LLM__PANEL_ROWS - 1) / LLM__PANEL_ROWS * LLM__PANEL_ROWS, llm__panel_row_bytes(w));
 }
 
 /* w's rows into panels at dst (llm__panels_size bytes) */
 static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
     size_t rb = llm__block_row_bytes(w), words = llm__panel_row_bytes(w) / 4;
-    size_t unit = llm__panel_unit(w), slot_words = (unit + 3) / 4;
+    size_t unit = llm__panel_unit(w), slot_words = (unit + 3) / 4, vb = 4 * LLM__PANEL_ROWS;   /* vb: a vector's bytes */
     memset(dst, 0, (size_t)llm__panels_size(w));   /* the padding: rows past the end, bytes past a row's or unit's */
     for (int r = 0; r < w->rows; r++) {
         const unsigned char *row = llm__block_row(w, r);
-        unsigned char *lane = dst + (size_t)(r / 16) * words * 64 + 4 * (size_t)(r % 16);
+        unsigned char *lane = dst + (size_t)(r / LLM__PANEL_ROWS) * words * vb + 4 * (size_t)(r % LLM__PANEL_ROWS);
         for (size_t u = 0; u < rb / unit; u++) {   /* word k of unit u to word (slot u, k) of the lane */
             const unsigned char *from = row + u * unit;
-            unsigned char *to = lane + u * slot_words * 64;
+            unsigned char *to = lane + u * slot_words * vb;
             size_t k = 0;
-            for (; 4 * k + 4 <= unit; k++) memcpy(to + 64 * k, from + 4 * k, 4);
-            if (4 * k < unit) memcpy(to + 64 * k, from + 4 * k, unit - 4 * k);   /* a unit not of whole words */
+            for (; 4 * k + 4 <= unit; k++) memcpy(to + vb * k, from + 4 * k, 4);
+            if (4 * k < unit) memcpy(to + vb * k, from + 4 * k, unit - 4 * k);   /* a unit not of whole words */
         }
     }
 }

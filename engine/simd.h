@@ -221,6 +221,9 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 /* tokens per tile of a product by w's type: more for f32 and f16, whose
  * tile needs fewer registers per (row, token) pair than q8_0's */
 static int llm__tile_tokens(int type) {
+#ifdef LLM__PANEL_TOKENS   /* an ISA file's panel tiles take more tokens than its q8_0 tile */
+    if (llm__traits[type].panel_rows) return LLM__PANEL_TOKENS;
+#endif
     return type == LLM_TYPE_F32 || type == LLM_TYPE_F16 ? LLM__NC_FP : LLM__NC_OR_1;
 }
 

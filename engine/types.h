@@ -86,8 +86,9 @@ typedef struct llm__type_traits {
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
     /* rows of W a prefill tile takes (0: LLM__NR): q4_0, q4_K and q6_K
-     * unpack a group's weights for sixteen rows (x86_gguf.h) and run them
-     * against the tile's tokens, so they take sixteen; a type with
+     * unpack a group's weights for sixteen rows (x86_gguf.h; AVX2's
+     * panels are eight, two to a tile) and run them against the tile's
+     * tokens, so they take sixteen; a type with
      * panel_rows is the one repack.h puts in panels where the build has
      * their tiles (LLM__HAVE_PANELS) */
     int panel_rows;

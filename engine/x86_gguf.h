@@ -1,7 +1,7 @@
 /* engine/x86_gguf.h -- the x86 tiles of GGUF's block types: group sums by
- * VNNI or madd, eight rows per tile (AVX2), sixteen rows with the rows in
- * the lanes (AVX-512 VNNI, repack.h's panels). Each gives ref.h's twin's
- * bits (tests/test_kernels.c). */
+ * VNNI or madd, eight rows per tile; and for q4_0, q4_K and q6_K the rows
+ * in the lanes from repack.h's panels, sixteen (AVX-512 VNNI) or eight
+ * (AVX2) at a time. Each gives ref.h's twin's bits (tests/test_kernels.c). */
 
 #if defined(LLM__Q8_SIMD) && defined(__AVX2__)
 /* GGUF's block types: the integer sums of groups of 32 (ref.h's llm__gsum_*)
@@ -393,7 +393,12 @@ LLM__KERNEL void llm__tile_blk_q2_K(float *out, int ldo, const llm_tensor *w, in
     }
 }
 LLM__BLK_TILE8(llm__tile_blk_iq4_xs, iq4_xs, 0, LLM__BLK_DOFF_iq4_xs, int16_t)
-#if LLM__VL == 16 && defined(__AVX512VNNI__)   /* fewer than 16 rows for the tiles below */
+/* the builds with panels (repack.h) of P = LLM__PANEL_ROWS rows, one per
+ * lane: AVX-512 VNNI's sixteen, AVX2's eight */
+#if LLM__VL == 16 && defined(__AVX512VNNI__) || LLM__VL == 8
+#define LLM__PANEL_ROWS LLM__VL
+#endif
+#ifdef LLM__PANEL_ROWS   /* rows not from a panel for the tiles below */
 LLM__BLK_TILE8(llm__tile8_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
@@ -404,7 +409,7 @@ LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 #endif
 #endif
 
-#if defined(LLM__HAVE_BLK_TILES) && LLM__VL == 16 && defined(__AVX512VNNI__)
+#if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 16
 #define LLM__HAVE_PANELS 1   /* q4_0, q4_K and q6_K read from repack.h's panels too */
 /* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
@@ -779,6 +784,370 @@ LLM__KERNEL void llm__tile_blk_q6_K(float *out, int ldo, const llm_tensor *w, in
                                  const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 1);
     else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
+    else llm__tile8_blk_q6_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+#endif
+
+#if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 8
+#define LLM__HAVE_PANELS 1   /* q4_0, q4_K and q6_K read from repack.h's panels too */
+/* AVX2's form of the panel tiles above: q4_0, q4_K and q6_K eight rows at a
+ * time from repack.h's eight-row panels, row i in lane i, so no group sum
+ * needs a horizontal add. Each panel vector is word m of the eight rows;
+ * its nibbles (q6_K's with their high bits) become vectors of int16 code
+ * pairs, shifted down to the codes themselves, and madd (VNNI's dpwssd
+ * where the CPU has it: llm__dot16_i16) multiplies each by the matching
+ * pair of activation codes, broadcast, into one int32 sum per token: lane
+ * i holds row i's exact group sum (q6_K's codes times their scales before
+ * the sum: the same integer as the twin's two halves, and no partial sum
+ * of at most 32 products of 4096 * 16383 reaches 2^31). Then each lane
+ * takes the twin's float steps along the row: every row's bits are the
+ * twin's. A prefill tile runs each group's words against four tokens. Only
+ * panels come here (a matrix not repacked, or rows not starting a panel,
+ * take LLM__BLK_TILE8's eight rows above). */
+#define LLM__TB 4                          /* tokens a panel tile runs at once */
+#define LLM__XP_STRIDE (64 * LLM__GQ)      /* a token's chunk of 64 groups' pairs */
+#define LLM__PANEL_TOKENS LLM__TB         /* tokens simd.h's driver gives a panel tile (LLM__NC: 2) */
+/* word k of a panel's run at p (eight rows, 32 bytes a word) */
+#define LLM__PW8(p, k) _mm256_load_si256((const __m256i *)(const void *)((p) + 32 * (size_t)(k)))
+#define LLM__C16(v) _mm256_set1_epi16(v)
+/* the low halves of eight words as f32 (the rows' f16) */
+LLM__INLINE __m256 llm__f16_lo8(__m256i w) {
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(w, pick), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+}
+/* s[b] += the eight lanes' products of code pairs c with token b's activation pair i */
+#define LLM__PAIR8(xw, i) _mm256_set1_epi32((xw)[i])
+
+/* q4_0 group from its code words t (word m: codes 4m..4m+3 low nibbles,
+ * 4m+16.. high) and the rows' d: acc[b] = fma(isum, d * xs[b], acc[b]),
+ * isum = sum code * x less 8 sum(x) (the codes' offset) */
+LLM__INLINE void llm__q4_0_codes8(__m256 *acc, int nb, const __m256i *t, __m256 d, const int16_t *xp,
+                                  const int32_t *xsum, const float *xs) {
+    __m256i s[LLM__TB];
+    LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+    if (nb == 1) {   /* one token: the nibbles masked in place (1, 16, 256 times the code), four sums shifted down at the end */
+        const int *xw = (const int *)(const void *)xp;
+        __m256i e[4] = { s[0], s[0], s[0], s[0] };
+        for (int m = 0; m < 4; m++) {
+            e[0] = llm__dot16_i16(e[0], _mm256_and_si256(t[m], LLM__C16(0x000F)), LLM__PAIR8(xw, 4 * m));
+            e[1] = llm__dot16_i16(e[1], _mm256_and_si256(t[m], LLM__C16(0x00F0)), LLM__PAIR8(xw, 4 * m + 1));
+            e[2] = llm__dot16_i16(e[2], _mm256_and_si256(t[m], LLM__C16(0x0F00)), LLM__PAIR8(xw, 4 * m + 2));
+            e[3] = llm__dot16_i16(e[3], _mm256_srli_epi16(t[m], 12), LLM__PAIR8(xw, 4 * m + 3));
+        }
+        s[0] = _mm256_add_epi32(_mm256_add_epi32(e[0], _mm256_srai_epi32(e[1], 4)), _mm256_add_epi32(_mm256_srai_epi32(e[2], 8), e[3]));
+    }
+    for (int m = 0; m < 4 && nb > 1; m++) {   /* pairs (4m, 4m+2), (4m+16, 4m+18), (4m+1, 4m+3), (4m+17, 4m+19) */
+        __m256i nib[4] = { _mm256_and_si256(t[m], LLM__C16(15)), _mm256_and_si256(_mm256_srli_epi16(t[m], 4), LLM__C16(15)),
+                           _mm256_and_si256(_mm256_srli_epi16(t[m], 8), LLM__C16(15)), _mm256_srli_epi16(t[m], 12) };
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b] = llm__dot16_i16(s[b], nib[e], LLM__PAIR8(xw, 4 * m + e));
+        }
+    }
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m256i isum = _mm256_sub_epi32(s[b], _mm256_set1_epi32(8 * xsum[64 * b]));
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* The first ng of a run's eight groups (144 bytes a row). Group g's block
+ * starts at byte 18 g: for even g a word boundary, so d is the low half of
+ * word 9g/2 and each code word straddles two words; for odd g two bytes
+ * past one, so d is the high half of the word before and the code words
+ * are whole. */
+LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, const int16_t *xp, const int32_t *xsum,
+                                const float *xs, int ng) {
+    LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: the words' indices constants */
+        if (g == ng) break;
+        __m256i t[4];
+        __m256 d;
+        if (g % 2 == 0) {
+            int w0 = 9 * g / 2;
+            __m256i a = LLM__PW8(run, w0);
+            d = llm__f16_lo8(a);
+            for (int m = 0; m < 4; m++) {
+                __m256i b = LLM__PW8(run, w0 + m + 1);
+                t[m] = _mm256_or_si256(_mm256_srli_epi32(a, 16), _mm256_slli_epi32(b, 16));
+                a = b;
+            }
+        } else {
+            int w0 = (LLM__Q4_0_BYTES * g + 2) / 4;
+            d = llm__f16_lo8(_mm256_srli_epi32(LLM__PW8(run, w0 - 1), 16));
+            for (int m = 0; m < 4; m++) t[m] = LLM__PW8(run, w0 + m);
+        }
+        llm__q4_0_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+    }
+}
+
+/* q4_K sub-block j's 6-bit scales and mins of eight rows from the scale
+ * words h[1..3] (bytes 0..3, 4..7, 8..11), as llm__q4_K_scale_min */
+LLM__INLINE void llm__q4_K_scale_min8(const __m256i *h, int j, __m256i *sc, __m256i *m) {
+    const __m256i six = _mm256_set1_epi32(63), four = _mm256_set1_epi32(15), two = _mm256_set1_epi32(3);
+    if (j < 4) {
+        *sc = _mm256_and_si256(_mm256_srli_epi32(h[1], 8 * j), six);
+        *m = _mm256_and_si256(_mm256_srli_epi32(h[2], 8 * j), six);
+    } else {
+        int q = 8 * (j - 4);
+        *sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], q), four),
+                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h[1], q + 6), two), 4));
+        *m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], q + 4), four),
+                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h[2], q + 6), two), 4));
+    }
+}
+/* q4_K block of 256 (eight groups) for eight rows: sub-block j = 2p + k is
+ * the low (k 0) or high nibbles of words 4 + 8p .. 11 + 8p; per sub-block
+ * the twin's two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin
+ * xs), acc). Several tokens take a sub-block at a time, the codes shifted
+ * down (one sum per token); one token (decode) both of a word's
+ * sub-blocks, its nibbles masked in place (1, 16, 256 times the code: at
+ * most 3840, so eight words' sums stay below 2^31), four sums shifted down
+ * at the end. */
+LLM__INLINE void llm__q4_K_step8(__m256 *acc, int nb, const __m256i *h, __m256 d, __m256 dmin, int j, const __m256i *s,
+                                 const int32_t *xsum, const float *xs) {
+    __m256i sc, m;
+    llm__q4_K_scale_min8(h, j, &sc, &m);
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m256 xsv = _mm256_set1_ps(xs[64 * b + j]);
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(sc, s[b])), _mm256_mul_ps(d, xsv), acc[b]);
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(m, _mm256_set1_epi32(xsum[64 * b + j]))),
+                                 _mm256_xor_ps(_mm256_mul_ps(dmin, xsv), _mm256_set1_ps(-0.0f)), acc[b]);
+    }
+}
+LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp,
+                                  const int32_t *xsum, const float *xs) {
+    __m256i h[4];
+    for (int k = 0; k < 4; k++) h[k] = LLM__PW8(blk, k);   /* d | dmin << 16, then the 12 scale bytes */
+    __m256 d = llm__f16_lo8(h[0]), dmin = llm__f16_lo8(_mm256_srli_epi32(h[0], 16));
+    if (nb == 1) {
+        for (int p = 0; p < 4; p++) {
+            const int *x0 = (const int *)(const void *)(xp + LLM__GQ * 2 * p), *x1 = x0 + LLM__GQ / 2;
+            __m256i e[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+            for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) of sub-blocks 2p and 2p + 1 */
+                __m256i t = LLM__PW8(blk, 4 + 8 * p + mm);
+                e[0] = llm__dot16_i16(e[0], _mm256_and_si256(t, LLM__C16(0x000F)), LLM__PAIR8(x0, 2 * mm));
+                e[2] = llm__dot16_i16(e[2], _mm256_and_si256(t, LLM__C16(0x0F00)), LLM__PAIR8(x0, 2 * mm + 1));
+                e[1] = llm__dot16_i16(e[1], _mm256_and_si256(t, LLM__C16(0x00F0)), LLM__PAIR8(x1, 2 * mm));
+                e[3] = llm__dot16_i16(e[3], _mm256_srli_epi16(t, 12), LLM__PAIR8(x1, 2 * mm + 1));
+            }
+            __m256i s0 = _mm256_add_epi32(e[0], _mm256_srai_epi32(e[2], 8)), s1 = _mm256_add_epi32(_mm256_srai_epi32(e[1], 4), e[3]);
+            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p, &s0, xsum, xs);
+            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p + 1, &s1, xsum, xs);
+        }
+        return;
+    }
+    for (int j = 0; j < 8; j++) {   /* not unrolled: unrolled, 42M prefill ran 1759 -> 1406 tok/s (Zen 4) */
+        int sh = 4 * (j & 1);   /* (b0, b2) at bit sh of each int16, (b1, b3) at 8 + sh */
+        __m256i s[LLM__TB];
+        LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+        for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) */
+            __m256i t = LLM__PW8(blk, 4 + 8 * (j / 2) + mm);
+            __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(t, sh), LLM__C16(15));
+            __m256i c1 = sh ? _mm256_srli_epi16(t, 12) : _mm256_and_si256(_mm256_srli_epi16(t, 8), LLM__C16(15));
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * j);
+                s[b] = llm__dot16_i16(s[b], c0, LLM__PAIR8(xw, 2 * mm));
+                s[b] = llm__dot16_i16(s[b], c1, LLM__PAIR8(xw, 2 * mm + 1));
+            }
+        }
+        llm__q4_K_step8(acc, nb, h, d, dmin, j, s, xsum, xs);
+    }
+}
+
+/* q6_K block of 256 (eight groups; 212 bytes a row, 53 words) for eight
+ * rows. Group k = 4h + c takes the low (c < 2) or high nibbles of ql words
+ * 16h + 8(c & 1) + wm and bits 2c, 2c + 1 of qh words 32 + 8h + wm (wm
+ * 0..7): each byte's code (nibble | high bits << 4) is made in place, then
+ * each word's even and odd bytes become int16 code pairs, less 32. Scales:
+ * sc[2k] for wm < 4, sc[2k + 1] after. One token (decode) multiplies its
+ * two halves' sums by them; several fold them into the pairs once for all
+ * (code * sc fits int16). Then the twin's step fma(isum, d * xs, acc). */
+LLM__INLINE void llm__q6_K_pairs8(__m256i ql, __m256i qh, int sn, int c, int off, __m256i *p0, __m256i *p1) {
+    /* off: less 32 (else the codes 0..63, the offset taken off the sums) */
+    __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, sn), _mm256_set1_epi8(0x0F));
+    __m256i hi = 2 * c >= 4 ? _mm256_srli_epi16(qh, 2 * c - 4) : _mm256_slli_epi16(qh, 4 - 2 * c);
+    __m256i code = _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));   /* 0..63 in each byte */
+    *p0 = _mm256_and_si256(code, LLM__C16(0x00FF));
+    *p1 = _mm256_srli_epi16(code, 8);
+    if (off) {
+        *p0 = _mm256_sub_epi16(*p0, LLM__C16(32));
+        *p1 = _mm256_sub_epi16(*p1, LLM__C16(32));
+    }
+}
+/* scale byte j of the eight rows' scale words sw (int8) as an int32 in each lane */
+LLM__INLINE __m256i llm__q6_K_scale8(const __m256i *sw, int j) {
+    return _mm256_srai_epi32(_mm256_slli_epi32(sw[j / 4], 24 - 8 * (j % 4)), 24);
+}
+LLM__INLINE void llm__q6_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp, const int32_t *xsum,
+                                  const float *xs) {
+    __m256i sw[4];
+    for (int k = 0; k < 4; k++) sw[k] = LLM__PW8(blk, 48 + k);   /* sw[w] holds sc[4w .. 4w + 3] */
+    __m256 d = llm__f16_lo8(LLM__PW8(blk, 52));
+    LLM__UNROLL for (int k = 0; k < 8; k++) {   /* unrolled: the shifts' counts constants */
+        int h = k / 4, c = k % 4, sn = c < 2 ? 0 : 4;
+        __m256i s[LLM__TB], s1 = _mm256_setzero_si256();   /* s1: one token's second half */
+        LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+        for (int q = 0; q < 2; q++) {
+            __m256i sc = llm__q6_K_scale8(sw, 2 * k + q);
+            sc = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));   /* both halves */
+            for (int m = 0; m < 4; m++) {
+                int wm = 4 * q + m;   /* the word's pairs: values 4 wm + (0, 2) and + (1, 3) */
+                __m256i p0, p1;
+                llm__q6_K_pairs8(LLM__PW8(blk, 16 * h + 8 * (c & 1) + wm), LLM__PW8(blk, 32 + 8 * h + wm), sn, c, nb > 1, &p0, &p1);
+                if (nb == 1) {
+                    const int *xw = (const int *)(const void *)(xp + LLM__GQ * k);
+                    __m256i *sq = q ? &s1 : &s[0];
+                    *sq = llm__dot16_i16(*sq, p0, LLM__PAIR8(xw, 2 * wm));
+                    *sq = llm__dot16_i16(*sq, p1, LLM__PAIR8(xw, 2 * wm + 1));
+                    continue;
+                }
+                p0 = _mm256_mullo_epi16(p0, sc);
+                p1 = _mm256_mullo_epi16(p1, sc);
+                LLM__UNROLL for (int b = 0; b < nb; b++) {
+                    const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * k);
+                    s[b] = llm__dot16_i16(s[b], p0, LLM__PAIR8(xw, 2 * wm));
+                    s[b] = llm__dot16_i16(s[b], p1, LLM__PAIR8(xw, 2 * wm + 1));
+                }
+            }
+        }
+        if (nb == 1) {   /* the codes' offset: 32 times each half's sum of activations (llm__pairs8) */
+            __m256i x0 = _mm256_set1_epi32(32 * xsum[k]), x1 = _mm256_set1_epi32(32 * xsum[k + 64]);
+            s[0] = _mm256_add_epi32(_mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k), _mm256_sub_epi32(s[0], x0)),
+                                    _mm256_mullo_epi32(llm__q6_K_scale8(sw, 2 * k + 1), _mm256_sub_epi32(s1, x1)));
+        }
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[b]), _mm256_mul_ps(d, _mm256_set1_ps(xs[64 * b + k])), acc[b]);
+    }
+}
+
+/* A chunk of up to 64 groups of nb tokens' activations (xb, token stride
+ * n; scales sb, stride G) as the kernels read them: each group's codes in
+ * the order the code pairs come out (pair p = (x[at_p], x[at_p + 2]); q4_0:
+ * at = 4m + 0, 16, 1, 17 for pairs 4m..4m+3; q4_K, q6_K: at = 4m + 0, 1
+ * for pairs 2m, 2m+1), their sum (xsum) and scale (xsc); the tokens from
+ * nc on copy the last (a tile of 2 or 3 tokens runs as LLM__TB, the
+ * copies' results dropped) */
+/* the total of eight int32 lanes */
+LLM__INLINE int32_t llm__hsum_i32(__m256i v) {
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1)));
+}
+LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16_t *xb, const float *sb, int n, int G,
+                             int c0, int cg, int nb, int nc, int q4_K, int q6_K) {
+    /* q4_K's order: within each four codes 0, 2, 1, 3 (bytes 0 1 4 5 2 3 6 7) */
+    const __m256i k_order = _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15,
+                                             0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+    /* q4_0's: eight codes 4m..4m+3, 4m+16..4m+19 to 4m, 4m+2, 4m+16, 4m+18, 4m+1, 4m+3, 4m+17, 4m+19 */
+    const __m256i o_order = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                             0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    for (int b = 0; b < nb; b++) {
+        int bs = b < nc ? b : nc - 1;
+        for (int g = 0; g < cg; g++) {
+            const int16_t *x = xb + (size_t)bs * n + (size_t)(c0 + g) * LLM__GQ;
+            int16_t *o = xp + (size_t)b * LLM__XP_STRIDE + (size_t)g * LLM__GQ;
+            __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)x);
+            __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(x + 16));
+            __m256i sl = _mm256_madd_epi16(lo, LLM__C16(1)), sh = _mm256_madd_epi16(hi, LLM__C16(1));
+            if (q6_K) {   /* only one token reads them: its halves' sums, the second 64 on */
+                if (nb == 1) {
+                    xsum[g] = llm__hsum_i32(sl);
+                    xsum[64 + g] = llm__hsum_i32(sh);
+                }
+            } else {
+                xsum[64 * b + g] = llm__hsum_i32(_mm256_add_epi32(sl, sh));
+            }
+            xsc[64 * b + g] = sb[(size_t)bs * G + c0 + g];
+            if (q4_K) {
+                lo = _mm256_shuffle_epi8(lo, k_order);
+                hi = _mm256_shuffle_epi8(hi, k_order);
+            } else {
+                /* per 128-bit lane: codes 4m..4m+3 of lo, then of hi (m, m + 2 in the low, high lane) */
+                __m256i a = _mm256_shuffle_epi8(_mm256_unpacklo_epi64(lo, hi), o_order);   /* m = 0, 2 */
+                __m256i c = _mm256_shuffle_epi8(_mm256_unpackhi_epi64(lo, hi), o_order);   /* m = 1, 3 */
+                lo = _mm256_permute2x128_si256(a, c, 0x20);
+                hi = _mm256_permute2x128_si256(a, c, 0x31);
+            }
+            _mm256_storeu_si256((__m256i *)(void *)o, lo);
+            _mm256_storeu_si256((__m256i *)(void *)(o + 16), hi);
+        }
+    }
+}
+
+#ifndef LLM__PANEL_AHEAD
+#define LLM__PANEL_AHEAD 2
+#endif
+/* the lanes below na of a mask for maskload/maskstore */
+LLM__INLINE __m256i llm__lanes_below(int na) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(na), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr rows from w's
+ * panels (r a multiple of 8, any nr) and nb (1 or LLM__TB) of the nc tokens
+ * at a time: a chunk of up to 64 groups' activation pairs at a time, eight
+ * rows over it, one stream in address order. gb8: a panel run's bytes a
+ * row (eight q4_0 blocks, a q4_K block; a q6_K block in its 212). */
+LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
+                                int nr, int nc, int nb, int kind) {
+    int n = w->cols, G = n / LLM__GQ;
+    const llm__type_traits *tr = &llm__traits[w->type];
+    size_t gb8 = tr->panel_unit ? (size_t)tr->panel_slot : (size_t)(8 * LLM__GQ / tr->qblock) * (size_t)tr->qblock_bytes;
+    size_t panel_bytes = 8 * llm__panel_row_bytes(w);
+    int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
+    int32_t xsum[LLM__TB * 64];             /* their sums */
+    float xsc[LLM__TB * 64];                /* and scales */
+    for (int c0 = 0; c0 < G; c0 += 64) {
+        int cg = G - c0 < 64 ? G - c0 : 64;
+        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind != 0, kind == 2);
+        for (int a0 = 0; a0 < nr; a0 += 8) {
+            __m256i fresh = llm__lanes_below(nr - a0);   /* a panel's rows past the matrix are zeros, not stored */
+            const unsigned char *rows = (const unsigned char *)w->panels + (size_t)(r + a0) / 8 * panel_bytes + (size_t)c0 * gb8;
+            __m256 acc[LLM__TB];
+            LLM__UNROLL for (int b = 0; b < nb; b++)
+                acc[b] = c0 && b < nc ? _mm256_maskload_ps(out + (size_t)b * ldo + a0, fresh) : _mm256_setzero_ps();
+            for (int g = 0; g < cg; g += 8) {   /* a run of eight groups at a time */
+                const unsigned char *run = rows + (size_t)g * gb8;
+                /* decode: the run LLM__PANEL_AHEAD runs on, in this panel or
+                 * the next (measured on Zen 4, 42M: q4_0 decode 494 -> 532
+                 * tok/s, q4_K 466 -> 492; prefill, whose four tokens take
+                 * longer over each run, ran 2-3% faster without) */
+#if LLM__PANEL_AHEAD > 0
+                const unsigned char *next = run + (size_t)LLM__PANEL_AHEAD * 8 * gb8;
+                if (nb == 1) for (size_t k = 0; k < 8 * gb8; k += 64) LLM__PREFETCH(next + k);
+#endif
+                const int16_t *xg = xp + g * LLM__GQ;
+                if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
+                else if (kind == 1) llm__q4_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
+                else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
+            }
+            LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm256_maskstore_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
+        }
+    }
+}
+/* nc tokens: LLM__TB at a time, a single one (decode) alone */
+LLM__INLINE void llm__tile8p(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+                             int t, int nr, int nc, int kind) {
+    int n = w->cols, G = n / LLM__GQ;
+    for (int b = 0; b < nc; b += LLM__TB) {
+        const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
+        const float *sb = xs + (size_t)(t + b) * G;
+        float *o = out + (size_t)b * ldo;
+        if (nc - b == 1) llm__tile8p_nb(o, ldo, w, r, xb, sb, nr, 1, 1, kind);
+        else llm__tile8p_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind);
+    }
+}
+LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 0);
+    else llm__tile8_blk_q4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__KERNEL void llm__tile_blk_q4_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 1);
+    else llm__tile8_blk_q4_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__KERNEL void llm__tile_blk_q6_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 2);
     else llm__tile8_blk_q6_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif

@@ -91,12 +91,13 @@ static void test_gguf_blocks(void) {
 /* The 4-bit types' tiles called directly, as the driver does, with every
  * token count of a tile and beyond (nc 1..7: x86 runs four tokens at once,
  * a short tile padded) and row counts around the 16-row blocks (x86's last
- * short block overlaps the one before), rows short of the 64-group chunk
+ * short block overlaps the one before) and one row, rows short of the 64-group chunk
  * and past it (q4_0 also in groups not a multiple of its eight at once:
  * 3 and 73), inside a larger matrix (a row offset, ldo wider than nr):
  * each value the twin's bit for bit, and nothing written outside the tile.
  * Then again from the matrix's panels where the build repacks the type
- * (at a row offset of one panel: the driver's are whole panels). */
+ * (at a row offset of one panel, LLM__PANEL_ROWS: sixteen rows with
+ * AVX-512, eight with AVX2; the driver's are whole panels). */
 static void test_gguf_tile_shapes(void) {
     int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K, LLM_TYPE_GGUF_Q4_1,
                     LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_IQ4_NL, LLM_TYPE_GGUF_Q2_K,
@@ -105,7 +106,7 @@ static void test_gguf_tile_shapes(void) {
                       { 108, -1 }, { 0, 2 }, { 0, -1 } };
     int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 96, 288, 2336 }, { 96, 576, 2336 },
                        { 96, 896, 2336 }, { 96, 288, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 256, 2304, 0 },
-                       { 256, 2304, 0 } }, nrs[] = { 5, 16, 21, 40 };
+                       { 256, 2304, 0 } }, nrs[] = { 1, 5, 16, 21, 40 };
     enum { ROWS = 64, T = 9, T0 = 1, LDO = 50 };
     for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
@@ -123,8 +124,8 @@ static void test_gguf_tile_shapes(void) {
             void *panels = NULL;
             for (int pan = 0; pan < 2; pan++) {
               if (pan && !(panels = attach_panels(&t))) break;
-              int R0 = pan ? 16 : 3;
-              for (int ni = 0; ni < 4; ni++) {
+              int R0 = pan ? LLM__PANEL_ROWS : 3;
+              for (int ni = 0; ni < (int)(sizeof nrs / sizeof nrs[0]); ni++) {
                 for (int nc = 1; nc <= 7; nc++) {
                     int nr = nrs[ni], stray = 0;
                     double worst = 0;
