@@ -246,7 +246,7 @@ static void print_plan(const engine *e, const options *o) {
     if (e->tok_image)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (its %zu-byte %s image built from the GGUF, and tables)\n",
                e->tok_arena_size + tok_image, (e->tok_arena_size + tok_image) / MB, tok_image,
-               e->tok.kind == TOK_KIND_BYTE_LEVEL ? "LTOK" : "tokenizer.bin");
+               e->tok.kind != TOK_KIND_SENTENCEPIECE ? "LTOK" : "tokenizer.bin");
     else if (e->tok_file.data)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
                e->tok_arena_size / MB, e->tok_file.size);
