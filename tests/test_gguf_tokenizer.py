@@ -508,3 +508,105 @@ def test_gemma_gguf_rules_by_hand():
         rc, got, err = tokenize(path, text)
         assert rc == 0 and len(got) > 2 and spm_text(tokens, types, got[1:]) == text, (text, got)
     assert types[4] == 3 and types[vocab["  "]] == 4 and tokens[105] == "<start_of_turn>"
+
+
+def spm_by_score(tokens, scores, types, text, special):
+    """llama.cpp's SPM tokenization (llama-vocab.cpp), written here from its
+    definition, naively: the user-defined tokens (and control and unknown ones
+    with special), longest text first, cut out of the raw text everywhere; each
+    fragment's spaces made U+2581, no dummy prefix; from its characters, the
+    adjacent pair whose join is a token with the highest score merges, ties to the
+    leftmost, until none is; a symbol that is no token is its bytes' <0xNN>.
+    text: valid UTF-8. Returns the ids (no BOS)."""
+    ids = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    cut = sorted((i for i, ty in enumerate(types) if ty == 4 or (special and ty in (2, 3))),
+                 key=lambda i: -len(tokens[i]))
+    parts = [text.decode("utf-8")]
+    for i in cut:
+        out = []
+        for p in parts:
+            if not isinstance(p, str):
+                out.append(p)
+                continue
+            pieces = p.split(tokens[i])
+            for k, piece in enumerate(pieces):
+                if k:
+                    out.append(i)
+                if piece:
+                    out.append(piece)
+        parts = out
+    result = []
+    for p in parts:
+        if not isinstance(p, str):
+            result.append(p)
+            continue
+        sym = list(p.replace(" ", "\u2581"))
+        while True:
+            best = None
+            for k in range(len(sym) - 1):
+                j = ids.get(sym[k] + sym[k + 1])
+                if j is not None and (best is None or scores[j] > best[0]):
+                    best = (scores[j], k)
+            if best is None:
+                break
+            k = best[1]
+            sym[k:k + 2] = [sym[k] + sym[k + 1]]
+        for s in sym:
+            result += [ids[s]] if s in ids else [ids[f"<0x{b:02X}>"] for b in s.encode()]
+    return result
+
+
+def test_gguf_without_dummy_prefix_as_llama_cpp_rule():
+    """tok512's real sentencepiece scores (llama2.c's 512-piece vocabulary) and the
+    small Gemma-shaped vocabulary, each with add_space_prefix false: `run -m
+    tokenize` gives spm_by_score's ids (llama.cpp's rule) on test_gemma_tokenizer's
+    valid UTF-8 lines, without and with --special; and a hand-worked tie: pieces
+    "ab" and "bc" of equal score split "abc" as "ab" "c" (the leftmost pair),
+    with "bc" scored higher as "a" "bc"."""
+    pieces, scores = gw.read_tokenizer_bin(common.model("tok512.bin"), 512)
+    tok512 = [p.decode("utf-8").replace(" ", "\u2581") for p in pieces]
+    types512 = [2 if i == 0 else 3 if i < 3 else 6 if 3 <= i < 259 else 1 for i in range(512)]
+    assert all(tok512[3 + b] == f"<0x{b:02X}>" for b in range(256)) and tok512[1] == "\n<s>\n"
+    with open(os.path.join(gemma.small()[0], "tokenizer.json"), encoding="utf-8") as f:
+        _, small_tokens, small_types = gemma_kvs(json.load(f))
+    small_scores = [-1000.0 if t in (3, 4) else -float(i) for i, t in enumerate(small_types)]
+    abc = [f"<0x{b:02X}>" for b in range(256)] + ["<unk>", "<s>", "</s>", "a", "b", "c", "ab", "bc", "\u2581", "\u2581a"]
+    abc_types = [6] * 256 + [2, 3, 3] + [1] * 7
+
+    def vocab_gguf(name, tokens, scores, types, bos):
+        kvs = [("tokenizer.ggml.model", gw.V_STRING, "llama"),
+               ("tokenizer.ggml.tokens", gw.V_ARRAY, (gw.V_STRING, tokens)),
+               ("tokenizer.ggml.scores", gw.V_ARRAY, (gw.V_F32, scores)),
+               ("tokenizer.ggml.token_type", gw.V_ARRAY, (gw.V_I32, types)),
+               ("tokenizer.ggml.bos_token_id", gw.V_U32, bos),
+               ("tokenizer.ggml.add_space_prefix", gw.V_BOOL, 0)]
+        return model_gguf(common.scratch(name), len(tokens), kvs)
+
+    def valid(t):
+        try:
+            return t.decode("utf-8") is not None
+        except UnicodeDecodeError:
+            return False
+    texts = [t for t in gemma.texts() if valid(t)]
+    for name, tokens, scores, types, bos in (("tok512", tok512, scores, types512, 1),
+                                             ("small", small_tokens, small_scores, small_types, 2)):
+        def one(name=name, tokens=tokens, scores=scores, types=types, bos=bos):
+            path = vocab_gguf(f"gguf_nodummy_{name}.gguf", tokens, scores, types, bos)
+            for special in (False, True):
+                for text in texts:
+                    rc, got, err = tokenize(path, text, *(["--special"] if special else []))
+                    want = [bos] + spm_by_score(tokens, scores, types, text, special)
+                    assert rc == 0 and got == want, (name, special, text[:50], got[:12], want[:12], err)
+        yield name, one
+
+    def tie(score_ab, score_bc, cases):
+        scores_abc = [0.0] * 259 + [-1.0, -1.0, -1.0, score_ab, score_bc, -2.0, -2.5]
+        path = vocab_gguf("gguf_nodummy_abc.gguf", abc, scores_abc, abc_types, abc.index("<s>"))
+        for text, pieces in cases:
+            rc, got, err = tokenize(path, text)
+            assert rc == 0 and got == [abc.index("<s>")] + [abc.index(p) for p in pieces], (text, got, pieces, err)
+    # " abc": "▁a" (-2.5) beats "ab" (-5 or -6) before either of the others, then "bc"
+    yield "tie to the leftmost", lambda: tie(-5.0, -5.0, [(b"abc", ["ab", "c"]), (b" abc", ["\u2581a", "bc"]),
+                                                          (b"cabc", ["c", "ab", "c"])])
+    yield "higher score first", lambda: tie(-6.0, -5.0, [(b"abc", ["a", "bc"]), (b" abc", ["\u2581a", "bc"]),
+                                                         (b"  a", ["\u2581", "\u2581a"])])
