@@ -362,7 +362,7 @@ def test_unit_c():
     lines = out.strip().split("\n")
     assert p.returncode == 0 and not [l for l in lines if l.startswith("FAIL")], (
         f"{UNIT}: exit {p.returncode}\n{out}{p.stderr.decode('utf-8', 'replace')}")
-    assert lines[-1] == "9 passed, 0 failed", out
+    assert lines[-1] == "11 passed, 0 failed", out
 
 
 # ---------------------------------------------------------------- Gemma's: "llama" without the dummy prefix
