@@ -511,6 +511,20 @@ int tok_gguf_size(tok_gguf *g) {
 /* The images                                                             */
 /* ===================================================================== */
 
+/* A sentencepiece piece's text with each U+2581 a space, written to out: its length */
+static long spaces_for_u2581(const char *s, uint64_t len, unsigned char *out) {
+    long k = 0;
+    for (uint64_t j = 0; j < len; j++) {
+        if (j + 2 < len && (unsigned char)s[j] == 0xE2 && (unsigned char)s[j + 1] == 0x96 && (unsigned char)s[j + 2] == 0x81) {
+            out[k++] = ' ';
+            j += 2;
+        } else {
+            out[k++] = (unsigned char)s[j];
+        }
+    }
+    return k;
+}
+
 /* "llama": the tokenizer.bin image, int32 max length, then per token f32
  * score, int32 length, bytes (a piece shrinks or keeps its size: U+2581's
  * three bytes become one) */
@@ -531,11 +545,8 @@ static int fill_sentencepiece(tok_gguf *g, unsigned char *img, size_t *image_len
         if (types && !gv_int(types, (uint64_t)i, &type))
             FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.token_type is not integers");
         size_t start = at + 8, k = start;
-        for (uint64_t j = 0; j < len; j++) {
-            if (type == 1 && j + 2 < len && (unsigned char)s[j] == 0xE2 && (unsigned char)s[j + 1] == 0x96 &&
-                (unsigned char)s[j + 2] == 0x81) { img[k++] = ' '; j += 2; }
-            else img[k++] = (unsigned char)s[j];
-        }
+        if (type == 1) k += (size_t)spaces_for_u2581(s, len, img + start);
+        else { memcpy(img + start, s, (size_t)len); k += (size_t)len; }
         int32_t l = (int32_t)(k - start);
         memcpy(img + at, &score, 4);
         memcpy(img + at + 4, &l, 4);
@@ -564,20 +575,6 @@ static int token_flags(tok_gguf *g, unsigned char *flags) {
         if (type == 1 && g->ltok_kind == TOK_KIND_SPM_BPE) flags[i] |= SCRATCH_NORMAL;
     }
     return TOK_OK;
-}
-
-/* A sentencepiece piece's text with each U+2581 a space, written to out: its length */
-static long spaces_for_u2581(const char *s, uint64_t len, unsigned char *out) {
-    long k = 0;
-    for (uint64_t j = 0; j < len; j++) {
-        if (j + 2 < len && (unsigned char)s[j] == 0xE2 && (unsigned char)s[j + 1] == 0x96 && (unsigned char)s[j + 2] == 0x81) {
-            out[k++] = ' ';
-            j += 2;
-        } else {
-            out[k++] = (unsigned char)s[j];
-        }
-    }
-    return k;
 }
 
 /* The pieces' bytes per id (ends[i]: where piece i ends), and the ids sorted
