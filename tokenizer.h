@@ -184,6 +184,12 @@ enum {
                              matches that many U+2581 in the raw text, never spaces */
 };
 
+/* 1 when a generated `token` ends the text outside a chat: BOS (llama2.c's
+ * rule, which tokenizer.bin keeps: its EOS does not stop), and for LTOK
+ * files (byte-level and sentencepiece-style BPE) their end of text and end
+ * of turn as well. */
+int tok_ends_text(const tok_tokenizer *t, int token);
+
 /* The id of the piece with exactly these bytes (a special token such as
  * "<|im_start|>" included), or -1 when the vocabulary has none. */
 int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len);

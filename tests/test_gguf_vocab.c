@@ -190,6 +190,8 @@ static void test_sentencepiece(void) {
     EXPECT(c.len == 4 + 9 * 8 + 22, "image length %zu", c.len);
     EXPECT(c.g.scratch_size == 0, "scratch %zu", c.g.scratch_size);
     EXPECT(c.t.kind == TOK_KIND_SENTENCEPIECE && c.t.vocab_size == 9, "kind %d vocab %d", c.t.kind, c.t.vocab_size);
+    /* generate mode ends at BOS only, as llama2.c's (its EOS does not stop) */
+    EXPECT(tok_ends_text(&c.t, 1) && !tok_ends_text(&c.t, 2) && !tok_ends_text(&c.t, 3), "tok_ends_text, sentencepiece");
     EXPECT(c.t.max_token_length == 5, "max_token_length %d (<unk>)", c.t.max_token_length);
     EXPECT(c.t.bos_id == 1 && c.t.eos_id == 2 && c.t.add_bos == 1, "bos %d eos %d add_bos %d", c.t.bos_id, c.t.eos_id,
            c.t.add_bos);
@@ -288,6 +290,11 @@ static void test_no_space_prefix(void) {
     EXPECT(c.t.kind == TOK_KIND_SPM_BPE && c.t.vocab_size == 271 && c.g.used == 271, "kind %d vocab %d used %d",
            c.t.kind, c.t.vocab_size, c.g.used);
     EXPECT(c.t.n_merges == 6, "%d merges", c.t.n_merges);
+    /* an LTOK file's end of text (and end of turn) ends generate mode, as BOS does */
+    EXPECT(tok_ends_text(&c.t, c.t.bos_id) && tok_ends_text(&c.t, c.t.eos_id), "tok_ends_text: bos %d eos %d",
+           c.t.bos_id, c.t.eos_id);
+    EXPECT(c.t.eot_id < 0 || tok_ends_text(&c.t, c.t.eot_id), "tok_ends_text: eot %d", c.t.eot_id);
+    EXPECT(!tok_ends_text(&c.t, NS_A) && !tok_ends_text(&c.t, 0), "tok_ends_text: a plain piece");
     /* the merges (left, right, rank, result) sorted by ids; ranks by score: -1 rank 0,
      * ▁a 1, abc 2, bc 3, ab 4, aé 5 */
     static const uint32_t want[6][4] = { { NS_SP, NS_A, 1, NS_SA }, { NS_A, NS_B, 4, NS_AB }, { NS_A, NS_BC, 2, NS_ABC },
@@ -386,6 +393,7 @@ static void test_byte_level(void) {
     EXPECT(c.t.kind == TOK_KIND_BYTE_LEVEL && c.t.pre_tokenizer == TOK_PRE_GPT2 && c.t.normalizer == TOK_NORM_NONE &&
            !c.t.ignore_merges, "kind %d pre %d norm %d ignore %d", c.t.kind, c.t.pre_tokenizer, c.t.normalizer,
            c.t.ignore_merges);
+    EXPECT(c.t.eos_id < 0 || tok_ends_text(&c.t, c.t.eos_id), "tok_ends_text, byte-level: eos %d", c.t.eos_id);
     EXPECT(!strcmp(tok_pre_tokenizer_name(c.t.pre_tokenizer), "gpt2"), "name %s", tok_pre_tokenizer_name(c.t.pre_tokenizer));
     EXPECT(c.t.n_merges == 3, "merges %d", c.t.n_merges);
     /* gpt2's pre-tokenizer adds no BOS and names none; the template's markers are ChatML's */
