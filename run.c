@@ -246,7 +246,7 @@ static void print_plan(const engine *e, const options *o) {
     if (e->tok_image)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (its %zu-byte %s image built from the GGUF, and tables)\n",
                e->tok_arena_size + tok_image, (e->tok_arena_size + tok_image) / MB, tok_image,
-               e->tok.kind == TOK_KIND_BYTE_LEVEL ? "LTOK" : "tokenizer.bin");
+               e->tok.kind != TOK_KIND_SENTENCEPIECE ? "LTOK" : "tokenizer.bin");
     else if (e->tok_file.data)
         printf("  tokenizer    %12zu bytes  %8.2f MiB  (+ %zu bytes of file read in place)\n", e->tok_arena_size,
                e->tok_arena_size / MB, e->tok_file.size);
@@ -427,14 +427,6 @@ static void print_prompt_ids(const engine *e, const char *what, const int *ids, 
 
 #define PREFILL_BATCH_MAX 512
 
-/* The tokens that end a generated text: BOS, as in llama2.c (whose tokenizer.bin
- * models end a story with it); for a byte-level vocabulary also its end of text
- * and end of turn, which such models emit instead. */
-static int stops_generation(const tok_tokenizer *t, int token) {
-    if (token == t->bos_id) return 1;
-    return t->kind == TOK_KIND_BYTE_LEVEL && (token == t->eos_id || token == t->eot_id);
-}
-
 /* Write a byte of every page of the KV cache that positions 0..n-1 use,
  * before the clock starts: under this project's VMs the first touch of a
  * page traps (about 5 us a 4 KiB page: 90 us per token of a 110M model's
@@ -480,7 +472,7 @@ static void generate(engine *e, const options *o, int *prompt, int n_prompt, llm
         int next = llm_sample(smp, e->state.logits);
         if (generated++ == 0) t_first = (t_decode0 = now_seconds()) - t0;
         else t_sample += now_seconds() - ts;
-        if (stops_generation(&e->tok, next)) break;
+        if (tok_ends_text(&e->tok, next)) break;
         print_token(e, token, next);
         token = next;
         if (++pos >= steps) break;

@@ -144,6 +144,11 @@ int tok__lookup(const tok_tokenizer *t, const unsigned char *s, int len) {
     return -1;
 }
 
+int tok_ends_text(const tok_tokenizer *t, int token) {
+    if (token == t->bos_id) return 1;
+    return t->kind != TOK_KIND_SENTENCEPIECE && (token == t->eos_id || token == t->eot_id);
+}
+
 int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len) {
     const unsigned char *s = (const unsigned char *)piece;
     if (!t || !t->sorted || !piece || len == 0 || len > (size_t)t->max_token_length) return -1;

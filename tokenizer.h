@@ -184,6 +184,12 @@ enum {
                              matches that many U+2581 in the raw text, never spaces */
 };
 
+/* 1 when a generated `token` ends the text outside a chat: BOS (llama2.c's
+ * rule, which tokenizer.bin keeps: its EOS does not stop), and for LTOK
+ * files (byte-level and sentencepiece-style BPE) their end of text and end
+ * of turn as well. */
+int tok_ends_text(const tok_tokenizer *t, int token);
+
 /* The id of the piece with exactly these bytes (a special token such as
  * "<|im_start|>" included), or -1 when the vocabulary has none. */
 int tok_piece_id(const tok_tokenizer *t, const char *piece, size_t len);
@@ -300,8 +306,9 @@ int tok_chat_template_of(const char *jinja, size_t len, char *system, size_t cap
  *
  * A GGUF carries its tokenizer as metadata: tokenizer.ggml.model "llama"
  * (sentencepiece pieces, scores, token types) becomes a tokenizer.bin image
- * (refused with tokenizer.ggml.add_space_prefix false, Gemma's: tokenizer.bin
- * always adds the dummy-prefix space),
+ * (with tokenizer.ggml.add_space_prefix false, Gemma's, an LTOK kind-2 image
+ * whose merges rank each split of a normal piece by the piece's score, as
+ * llama.cpp merges by score: tokenizer.bin always adds the dummy prefix),
  * "gpt2" (byte-level pieces in GPT-2's alphabet, merges, a named
  * pre-tokenizer) an LTOK image (FORMAT.md); tok_init reads the image as a
  * file, then tok_gguf_apply sets the ids, add_bos and the chat template the
@@ -334,10 +341,11 @@ typedef struct tok_gguf {
     size_t image_size;      /* bytes of image tok_gguf_image needs (the image may come out shorter) */
     size_t scratch_size;    /* bytes of scratch it needs (0: none) */
     size_t system_size;     /* bytes tok_gguf_apply needs for the default system prompt */
-    int byte_level;         /* 1: "gpt2" (LTOK), 0: "llama" (tokenizer.bin) */
+    int ltok_kind;          /* the image: TOK_KIND_BYTE_LEVEL ("gpt2"), TOK_KIND_SPM_BPE ("llama" without the
+                               dummy prefix), 0 ("llama": tokenizer.bin) */
     int pre;                /* byte-level: the pre-tokenizer's row (tok_pre_tokenizer_of's table) */
-    int used;               /* byte-level: the tokens the image holds (unused ones at the end left out) */
-    unsigned long long text;/* byte-level: the pieces' text bytes */
+    int used;               /* LTOK: the tokens the image holds (unused ones at the end left out) */
+    unsigned long long text;/* LTOK: the pieces' text bytes */
     int default_add_bos;    /* add_bos when the file does not say */
     char error[256];
 } tok_gguf;

@@ -100,13 +100,12 @@ static void serve__finish(serve_server *sv, serve_slot *s, const char *why) {
 }
 
 /* 1 when the token ends the text: in a chat the end of turn (the
- * template's, eos, eot); elsewhere what ends the CLI's generate mode (BOS,
- * a byte-level vocabulary's end of text and end of turn) */
+ * template's, eos, eot); elsewhere what ends the CLI's generate mode
+ * (tok_ends_text) */
 static int serve__is_end(const serve_server *sv, const serve_request *r, int token) {
     const tok_tokenizer *t = sv->tok;
     if (r->chat) return token == t->eos_id || token == t->eot_id || token == r->end_id;
-    if (token == t->bos_id) return 1;
-    return t->kind == TOK_KIND_BYTE_LEVEL && (token == t->eos_id || token == t->eot_id);
+    return tok_ends_text(t, token);
 }
 
 /* Sample slot s's next token from logits and deliver its text (lock held). */

@@ -262,11 +262,13 @@ def test_gguf_bfloat16_embedding_scale_is_llama_cpps():
     assert abs(got - exact) <= GGUF_TOL["f32"] and abs(got - hf) > 10 * GGUF_TOL["f32"], (got, exact, hf)
 
 
-def test_gguf_info_and_tokenizer_refused():
+def test_gguf_info_and_own_tokenizer():
     """--info of the GGUF prints what the reader set (sqrtf(72) = 8.48528, scores /
-    sqrt(32), the window on 5 of 6 layers); a gemma3 GGUF whose sentencepiece
-    tokenizer has no dummy-prefix space (add_space_prefix false, as llama.cpp writes
-    Gemma's) is refused with one line pointing to -z, and runs with -z."""
+    sqrt(32), the window on 5 of 6 layers); export.py --format gguf writes a gemma3's
+    sentencepiece tokenizer as llama.cpp's converter does (add_space_prefix false,
+    tokenizer.ggml.pre "default", types 2/3/6/1) and the GGUF runs with it, no -z:
+    its ids are llama.cpp's rule (test_gguf_tokenizer.spm_by_score) over the file's
+    own arrays, with no dummy prefix."""
     folder, _ = gguf_folder_and_model()
     path = hf_eval.exported_gguf("gemma3", folder, "f32")
     rc, _, err = run([path, "-z", hf_eval.TOK, "--info"])
@@ -278,9 +280,20 @@ def test_gguf_info_and_tokenizer_refused():
     p = subprocess.run([REF_PYTHON, EXPORT, folder, with_tok, "--format", "gguf", "--tokenizer", hf_eval.TOK],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     assert p.returncode == 0, p.stderr.decode()
-    rc, out, err = run([with_tok, "-n", "4"])
-    lines = [l for l in err.splitlines() if l.strip()]
-    assert rc == 1 and len(lines) == 1 and "add_space_prefix false" in lines[0] and "-z" in lines[0], err
+    import gguf_writer as gw
+    from test_gguf_tokenizer import spm_by_score
+    with open(with_tok, "rb") as f:
+        kvs = gw.read(f.read())[1]
+    assert kvs["tokenizer.ggml.add_space_prefix"][1] == 0 and kvs["tokenizer.ggml.pre"][1] == b"default", kvs.keys()
+    tokens = [t.decode() for t in kvs["tokenizer.ggml.tokens"][1]]
+    types, scores = kvs["tokenizer.ggml.token_type"][1], kvs["tokenizer.ggml.scores"][1]
+    assert types[:4] == [2, 3, 3, 6] and types[259:] == [1] * (len(tokens) - 259), types[:8]
+    text = b"Once upon a time,  there was a cat."
+    rc, out, err = run([with_tok, "-m", "tokenize", "-i", text.decode()])
+    want = [kvs["tokenizer.ggml.bos_token_id"][1]] + spm_by_score(tokens, scores, types, text, False)
+    assert rc == 0 and [int(x) for x in out.split()] == want and not tokens[want[1]].startswith("\u2581"), (out, want, err)
+    rc, out, err = run([with_tok, "-n", "4", "-t", "0"])
+    assert rc == 0 and out, err
     rc, out, err = run([with_tok, "-z", hf_eval.TOK, "-n", "4", "-t", "0"])
     assert rc == 0 and out, err
 

@@ -779,7 +779,8 @@ def test_gemma3_olmo2_hostile():
                                              (gw.V_BOOL, [1, 0]))], "sliding_window_pattern is an array")
             kv_case("window as string", [(k, gw.V_STRING, "4") if k == "gemma3.attention.sliding_window" else (k, vt, v)
                                          for k, vt, v in kvs], "sliding_window is not an integer")
-            kv_case("no dummy prefix", kvs + [("tokenizer.ggml.add_space_prefix", gw.V_BOOL, 0)], "add_space_prefix false")
+            kv_case("dummy prefix not a bool", kvs + [("tokenizer.ggml.add_space_prefix", gw.V_STRING, "no")],
+                    "add_space_prefix is not a bool")
             t_case("no attn_norm", [x for x in tensors if x[0] != "blk.0.attn_norm.weight"],
                    "blk.0.attn_norm.weight is missing")
         else:

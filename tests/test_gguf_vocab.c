@@ -190,6 +190,8 @@ static void test_sentencepiece(void) {
     EXPECT(c.len == 4 + 9 * 8 + 22, "image length %zu", c.len);
     EXPECT(c.g.scratch_size == 0, "scratch %zu", c.g.scratch_size);
     EXPECT(c.t.kind == TOK_KIND_SENTENCEPIECE && c.t.vocab_size == 9, "kind %d vocab %d", c.t.kind, c.t.vocab_size);
+    /* generate mode ends at BOS only, as llama2.c's (its EOS does not stop) */
+    EXPECT(tok_ends_text(&c.t, 1) && !tok_ends_text(&c.t, 2) && !tok_ends_text(&c.t, 3), "tok_ends_text, sentencepiece");
     EXPECT(c.t.max_token_length == 5, "max_token_length %d (<unk>)", c.t.max_token_length);
     EXPECT(c.t.bos_id == 1 && c.t.eos_id == 2 && c.t.add_bos == 1, "bos %d eos %d add_bos %d", c.t.bos_id, c.t.eos_id,
            c.t.add_bos);
@@ -225,6 +227,107 @@ static void test_sentencepiece_without_scores(void) {
     static const int want[] = { 1, 8 };   /* (' ', a) leftmost, then (' a', b) */
     n = encode(&c.t, "ab", 1, ids, 16);
     EXPECT(same_ids(ids, n, want, 2), "'ab': %d ids, %d %d", n, ids[0], ids[1]);
+}
+
+/* ---- a sentencepiece vocabulary without the dummy prefix (Gemma's) -------- */
+
+/* ids 0..255 <0xNN> (type 6), 256 <unk>, 257 <s>, 258 </s>, then the normal
+ * pieces "▁" a b c ab bc "▁a" abc é aé, 269 "  " user-defined (the converter
+ * writes Gemma's "▁▁" so), 270 <ctl> control, 271 [PAD0] unused (left out).
+ * Scores: the one-character pieces -1, ▁a -2, abc -3, bc -4, ab -5, aé -6. */
+#define NS_VOCAB 272
+enum { NS_BOS = 257, NS_SP = 259, NS_A, NS_B, NS_C, NS_AB, NS_BC, NS_SA, NS_ABC, NS_E, NS_AE, NS_2SP, NS_CTL, NS_PAD };
+static const char *ns_tokens[NS_VOCAB];
+static long long ns_types[NS_VOCAB];
+static float ns_scores[NS_VOCAB];
+static char ns_bytes[256][7];
+
+static void no_space_prefix(conv *c) {
+    static const char *const named[] = { "<unk>", "<s>", "</s>", SP, "a", "b", "c", "ab", "bc", SP "a", "abc",
+                                         "\xc3\xa9", "a\xc3\xa9", "  ", "<ctl>", "[PAD0]" };
+    static const long long named_types[] = { 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 3, 5 };
+    static const float named_scores[] = { 0, 0, 0, -1, -1, -1, -1, -5, -4, -2, -3, -1, -6, -1000, -1000, -1000 };
+    for (int i = 0; i < 256; i++) {
+        snprintf(ns_bytes[i], sizeof ns_bytes[i], "<0x%02X>", i);
+        ns_tokens[i] = ns_bytes[i]; ns_types[i] = 6; ns_scores[i] = 0;
+    }
+    for (int k = 0; k < 16; k++) {
+        ns_tokens[256 + k] = named[k]; ns_types[256 + k] = named_types[k]; ns_scores[256 + k] = named_scores[k];
+    }
+    memset(c, 0, sizeof *c);
+    c->g.vocab_size = NS_VOCAB;
+    set(c, TOK_GGUF_MODEL, string("llama"));
+    set(c, TOK_GGUF_TOKENS, strings(ns_tokens, NS_VOCAB));
+    set(c, TOK_GGUF_TOKEN_TYPE, ints(GV_I32, ns_types, NS_VOCAB));
+    set(c, TOK_GGUF_SCORES, floats(ns_scores, NS_VOCAB));
+    set(c, TOK_GGUF_BOS, scalar(GV_U32, NS_BOS));
+    set(c, TOK_GGUF_EOS, scalar(GV_U32, NS_BOS + 1));
+    set(c, TOK_GGUF_ADD_SPACE_PREFIX, scalar(GV_BOOL, 0));
+}
+
+static void expect_ids(tok_tokenizer *t, const char *text, const int *want, int n_want, int line) {
+    int ids[32], n = encode(t, text, 0, ids, 32);
+    if (!same_ids(ids, n, want, n_want)) {
+        if (test_failed < 8) {
+            printf("    line %d: '%s': %d ids:", line, text, n);
+            for (int k = 0; k < n && k < 32; k++) printf(" %d", ids[k]);
+            printf("\n");
+        }
+        test_failed++;
+    }
+}
+#define IDS(t, text, ...) do { static const int w_[] = { __VA_ARGS__ }; \
+    expect_ids(t, text, w_, (int)(sizeof w_ / sizeof w_[0]), __LINE__); } while (0)
+
+static void test_no_space_prefix(void) {
+    conv c;
+    no_space_prefix(&c);
+    int st = convert(&c);
+    EXPECT(st == 0, "status %d at stage %d: %s / %s", st, c.stage, c.g.error, tok_error(&c.t));
+    if (st) return;
+    /* an LTOK kind 2 of 271 tokens (the [PAD0] at the end left out), 6 merges:
+     * a|b, b|c, ▁|a, a|bc, ab|c, a|é (no split inside é) */
+    EXPECT(c.t.kind == TOK_KIND_SPM_BPE && c.t.vocab_size == 271 && c.g.used == 271, "kind %d vocab %d used %d",
+           c.t.kind, c.t.vocab_size, c.g.used);
+    EXPECT(c.t.n_merges == 6, "%d merges", c.t.n_merges);
+    /* an LTOK file's end of text (and end of turn) ends generate mode, as BOS does */
+    EXPECT(tok_ends_text(&c.t, c.t.bos_id) && tok_ends_text(&c.t, c.t.eos_id), "tok_ends_text: bos %d eos %d",
+           c.t.bos_id, c.t.eos_id);
+    EXPECT(c.t.eot_id < 0 || tok_ends_text(&c.t, c.t.eot_id), "tok_ends_text: eot %d", c.t.eot_id);
+    EXPECT(!tok_ends_text(&c.t, NS_A) && !tok_ends_text(&c.t, 0), "tok_ends_text: a plain piece");
+    /* the merges (left, right, rank, result) sorted by ids; ranks by score: -1 rank 0,
+     * ▁a 1, abc 2, bc 3, ab 4, aé 5 */
+    static const uint32_t want[6][4] = { { NS_SP, NS_A, 1, NS_SA }, { NS_A, NS_B, 4, NS_AB }, { NS_A, NS_BC, 2, NS_ABC },
+                                         { NS_A, NS_E, 5, NS_AE }, { NS_B, NS_C, 3, NS_BC }, { NS_AB, NS_C, 2, NS_ABC } };
+    for (int m = 0; m < 6 && c.t.n_merges == 6; m++)
+        for (int k = 0; k < 4; k++) {
+            const unsigned char *p = c.t.merges + 16 * m + 4 * k;
+            uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+            EXPECT(v == want[m][k], "merge %d field %d: %u, want %u", m, k, (unsigned)v, (unsigned)want[m][k]);
+        }
+    /* the image: header, flags (271, padded to 272), ends and sorted (4 + 4 per token),
+     * merges, the file's text (<0xNN> 6 bytes each; <unk> <s> </s> ▁ a b c ab bc ▁a abc é aé
+     * "  " <ctl>); U+2581 a space in the two normal pieces that have it: 4 bytes fewer */
+    EXPECT(c.g.image_size == 64 + 272 + 8 * 271 + 16 * 6 + (256 * 6 + 5 + 3 + 4 + 3 + 1 + 1 + 1 + 2 + 2 + 4 + 3 + 2 +
+                                                             3 + 2 + 5),
+           "image_size %zu", c.g.image_size);
+    EXPECT(c.len == c.g.image_size - 4, "image length %zu of %zu", c.len, c.g.image_size);
+    EXPECT(c.t.bos_id == NS_BOS && c.t.eos_id == NS_BOS + 1 && c.t.add_bos == 1, "bos %d eos %d add_bos %d",
+           c.t.bos_id, c.t.eos_id, c.t.add_bos);
+    /* by score, no dummy prefix: "abc": bc (-4) before ab (-5), then a|bc; " abc": ▁a (-2)
+     * first, then bc; ties of one rank go to the leftmost pair (none here) */
+    IDS(&c.t, "abc", NS_ABC);
+    IDS(&c.t, " abc", NS_SA, NS_BC);
+    IDS(&c.t, "a\xc3\xa9", NS_AE);
+    IDS(&c.t, "\xc3\xa9" "a", NS_E, NS_A);
+    IDS(&c.t, "\xe2\x96\x81" "abc", NS_SA, NS_BC);   /* a typed U+2581 is a space */
+    IDS(&c.t, "a  b", NS_A, NS_2SP, NS_B);          /* the user-defined token, whole */
+    IDS(&c.t, "x", 'x');                            /* byte fallback */
+    IDS(&c.t, "<ctl>", '<', NS_C, 't', 'l', '>');   /* control: text without parse_special */
+    c.t.parse_special = 1;
+    IDS(&c.t, "<ctl>", NS_CTL);
+    EXPECT(decodes_to(&c.t, NS_BOS, NS_SA, " a"), "decode keeps the space after BOS (no dummy prefix)");
+    EXPECT(decodes_to(&c.t, NS_SA, NS_2SP, "  "), "decode of the user-defined token");
 }
 
 /* ---- a byte-level vocabulary ("gpt2") ------------------------------------ */
@@ -290,6 +393,7 @@ static void test_byte_level(void) {
     EXPECT(c.t.kind == TOK_KIND_BYTE_LEVEL && c.t.pre_tokenizer == TOK_PRE_GPT2 && c.t.normalizer == TOK_NORM_NONE &&
            !c.t.ignore_merges, "kind %d pre %d norm %d ignore %d", c.t.kind, c.t.pre_tokenizer, c.t.normalizer,
            c.t.ignore_merges);
+    EXPECT(c.t.eos_id < 0 || tok_ends_text(&c.t, c.t.eos_id), "tok_ends_text, byte-level: eos %d", c.t.eos_id);
     EXPECT(!strcmp(tok_pre_tokenizer_name(c.t.pre_tokenizer), "gpt2"), "name %s", tok_pre_tokenizer_name(c.t.pre_tokenizer));
     EXPECT(c.t.n_merges == 3, "merges %d", c.t.n_merges);
     /* gpt2's pre-tokenizer adds no BOS and names none; the template's markers are ChatML's */
@@ -539,10 +643,43 @@ static void test_misuse(void) {
     EXPECT(tok_gguf_apply(&c.g, &c.t, small, sizeof small) == TOK_ERR_SPACE, "system room: %s", c.g.error);
 }
 
+static void test_no_space_prefix_hostile(void) {
+    conv c;
+    float scores[NS_VOCAB];
+    no_space_prefix(&c); set(&c, TOK_GGUF_ADD_SPACE_PREFIX, string("no"));
+    REFUSED(&c, 1, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.add_space_prefix is not a bool");
+    memcpy(scores, ns_scores, sizeof scores);
+    {
+        uint32_t quiet_nan = 0x7fc00000u;
+        memcpy(&scores[NS_AB], &quiet_nan, 4);
+    }
+    no_space_prefix(&c); set(&c, TOK_GGUF_SCORES, floats(scores, NS_VOCAB));
+    REFUSED(&c, 1, TOK_ERR_FORMAT, "GGUF token 263's score is NaN");
+    /* <0x41> made control: byte fallback has no piece for 'A' (tok_init refuses the image) */
+    {
+        long long types[NS_VOCAB];
+        memcpy(types, ns_types, sizeof types);
+        types[0x41] = 3;
+        no_space_prefix(&c); set(&c, TOK_GGUF_TOKEN_TYPE, ints(GV_I32, types, NS_VOCAB));
+        REFUSED(&c, 3, TOK_ERR_FORMAT, "");
+        EXPECT(strstr(tok_error(&c.t), "no piece for the byte 65") != NULL, "tok_init: %s", tok_error(&c.t));
+    }
+    /* two pieces of the same bytes once U+2581 is a space: "▁a" and a user-defined " a" */
+    {
+        const char *t[NS_VOCAB];
+        memcpy(t, ns_tokens, sizeof t);
+        t[NS_2SP] = " a";
+        no_space_prefix(&c); set(&c, TOK_GGUF_TOKENS, strings(t, NS_VOCAB));
+        REFUSED(&c, 2, TOK_ERR_FORMAT, "GGUF tokens 265 and 269 are the same bytes");
+    }
+}
+
 int main(void) {
     byte_level_vocab();
     run("sentencepiece", test_sentencepiece);
     run("sentencepiece_without_scores", test_sentencepiece_without_scores);
+    run("no_space_prefix", test_no_space_prefix);
+    run("no_space_prefix_hostile", test_no_space_prefix_hostile);
     run("byte_level", test_byte_level);
     run("hostile_keys", test_hostile_keys);
     run("hostile_tokens", test_hostile_tokens);

@@ -6,7 +6,10 @@
  * scores, token types) becomes a llama2.c tokenizer.bin image (spaces back
  * as ' ', as llama2.c's export writes them); "gpt2" (byte-level BPE: pieces
  * in GPT-2's byte alphabet, "a b" merges, a named pre-tokenizer) becomes an
- * LTOK image (FORMAT.md). tok_init reads either as if it were a file; the
+ * LTOK image (FORMAT.md). A "llama" one without the dummy-prefix space
+ * (tokenizer.ggml.add_space_prefix false: Gemma's) becomes an LTOK kind-2
+ * image whose merges come from the scores (below, "Sentencepiece by score
+ * as merges"). tok_init reads each as if it were a file; the
  * ids, add_bos and the chat template the GGUF names are applied after it
  * (tok_gguf_apply), the same way for both.
  *
@@ -328,15 +331,19 @@ static int compare_merges(const void *a, const void *b) {
 /* Sizes                                                                  */
 /* ===================================================================== */
 
-/* The byte-level scratch, carved in this order, each part 8-aligned:
+/* The LTOK images' scratch, carved in this order, each part 8-aligned:
  * flags (vocab), pieces (text), ends (used u32), by_id and refs (used
  * piece_ref each), merges (n_merges merge_rec), a merge's join (4 *
- * GGUF_MAX_PIECE), the table's slots. */
+ * GGUF_MAX_PIECE), scored and rank (used each: kind 2's merges by score),
+ * the table's slots. */
+typedef struct scored_id { float score; uint32_t id; } scored_id;
+
 typedef struct scratch_parts {
     unsigned char *flags, *pieces, *join;
-    uint32_t *ends, *slot;
+    uint32_t *ends, *slot, *rank;
     piece_ref *by_id, *refs;
     merge_rec *merges;
+    scored_id *scored;
 } scratch_parts;
 
 static uint64_t round8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
@@ -344,7 +351,8 @@ static uint64_t round8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
 static uint64_t scratch_bytes(int vocab, uint64_t text, int used, uint64_t n_merges) {
     return 8 + round8((uint64_t)vocab) + round8(text) + round8(4 * (uint64_t)used) +
            2 * round8((uint64_t)used * sizeof(piece_ref)) + round8(n_merges * sizeof(merge_rec)) +
-           round8(4 * (uint64_t)GGUF_MAX_PIECE) + 4 * (uint64_t)table_slots(used);
+           round8(4 * (uint64_t)GGUF_MAX_PIECE) + round8((uint64_t)used * sizeof(scored_id)) +
+           round8(4 * (uint64_t)used) + 4 * (uint64_t)table_slots(used);
 }
 
 static scratch_parts carve(void *scratch, int vocab, uint64_t text, int used, uint64_t n_merges) {
@@ -358,6 +366,8 @@ static scratch_parts carve(void *scratch, int vocab, uint64_t text, int used, ui
     s.refs = (piece_ref *)(void *)p;  p += round8((uint64_t)used * sizeof(piece_ref));
     s.merges = (merge_rec *)(void *)p; p += round8(n_merges * sizeof(merge_rec));
     s.join = p;                      p += round8(4 * (uint64_t)GGUF_MAX_PIECE);
+    s.scored = (scored_id *)(void *)p; p += round8((uint64_t)used * sizeof(scored_id));
+    s.rank = (uint32_t *)(void *)p;  p += round8(4 * (uint64_t)used);
     s.slot = (uint32_t *)(void *)p;
     return s;
 }
@@ -368,41 +378,10 @@ static const llm_gguf_value *merges_of(const tok_gguf *g) {
     return m && m->is_array && m->type == GV_STRING && m->count <= GGUF_MAX_MERGES ? m : NULL;
 }
 
-/* "llama": scores, the pieces' bytes, the image's size */
-static int size_sentencepiece(tok_gguf *g) {
-    const llm_gguf_value *tokens = g->key[TOK_GGUF_TOKENS], *scores = g->key[TOK_GGUF_SCORES];
-    if (scores && (!scores->is_array || scores->count != tokens->count || scores->type != GV_F32))
-        FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.scores is not %d f32 values", g->vocab_size);
-    /* tokenizer.bin's encoder always adds sentencepiece's dummy-prefix space */
-    const llm_gguf_value *space = g->key[TOK_GGUF_ADD_SPACE_PREFIX];
-    int64_t flag = 1;
-    if (space && (space->is_array || !gv_int(space, 0, &flag)))
-        FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.add_space_prefix is not a bool");
-    if (!flag)
-        FAIL(g, TOK_ERR_FORMAT, "GGUF sentencepiece tokenizer without the dummy-prefix space (tokenizer.ggml."
-             "add_space_prefix false, as Gemma's) is not read from a GGUF: give one converted by export.py with -z");
-    uint64_t text;
-    int st = strings_bytes(g, tokens, tokens->count, INT32_MAX, "token", &text);
-    if (st) return st;
-    g->default_add_bos = 1;   /* llama2.c's tokenizer.bin adds a BOS */
-    return fits_size(g, 4 + (uint64_t)g->vocab_size * 8 + text, &g->image_size);
-}
-
-/* "gpt2": the pre-tokenizer, the token types, the pieces' bytes; the image
- * at most (the merges a pair repeats and the pieces' alphabet shrink it) */
-static int size_byte_level(tok_gguf *g) {
+/* How many tokens an LTOK image holds (g->used: unused ids at the end are
+ * left out), each type checked, and their text's bytes (g->text) */
+static int count_used(tok_gguf *g) {
     const llm_gguf_value *tokens = g->key[TOK_GGUF_TOKENS], *types = g->key[TOK_GGUF_TOKEN_TYPE];
-    const char *pre_name = "default";
-    uint64_t pre_len = 7;
-    char clip[41];
-    int st = key_string(g, TOK_GGUF_PRE, &pre_name, &pre_len);
-    if (st < 0) return st;
-    if ((g->pre = pre_row(pre_name, (size_t)pre_len)) < 0)
-        FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.pre '%s' is not a pre-tokenizer this build has (llama-bpe, "
-             "llama3, qwen2, smollm, gpt-2, default): give a tokenizer with -z", clip40(clip, pre_name, pre_len));
-    g->default_add_bos = pre_tokenizers[g->pre].pre == TOK_PRE_LLAMA3;
-
-    /* how many tokens the LTOK holds: unused ids at the end are left out */
     int vocab = g->vocab_size;
     g->used = 0;
     for (int i = 0; i < vocab; i++) {
@@ -414,18 +393,84 @@ static int size_byte_level(tok_gguf *g) {
                  type < 0 ? 0ull - (unsigned long long)type : (unsigned long long)type);
         if (type != 5) g->used = i + 1;
     }
-    /* a byte-level text is at least as long as its bytes */
+    /* a piece's stored text is at least as long as its bytes (GPT-2's
+     * alphabet and U+2581 take more bytes than what they stand for) */
     uint64_t text;
-    st = strings_bytes(g, tokens, (uint64_t)g->used, 2 * GGUF_MAX_PIECE, "token", &text);
+    int st = strings_bytes(g, tokens, (uint64_t)g->used, 2 * GGUF_MAX_PIECE, "token", &text);
     if (st) return st;
     g->text = text;
     if (g->text > UINT32_MAX)
         FAIL(g, TOK_ERR_FORMAT, "GGUF tokens hold %llu bytes, more than 4 GiB", (unsigned long long)g->text);
+    return TOK_OK;
+}
+
+/* The type of token i (1 when the file has no types; checked by count_used) */
+static int64_t token_type(const tok_gguf *g, int i) {
+    int64_t type = 1;
+    if (g->key[TOK_GGUF_TOKEN_TYPE]) gv_int(g->key[TOK_GGUF_TOKEN_TYPE], (uint64_t)i, &type);
+    return type;
+}
+
+/* "llama" without the dummy prefix: the LTOK kind-2 image at most, its
+ * merges at most one per character boundary inside a normal piece */
+static int size_spm_bpe(tok_gguf *g) {
+    const llm_gguf_value *tokens = g->key[TOK_GGUF_TOKENS], *scores = g->key[TOK_GGUF_SCORES];
+    int st = count_used(g);
+    if (st) return st;
+    uint64_t pos = 0, len, n_merges = 0;
+    const char *s;
+    for (int i = 0; i < g->used; i++) {
+        float score = 0.0f;
+        if (scores && gv_float(scores, (uint64_t)i, &score) && score != score)
+            FAIL(g, TOK_ERR_FORMAT, "GGUF token %d's score is NaN", i);
+        if (!gv_string(tokens, &pos, &s, &len)) FAIL(g, TOK_ERR_FORMAT, "GGUF token %d is corrupt", i);
+        if (token_type(g, i) != 1) continue;
+        for (uint64_t k = 1; k < len; k++) n_merges += ((unsigned char)s[k] & 0xC0) != 0x80;
+    }
+    g->ltok_kind = TOK_KIND_SPM_BPE;
+    g->default_add_bos = 1;   /* sentencepiece adds a BOS */
+    uint64_t off_merges = 64 + (((uint64_t)g->used + 3) & ~(uint64_t)3) + 8 * (uint64_t)g->used;
+    st = fits_size(g, off_merges + 16 * n_merges + g->text, &g->image_size);
+    return st ? st : fits_size(g, scratch_bytes(g->vocab_size, g->text, g->used, n_merges), &g->scratch_size);
+}
+
+/* "llama": scores, the pieces' bytes, the image's size */
+static int size_sentencepiece(tok_gguf *g) {
+    const llm_gguf_value *tokens = g->key[TOK_GGUF_TOKENS], *scores = g->key[TOK_GGUF_SCORES];
+    if (scores && (!scores->is_array || scores->count != tokens->count || scores->type != GV_F32))
+        FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.scores is not %d f32 values", g->vocab_size);
+    /* tokenizer.bin's encoder always adds sentencepiece's dummy-prefix space;
+     * without it (Gemma's), the kind-2 image */
+    const llm_gguf_value *space = g->key[TOK_GGUF_ADD_SPACE_PREFIX];
+    int64_t flag = 1;
+    if (space && (space->is_array || !gv_int(space, 0, &flag)))
+        FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.add_space_prefix is not a bool");
+    if (!flag) return size_spm_bpe(g);
+    uint64_t text;
+    int st = strings_bytes(g, tokens, tokens->count, INT32_MAX, "token", &text);
+    if (st) return st;
+    g->default_add_bos = 1;   /* llama2.c's tokenizer.bin adds a BOS */
+    return fits_size(g, 4 + (uint64_t)g->vocab_size * 8 + text, &g->image_size);
+}
+
+/* "gpt2": the pre-tokenizer, the token types, the pieces' bytes; the image
+ * at most (the merges a pair repeats and the pieces' alphabet shrink it) */
+static int size_byte_level(tok_gguf *g) {
+    const char *pre_name = "default";
+    uint64_t pre_len = 7;
+    char clip[41];
+    int st = key_string(g, TOK_GGUF_PRE, &pre_name, &pre_len);
+    if (st < 0) return st;
+    if ((g->pre = pre_row(pre_name, (size_t)pre_len)) < 0)
+        FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.pre '%s' is not a pre-tokenizer this build has (llama-bpe, "
+             "llama3, qwen2, smollm, gpt-2, default): give a tokenizer with -z", clip40(clip, pre_name, pre_len));
+    g->default_add_bos = pre_tokenizers[g->pre].pre == TOK_PRE_LLAMA3;
+    if ((st = count_used(g))) return st;
     const llm_gguf_value *merges = merges_of(g);
     uint64_t n_merges = merges ? merges->count : 0;
     uint64_t off_merges = 64 + (((uint64_t)g->used + 3) & ~(uint64_t)3) + 8 * (uint64_t)g->used;
     st = fits_size(g, off_merges + 16 * n_merges + g->text, &g->image_size);
-    return st ? st : fits_size(g, scratch_bytes(vocab, g->text, g->used, n_merges), &g->scratch_size);
+    return st ? st : fits_size(g, scratch_bytes(g->vocab_size, g->text, g->used, n_merges), &g->scratch_size);
 }
 
 int tok_gguf_size(tok_gguf *g) {
@@ -435,13 +480,13 @@ int tok_gguf_size(tok_gguf *g) {
     if (!g) return TOK_ERR_ARG;
     g->error[0] = '\0';
     g->image_size = g->scratch_size = g->system_size = 0;
-    g->byte_level = 0; g->pre = -1; g->used = 0; g->text = 0; g->default_add_bos = 0;
+    g->ltok_kind = 0; g->pre = -1; g->used = 0; g->text = 0; g->default_add_bos = 0;
     if (g->vocab_size <= 0) FAIL(g, TOK_ERR_ARG, "GGUF tokenizer: the model's vocabulary size %d is not positive", g->vocab_size);
     int st = key_string(g, TOK_GGUF_MODEL, &s, &len);
     if (st < 0) return st;
     if (st == 0) FAIL(g, TOK_ERR_FORMAT, "GGUF has no tokenizer.ggml.model string: give a tokenizer with -z");
-    g->byte_level = len == 4 && !memcmp(s, "gpt2", 4);
-    if (!g->byte_level && (len != 5 || memcmp(s, "llama", 5)))
+    int byte_level = len == 4 && !memcmp(s, "gpt2", 4);
+    if (!byte_level && (len != 5 || memcmp(s, "llama", 5)))
         FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer model '%s' is not supported (llama and gpt2 are): give a tokenizer with -z",
              clip40(clip, s, len));
     const llm_gguf_value *tokens = g->key[TOK_GGUF_TOKENS], *types = g->key[TOK_GGUF_TOKEN_TYPE];
@@ -452,7 +497,8 @@ int tok_gguf_size(tok_gguf *g) {
              (unsigned long long)tokens->count, g->vocab_size);
     if (types && (!types->is_array || types->count != tokens->count))
         FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.token_type is not %d values", g->vocab_size);
-    st = g->byte_level ? size_byte_level(g) : size_sentencepiece(g);
+    if (byte_level) g->ltok_kind = TOK_KIND_BYTE_LEVEL;
+    st = byte_level ? size_byte_level(g) : size_sentencepiece(g);
     if (st) return st;
     /* the default system prompt is shorter than the template it is in */
     const llm_gguf_value *tmpl = g->key[TOK_GGUF_CHAT_TEMPLATE];
@@ -464,6 +510,20 @@ int tok_gguf_size(tok_gguf *g) {
 /* ===================================================================== */
 /* The images                                                             */
 /* ===================================================================== */
+
+/* A sentencepiece piece's text with each U+2581 a space, written to out: its length */
+static long spaces_for_u2581(const char *s, uint64_t len, unsigned char *out) {
+    long k = 0;
+    for (uint64_t j = 0; j < len; j++) {
+        if (j + 2 < len && (unsigned char)s[j] == 0xE2 && (unsigned char)s[j + 1] == 0x96 && (unsigned char)s[j + 2] == 0x81) {
+            out[k++] = ' ';
+            j += 2;
+        } else {
+            out[k++] = (unsigned char)s[j];
+        }
+    }
+    return k;
+}
 
 /* "llama": the tokenizer.bin image, int32 max length, then per token f32
  * score, int32 length, bytes (a piece shrinks or keeps its size: U+2581's
@@ -485,11 +545,8 @@ static int fill_sentencepiece(tok_gguf *g, unsigned char *img, size_t *image_len
         if (types && !gv_int(types, (uint64_t)i, &type))
             FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.token_type is not integers");
         size_t start = at + 8, k = start;
-        for (uint64_t j = 0; j < len; j++) {
-            if (type == 1 && j + 2 < len && (unsigned char)s[j] == 0xE2 && (unsigned char)s[j + 1] == 0x96 &&
-                (unsigned char)s[j + 2] == 0x81) { img[k++] = ' '; j += 2; }
-            else img[k++] = (unsigned char)s[j];
-        }
+        if (type == 1) k += (size_t)spaces_for_u2581(s, len, img + start);
+        else { memcpy(img + start, s, (size_t)len); k += (size_t)len; }
         int32_t l = (int32_t)(k - start);
         memcpy(img + at, &score, 4);
         memcpy(img + at + 4, &l, 4);
@@ -501,21 +558,29 @@ static int fill_sentencepiece(tok_gguf *g, unsigned char *img, size_t *image_len
     return TOK_OK;
 }
 
+/* The scratch's mark on a normal (type 1) piece, beside the flags: the
+ * pieces kind 2's merges join (the image keeps the low three bits) */
+#define SCRATCH_NORMAL 0x80
+
 /* The token flags (FORMAT.md) from llama.cpp's token types: 1 normal and 6
- * byte are pieces in GPT-2's alphabet; 3 control, 2 unknown and 5 unused (the
- * converter's [PADn] fillers) are special, 4 user-defined is added. */
+ * byte are pieces in GPT-2's alphabet (kind 1) or sentencepiece's (kind 2);
+ * 3 control, 2 unknown and 5 unused (the converter's [PADn] fillers) are
+ * special, 4 user-defined is added. */
 static int token_flags(tok_gguf *g, unsigned char *flags) {
     const llm_gguf_value *types = g->key[TOK_GGUF_TOKEN_TYPE];
     for (int i = 0; i < g->vocab_size; i++) {
         int64_t type = 1;
         if (types && !gv_int(types, (uint64_t)i, &type)) FAIL(g, TOK_ERR_FORMAT, "GGUF tokenizer.ggml.token_type is not integers");
         flags[i] = type == 4 ? TOK_FLAG_ADDED : type == 1 || type == 6 ? 0 : TOK_FLAG_SPECIAL;
+        if (type == 1 && g->ltok_kind == TOK_KIND_SPM_BPE) flags[i] |= SCRATCH_NORMAL;
     }
     return TOK_OK;
 }
 
 /* The pieces' bytes per id (ends[i]: where piece i ends), and the ids sorted
- * by them; *text_out: their bytes, *max_len: the longest */
+ * by them; *text_out: their bytes, *max_len: the longest. A normal piece's
+ * text: GPT-2's alphabet undone (kind 1), U+2581 as a space (kind 2); the
+ * others' as the file has it. */
 static int byte_level_pieces(tok_gguf *g, scratch_parts *sp, uint32_t *text_out, uint32_t *max_len_out) {
     const llm_gguf_value *tokens = g->key[TOK_GGUF_TOKENS];
     int used = g->used;
@@ -527,7 +592,9 @@ static int byte_level_pieces(tok_gguf *g, scratch_parts *sp, uint32_t *text_out,
         if (!gv_string(tokens, &pos, &s, &len) || len > g->text - at)   /* checked by tok_gguf_size */
             FAIL(g, TOK_ERR_FORMAT, "GGUF token %d is corrupt", i);
         long l = (long)len;
-        if (sp->flags[i]) memcpy(sp->pieces + at, s, (size_t)len);
+        if (g->ltok_kind == TOK_KIND_SPM_BPE && (sp->flags[i] & SCRATCH_NORMAL))
+            l = spaces_for_u2581(s, len, sp->pieces + at);
+        else if (g->ltok_kind == TOK_KIND_SPM_BPE || sp->flags[i]) memcpy(sp->pieces + at, s, (size_t)len);
         else if ((l = byte_level_bytes(s, len, sp->pieces + at)) < 0)
             FAIL(g, TOK_ERR_FORMAT, "GGUF token %d '%s' is not in GPT-2's byte alphabet (a normal token of a gpt2 "
                  "tokenizer)", i, clip40(clip, s, len));
@@ -597,39 +664,124 @@ static int byte_level_merges(tok_gguf *g, scratch_parts *sp, int *kept_out) {
     return TOK_OK;
 }
 
-/* "gpt2": the LTOK image, section by section (FORMAT.md, "LTOK, version 1");
- * ids, add_bos and the template come after tok_init. tok_init validates
- * the result as it does a file. */
-static int fill_byte_level(tok_gguf *g, unsigned char *img, void *scratch, size_t *image_len) {
-    const llm_gguf_value *merges = merges_of(g);
-    scratch_parts sp = carve(scratch, g->vocab_size, g->text, g->used, merges ? merges->count : 0);
-    uint32_t at, max_len;
-    int kept, used = g->used, st;
-    if ((st = token_flags(g, sp.flags)) || (st = byte_level_pieces(g, &sp, &at, &max_len)) ||
-        (st = byte_level_merges(g, &sp, &kept)))
-        return st;
+/* ===================================================================== */
+/* Sentencepiece by score as merges                                       */
+/* ===================================================================== */
+
+/* llama.cpp's sentencepiece encoder (llama-vocab.cpp, SPM) merges, among
+ * the adjacent symbols of a text, the pair whose join is a piece with the
+ * highest score, ties to the leftmost pair, from the characters up. Kind 2
+ * merges the pair of lowest rank, ties to the leftmost. So these merges are
+ * every split of a normal piece at a character boundary into two normal
+ * pieces, each ranked by the joined piece's score: rank 0 for the highest,
+ * equal scores one rank. (llama.cpp would also join into a control or byte
+ * piece whose text the symbols spell, and from a character no piece holds:
+ * kind 2 joins normal pieces only.) */
+static int compare_scored(const void *a, const void *b) {
+    const scored_id *x = (const scored_id *)a, *y = (const scored_id *)b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* each normal piece's rank (sp->rank[id]) by its score, highest first */
+static void rank_by_score(tok_gguf *g, scratch_parts *sp) {
+    const llm_gguf_value *scores = g->key[TOK_GGUF_SCORES];
+    int n = 0;
+    for (int i = 0; i < g->used; i++) {
+        if (!(sp->flags[i] & SCRATCH_NORMAL)) continue;
+        float score = 0.0f;
+        if (scores) gv_float(scores, (uint64_t)i, &score);   /* not NaN: tok_gguf_size */
+        sp->scored[n++] = (scored_id){ score, (uint32_t)i };
+    }
+    qsort(sp->scored, (size_t)n, sizeof *sp->scored, compare_scored);
+    for (int k = 0, rank = -1; k < n; k++) {
+        if (!k || sp->scored[k].score != sp->scored[k - 1].score) rank++;
+        sp->rank[sp->scored[k].id] = (uint32_t)rank;
+    }
+}
+
+/* The merges (sorted by left, right: each pair joins one piece) */
+static int score_merges(tok_gguf *g, scratch_parts *sp, int *kept_out) {
+    piece_table table = piece_table_of(sp->by_id, g->used, sp->slot);
+    long n = 0;
+    rank_by_score(g, sp);
+    for (int i = 0; i < g->used; i++) {
+        const unsigned char *p = sp->by_id[i].p;
+        uint32_t len = sp->by_id[i].len;
+        if (!(sp->flags[i] & SCRATCH_NORMAL)) continue;
+        for (uint32_t k = 1; k < len; k++) {
+            if ((p[k] & 0xC0) == 0x80) continue;   /* inside a character */
+            int left = find_piece(&table, p, k), right = left >= 0 ? find_piece(&table, p + k, len - k) : -1;
+            if (right < 0 || !(sp->flags[left] & sp->flags[right] & SCRATCH_NORMAL)) continue;
+            if (n >= GGUF_MAX_MERGES)
+                FAIL(g, TOK_ERR_FORMAT, "GGUF sentencepiece tokenizer makes more than 2^26 merges");
+            sp->merges[n++] = (merge_rec){ (uint32_t)left, (uint32_t)right, sp->rank[i], (uint32_t)i };
+        }
+    }
+    qsort(sp->merges, (size_t)n, sizeof *sp->merges, compare_merges);
+    *kept_out = (int)n;
+    return TOK_OK;
+}
+
+/* ===================================================================== */
+/* The LTOK images                                                        */
+/* ===================================================================== */
+
+/* The LTOK image, section by section (FORMAT.md, "LTOK, version 1"), from
+ * the scratch's flags, pieces and kept merges; ids, add_bos and the
+ * template come after tok_init, which validates the result as a file. */
+static void write_ltok(unsigned char *img, const scratch_parts *sp, const uint32_t kind_pre_norm_flags[4], int used,
+                       int kept, uint32_t max_len, uint32_t at, size_t *image_len) {
     size_t off_ends = 64 + (((size_t)used + 3) & ~(size_t)3), off_sorted = off_ends + 4 * (size_t)used;
     size_t off_merges = off_sorted + 4 * (size_t)used;   /* below 2^26: used <= LLM_MAX_VOCAB */
     size_t off_pieces = off_merges + 16 * (size_t)kept;  /* within image_size: kept <= the merges, at <= text */
     memset(img, 0, off_ends);
-    uint32_t header[15] = { 1, 64, TOK_KIND_BYTE_LEVEL, (uint32_t)pre_tokenizers[g->pre].pre,
-                            (uint32_t)pre_tokenizers[g->pre].normalizer,
-                            pre_tokenizers[g->pre].ignore_merges ? 2u : 0u, (uint32_t)used, (uint32_t)kept,
+    uint32_t header[15] = { 1, 64, kind_pre_norm_flags[0], kind_pre_norm_flags[1], kind_pre_norm_flags[2],
+                            kind_pre_norm_flags[3], (uint32_t)used, (uint32_t)kept,
                             UINT32_MAX, UINT32_MAX, UINT32_MAX, TOK_CHAT_LLAMA2, max_len, 0, at };
     memcpy(img, "LTOK", 4);
     for (int k = 0; k < 15; k++) put_u32(img + 4 + 4 * k, header[k]);
-    memcpy(img + 64, sp.flags, (size_t)used);
+    for (int i = 0; i < used; i++) img[64 + i] = sp->flags[i] & (TOK_FLAG_SPECIAL | TOK_FLAG_ADDED | TOK_FLAG_U2581);
     for (int i = 0; i < used; i++) {
-        put_u32(img + off_ends + 4 * (size_t)i, sp.ends[i]);
-        put_u32(img + off_sorted + 4 * (size_t)i, (uint32_t)sp.refs[i].id);
+        put_u32(img + off_ends + 4 * (size_t)i, sp->ends[i]);
+        put_u32(img + off_sorted + 4 * (size_t)i, (uint32_t)sp->refs[i].id);
     }
     for (int i = 0; i < kept; i++) {
         unsigned char *p = img + off_merges + 16 * (size_t)i;
-        put_u32(p, sp.merges[i].left); put_u32(p + 4, sp.merges[i].right);
-        put_u32(p + 8, sp.merges[i].rank); put_u32(p + 12, sp.merges[i].result);
+        put_u32(p, sp->merges[i].left); put_u32(p + 4, sp->merges[i].right);
+        put_u32(p + 8, sp->merges[i].rank); put_u32(p + 12, sp->merges[i].result);
     }
-    memcpy(img + off_pieces, sp.pieces, at);
+    memcpy(img + off_pieces, sp->pieces, at);
     *image_len = off_pieces + at;
+}
+
+/* "gpt2": kind 1, its merges from the file */
+static int fill_byte_level(tok_gguf *g, unsigned char *img, void *scratch, size_t *image_len) {
+    const llm_gguf_value *merges = merges_of(g);
+    scratch_parts sp = carve(scratch, g->vocab_size, g->text, g->used, merges ? merges->count : 0);
+    uint32_t at, max_len;
+    int kept, st;
+    if ((st = token_flags(g, sp.flags)) || (st = byte_level_pieces(g, &sp, &at, &max_len)) ||
+        (st = byte_level_merges(g, &sp, &kept)))
+        return st;
+    const uint32_t head[4] = { TOK_KIND_BYTE_LEVEL, (uint32_t)pre_tokenizers[g->pre].pre,
+                               (uint32_t)pre_tokenizers[g->pre].normalizer, pre_tokenizers[g->pre].ignore_merges ? 2u : 0u };
+    write_ltok(img, &sp, head, g->used, kept, max_len, at, image_len);
+    return TOK_OK;
+}
+
+/* "llama" without the dummy prefix: kind 2, its merges from the scores */
+static int fill_spm_bpe(tok_gguf *g, unsigned char *img, void *scratch, size_t *image_len) {
+    /* the merges' room: what tok_gguf_size counted (size_spm_bpe) */
+    uint64_t off_merges = 64 + (((uint64_t)g->used + 3) & ~(uint64_t)3) + 8 * (uint64_t)g->used;
+    scratch_parts sp = carve(scratch, g->vocab_size, g->text, g->used, (g->image_size - off_merges - g->text) / 16);
+    uint32_t at, max_len;
+    int kept, st;
+    if ((st = token_flags(g, sp.flags)) || (st = byte_level_pieces(g, &sp, &at, &max_len)) ||
+        (st = score_merges(g, &sp, &kept)))
+        return st;
+    const uint32_t head[4] = { TOK_KIND_SPM_BPE, TOK_PRE_NONE, TOK_NORM_NONE, 0 };
+    write_ltok(img, &sp, head, g->used, kept, max_len, at, image_len);
     return TOK_OK;
 }
 
@@ -640,8 +792,9 @@ int tok_gguf_image(tok_gguf *g, void *image, size_t image_cap, void *scratch, si
     if (!image || image_cap < g->image_size || (g->scratch_size && (!scratch || scratch_cap < g->scratch_size)))
         FAIL(g, TOK_ERR_SPACE, "GGUF tokenizer: %zu image and %zu scratch bytes given, %zu and %zu needed", image_cap,
              scratch ? scratch_cap : 0, g->image_size, g->scratch_size);
-    return g->byte_level ? fill_byte_level(g, (unsigned char *)image, scratch, image_len)
-                         : fill_sentencepiece(g, (unsigned char *)image, image_len);
+    return g->ltok_kind == TOK_KIND_BYTE_LEVEL ? fill_byte_level(g, (unsigned char *)image, scratch, image_len)
+         : g->ltok_kind == TOK_KIND_SPM_BPE    ? fill_spm_bpe(g, (unsigned char *)image, scratch, image_len)
+                                               : fill_sentencepiece(g, (unsigned char *)image, image_len);
 }
 
 /* ===================================================================== */
