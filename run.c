@@ -45,7 +45,7 @@ typedef struct engine {
     size_t arena_size;
     void *model_arena;        /* the model's layer table and RoPE frequencies */
     size_t model_arena_size;
-    void *repack_arena;       /* the 4-bit matrices in panels (llm_repack), or NULL */
+    void *repack_arena;       /* the block-type matrices in panels (llm_repack), or NULL */
     size_t repack_size;       /* its bytes (with --info: what a run would take) */
     tok_tokenizer tok;
     void *tok_image;          /* a tokenizer.bin or LTOK image built from a GGUF's arrays, or NULL */
@@ -225,7 +225,7 @@ static void print_plan(const engine *e, const options *o) {
            copied ? "copied into RAM at load, on huge pages where Linux has them; --mmap on: read in place"
                   : "read in place from the file");
     if (e->repack_size)
-        printf("  repacked     %12zu bytes  %8.2f MiB  (the q4_0/q4_K/q6_K matrices again, in the layouts the %s kernels read fastest; --repack off: none)\n",
+        printf("  repacked     %12zu bytes  %8.2f MiB  (the q8_0/q4_0/q4_K/q6_K matrices again, in the layouts the %s kernels read fastest; --repack off: none)\n",
                e->repack_size, e->repack_size / MB, llm_simd_name());
     ull kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
     printf("  kv cache     %12llu bytes  %8.2f MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv / MB,
@@ -260,18 +260,18 @@ static void print_plan(const engine *e, const options *o) {
            need > o->max_memory ? ": this plan is above it, and a run would refuse it" : "");
 }
 
-/* The 4-bit matrices copied into the panels this build's kernels read
+/* The block-type matrices copied into the panels this build's kernels read
  * fastest (llm_repack; nothing in other builds); --info only sizes them. */
 static void repack_weights(engine *e, const options *o) {
     e->repack_size = planned_repack_size(e, o);
     if (!e->repack_size || o->info) return;
-    if (e->repack_size == SIZE_MAX) die(1, "repacking the 4-bit matrices needs more memory than this machine can address: use --repack off");
-    e->repack_arena = xmalloc_big(e->repack_size, "the repacked 4-bit matrices");
+    if (e->repack_size == SIZE_MAX) die(1, "repacking the block-type matrices needs more memory than this machine can address: use --repack off");
+    e->repack_arena = xmalloc_big(e->repack_size, "the repacked block-type matrices");
     if (llm_repack(&e->model, e->repack_arena, e->repack_size, wants_all_logits(o)) != LLM_OK) die(1, "%s", e->model.error);
 }
 
 /* Map and validate the checkpoint (read in place from here on, or from its
- * copy), with the norm flags applied, the 4-bit matrices repacked. */
+ * copy), with the norm flags applied, the block-type matrices repacked. */
 static void load_checkpoint(engine *e, const options *o) {
     /* the header is validated before any weight is read: a bad file costs
      * one page, not its size */

@@ -57,8 +57,10 @@ LLM__STATIC_ASSERT(LLM__Q4_K_BYTES == 2 + 2 + 12 + LLM__QK / 2, q4_K_block);
 LLM__STATIC_ASSERT(LLM__Q5_K_BYTES == 2 + 2 + 12 + LLM__QK / 8 + LLM__QK / 2, q5_K_block);
 LLM__STATIC_ASSERT(LLM__Q6_K_BYTES == LLM__QK / 2 + LLM__QK / 4 + LLM__QK / 16 + 2, q6_K_block);
 LLM__STATIC_ASSERT(LLM__IQ4_XS_BYTES == 2 + 2 + LLM__QK / 64 + LLM__QK / 2, iq4_xs_block);
-/* a q6_K block in a panel (repack.h): its 210 bytes in whole words */
+/* a q6_K block in a panel (repack.h): its 210 bytes in whole words; a
+ * q8_0 block's 34 likewise in 36 */
 #define LLM__Q6_K_SLOT 212
+#define LLM__Q8_0_SLOT 36
 /* the panels' runs for the types read whole rows at a time: eight groups
  * (eight q4_0 blocks, one q4_K block) */
 #define LLM__PANEL_RUN 144
@@ -85,7 +87,7 @@ typedef struct llm__type_traits {
     /* GGUF's block types: elements and bytes of one stored block (values and
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
-    /* rows of W a prefill tile takes (0: LLM__NR): q4_0, q4_K and q6_K
+    /* rows of W a prefill tile takes (0: LLM__NR): q8_0, q4_0, q4_K and q6_K
      * unpack a group's weights for sixteen rows (x86_gguf.h; AVX2's
      * panels are eight, two to a tile) and run them against the tile's
      * tokens, so they take sixteen; a type with
@@ -147,7 +149,7 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
 #define LLM__BLK_ROW(name, fn, act, qb, bytes, pr, pu, ps) \
     { name, 32, 1, 0, act, llm__dequant_row_##fn, llm__row_dot_##fn, llm__tile_##fn, qb, bytes, pr, pu, ps }
     { "bf16",  1,    2,    0,    LLM_TYPE_F32,  llm__dequant_row_bf16,  llm__row_dot_bf16,  llm__tile_bf16,  0, 0, 0, 0, 0 },
-    LLM__BLK_ROW("gguf-q8_0", blk_q8_0, LLM__ACT_Q16, 32, LLM__Q8_0_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q8_0", blk_q8_0, LLM__ACT_Q16, 32, LLM__Q8_0_BYTES, 16, LLM__Q8_0_BYTES, LLM__Q8_0_SLOT),
     LLM__BLK_ROW("gguf-q4_0", blk_q4_0, LLM__ACT_Q16, 32, LLM__Q4_0_BYTES, 16, 0, LLM__PANEL_RUN),
     LLM__BLK_ROW("gguf-q4_K", blk_q4_K, LLM__ACT_Q16, LLM__QK, LLM__Q4_K_BYTES, 16, 0, LLM__PANEL_RUN),
     LLM__BLK_ROW("gguf-q6_K", blk_q6_K, LLM__ACT_Q16, LLM__QK, LLM__Q6_K_BYTES, 16, LLM__Q6_K_BYTES, LLM__Q6_K_SLOT),
@@ -199,7 +201,7 @@ static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
  * traits' panel_unit, else the whole row) each at the start of a slot of
  * whole words, the slots padded to whole runs of panel_slot bytes, which a
  * tile takes at once (LLM__PANEL_RUN: eight q4_0 blocks, one q4_K block;
- * a q6_K block's 210 bytes in 212) */
+ * a q6_K block's 210 bytes in 212, a q8_0 block's 34 in 36) */
 static size_t llm__panel_unit(const llm_tensor *w) {
     int u = llm__traits[w->type].panel_unit;
     return u ? (size_t)u : llm__block_row_bytes(w);

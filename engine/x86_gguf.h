@@ -1,5 +1,5 @@
 /* engine/x86_gguf.h -- the x86 tiles of GGUF's block types: group sums by
- * VNNI or madd, eight rows per tile; and for q4_0, q4_K and q6_K the rows
+ * VNNI or madd, eight rows per tile; and for q8_0, q4_0, q4_K and q6_K the rows
  * in the lanes from repack.h's panels, sixteen (AVX-512 VNNI) or eight
  * (AVX2) at a time. Each gives ref.h's twin's bits (tests/test_kernels.c). */
 
@@ -293,7 +293,6 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
 #define LLM__BLK_DOFF_q4_0(g) ((size_t)(g) * LLM__Q4_0_BYTES)
 #define LLM__BLK_DOFF_q6_K(g) ((size_t)((g) / 8) * LLM__Q6_K_BYTES + 208)
 #define LLM__BLK_DOFF_q4_K(g) ((size_t)((g) / 8) * LLM__Q4_K_BYTES)
-LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
 /* the types added after q6_K, eight rows at a time on AVX2 and AVX-512
  * alike (no panels): the twin's steps, ref.h's llm__gstep2_* */
 #define LLM__BLK_STEP8_q5_0(acc, rc, g, iv, xs1, xsv, d_off) LLM__BLK_STEP8_D(acc, rc, g, iv, xsv, d_off)
@@ -399,10 +398,12 @@ LLM__BLK_TILE8(llm__tile_blk_iq4_xs, iq4_xs, 0, LLM__BLK_DOFF_iq4_xs, int16_t)
 #define LLM__PANEL_ROWS LLM__VL
 #endif
 #ifdef LLM__PANEL_ROWS   /* rows not from a panel for the tiles below */
+LLM__BLK_TILE8(llm__tile8_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 #else
+LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
@@ -410,8 +411,8 @@ LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 16
-#define LLM__HAVE_PANELS 1   /* q4_0, q4_K and q6_K read from repack.h's panels too */
-/* q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
+#define LLM__HAVE_PANELS 1   /* q8_0, q4_0, q4_K and q6_K read from repack.h's panels too */
+/* q8_0, q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
  * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
@@ -546,6 +547,51 @@ LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk
     }
 }
 
+/* q8_0 group for sixteen rows: its eight code words t[m] (codes 4m..4m+3,
+ * int8) as int16 pairs sign-extended in place, (4m, 4m+2) by a shift up
+ * and back, (4m+1, 4m+3) by one down, against the pairs of
+ * llm__pair_order(1); then the twin's step fma(isum, d * xs, acc). In the
+ * file, blk is the block (d, then the codes from byte 2); in a panel, the
+ * block's nine words (its 34 bytes in 36), each code word two bytes on. */
+LLM__INLINE void llm__q8_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const float *xs) {
+    __m512i t[8];
+    __m512 d;
+    if (rb) {
+        llm__words16(t, blk + 2, rb);
+        llm__words16(t + 4, blk + 18, rb);
+        d = llm__f16_rows16(blk, rb);
+    } else {
+        __m512i a = _mm512_load_si512((const void *)blk);
+        d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(a));
+        for (int m = 0; m < 8; m++) {
+            __m512i b = _mm512_load_si512((const void *)(blk + 64 * (m + 1)));
+            t[m] = llm__word_at2(a, b);
+            a = b;
+        }
+    }
+    __m512i s[LLM__TB][2];
+    LLM__UNROLL for (int b = 0; b < nb; b++) s[b][0] = s[b][1] = _mm512_setzero_si512();
+    for (int m = 0; m < 8; m++) {
+        __m512i c0 = _mm512_srai_epi16(_mm512_slli_epi16(t[m], 8), 8), c1 = _mm512_srai_epi16(t[m], 8);
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            s[b][0] = _mm512_dpwssd_epi32(s[b][0], c0, LLM__PAIR(xw, 2 * m));
+            s[b][1] = _mm512_dpwssd_epi32(s[b][1], c1, LLM__PAIR(xw, 2 * m + 1));
+        }
+    }
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m512i isum = _mm512_add_epi32(s[b][0], s[b][1]);
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* the first ng of eight groups, gb a group's bytes a row (34 in the file,
+ * 36 in a panel) */
+LLM__INLINE void llm__q8_0_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, size_t gb,
+                                   const int16_t *xp, const float *xs, int ng) {
+    for (int g = 0; g < ng; g++) llm__q8_0_group16(acc, nb, LLM__AT(blk, rb, (size_t)g * gb), rb, xp + g * LLM__GQ, xs + g);
+}
+
 /* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
  * words h1..h3 (bytes 0..3, 4..7, 8..11), as llm__q4_K_scale_min */
 LLM__INLINE void llm__q4_K_scale_min16(const __m512i *h, int j, __m512i *sc, __m512i *m) {
@@ -677,10 +723,11 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
 #ifndef LLM__PANEL_AHEAD
 #define LLM__PANEL_AHEAD 2
 #endif
-/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr >= 16 rows and nb
- * (1 or LLM__TB) of the nc tokens at a time: a chunk of up to 64 groups'
- * activation pairs at a time, sixteen rows over it; gb8 bytes a row for
- * eight groups (a q4_0 block of 18 is one group, a K-quant block eight).
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2) or q8_0 (3) for nr >= 16
+ * rows and nb (1 or LLM__TB) of the nc tokens at a time: a chunk of up to
+ * 64 groups' activation pairs at a time, sixteen rows over it; gb8 bytes a
+ * row for eight groups (a q4_0 or q8_0 block is one group, a K-quant block
+ * eight).
  * pan: the rows come from w's panels (repack.h; r a multiple of 16, any nr),
  * one stream in address order, each vector loaded as it is; else from the
  * file's rows, sixteen streams transposed as they come. */
@@ -688,10 +735,11 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                                 int nr, int nc, int nb, int kind, int pan) {
     int n = w->cols, G = n / LLM__GQ;
     /* eight groups' bytes: a q6_K block is 210 bytes in the file, 212
-     * (whole words, the traits' panel_slot) in a panel */
+     * (whole words, the traits' panel_slot) in a panel; a q8_0 block 34, 36 */
     const llm__type_traits *tr = &llm__traits[w->type];
     size_t rb = pan ? 0 : llm__block_row_bytes(w);
-    size_t gb8 = pan && tr->panel_unit ? (size_t)tr->panel_slot : (size_t)(8 * LLM__GQ / tr->qblock) * (size_t)tr->qblock_bytes;
+    size_t blocks8 = (size_t)(8 * LLM__GQ / tr->qblock);
+    size_t gb8 = blocks8 * (size_t)(pan && tr->panel_unit ? tr->panel_slot : tr->qblock_bytes);
     size_t panel_bytes = 16 * llm__panel_row_bytes(w);
     const __m512i order = llm__pair_order(kind != 0);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
@@ -724,19 +772,24 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                  * 36 bytes a row every two groups, every line). A panel is
                  * one stream, which the prefetcher follows. */
                 if (pan) {   /* the run LLM__PANEL_AHEAD runs on, in this panel or the next */
-                    const unsigned char *next = blk + (size_t)LLM__PANEL_AHEAD * 16 * gb8;
+                    /* q8_0: as many bytes on as q4_0's (one run of 288 bytes a
+                     * row, not two; 42M q8_0 decode on Zen 4, loaded: 370 ->
+                     * 405 and 309 -> 349 tok/s, medians of 5) */
+                    size_t ahead_bytes = (size_t)LLM__PANEL_AHEAD * 16 * (kind == 3 ? (size_t)LLM__PANEL_RUN : gb8);
+                    const unsigned char *next = blk + ahead_bytes;
                     for (size_t k = 0; k < 16 * gb8; k += 64) LLM__PREFETCH(next + k);
                 } else if (G <= 64) {
                     size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
                     for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
-                } else if (!kind && span == 8) {   /* q4_0's eight groups: 144 bytes of each row */
+                } else if ((!kind || kind == 3) && span == 8) {   /* q4_0's, q8_0's eight groups: gb8 bytes of each row */
                     for (int i = 0; i < 16 && i < ahead; i++)
-                        for (int k = 0; k < 8 * LLM__Q4_0_BYTES; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
+                        for (size_t k = 0; k < gb8; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
                 } else {
                     for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                 }
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind == 2) llm__q6_K_block16(acc, nb, blk, rb, xg, xsc + g);
+                if (kind == 3) llm__q8_0_octet16(acc, nb, blk, rb, gb8 / 8, xg, xsc + g, cg - g < 8 ? cg - g : 8);
+                else if (kind == 2) llm__q6_K_block16(acc, nb, blk, rb, xg, xsc + g);
                 else if (kind == 1) llm__q4_K_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
                 else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
                 else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
@@ -766,6 +819,13 @@ LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, co
 #define LLM__CODE_ALIGN
 #endif
 LLM__CODE_ALIGN
+LLM__KERNEL void llm__tile_blk_q8_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 3, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 3, 0);
+    else llm__tile8_blk_q8_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__CODE_ALIGN
 LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 1);
@@ -789,8 +849,8 @@ LLM__KERNEL void llm__tile_blk_q6_K(float *out, int ldo, const llm_tensor *w, in
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 8
-#define LLM__HAVE_PANELS 1   /* q4_0, q4_K and q6_K read from repack.h's panels too */
-/* AVX2's form of the panel tiles above: q4_0, q4_K and q6_K eight rows at a
+#define LLM__HAVE_PANELS 1   /* q8_0, q4_0, q4_K and q6_K read from repack.h's panels too */
+/* AVX2's form of the panel tiles above: q8_0, q4_0, q4_K, q6_K eight rows at a
  * time from repack.h's eight-row panels, row i in lane i, so no group sum
  * needs a horizontal add. Each panel vector is word m of the eight rows;
  * its nibbles (q6_K's with their high bits) become vectors of int16 code
@@ -877,6 +937,41 @@ LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, c
             for (int m = 0; m < 4; m++) t[m] = LLM__PW8(run, w0 + m);
         }
         llm__q4_0_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+    }
+}
+
+/* The first ng of a run's eight q8_0 groups (36 bytes a row each, the
+ * block's 34 in nine words): d is the low half of the group's first word,
+ * code word m (codes 4m..4m+3, int8) two bytes on, straddling words m and
+ * m + 1. Its int16 pairs are sign-extended in place, (4m, 4m+2) by a shift
+ * up and back, (4m+1, 4m+3) by one down, against llm__pairs8's q4_K order;
+ * then the twin's step fma(isum, d * xs, acc). */
+LLM__INLINE void llm__q8_0_run8(__m256 *acc, int nb, const unsigned char *run, const int16_t *xp, const float *xs, int ng) {
+    for (int g = 0; g < ng; g++) {
+        int w0 = LLM__Q8_0_SLOT / 4 * g;
+        __m256i a = LLM__PW8(run, w0), s[LLM__TB], s1 = _mm256_setzero_si256();   /* s1: one token's second chain */
+        __m256 d = llm__f16_lo8(a);
+        LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+        for (int m = 0; m < 8; m++) {
+            __m256i nx = LLM__PW8(run, w0 + m + 1);
+            __m256i t = _mm256_or_si256(_mm256_srli_epi32(a, 16), _mm256_slli_epi32(nx, 16));
+            a = nx;
+            __m256i c0 = _mm256_srai_epi16(_mm256_slli_epi16(t, 8), 8), c1 = _mm256_srai_epi16(t, 8);
+            if (nb == 1) {
+                const int *xw = (const int *)(const void *)(xp + LLM__GQ * g);
+                s[0] = llm__dot16_i16(s[0], c0, LLM__PAIR8(xw, 2 * m));
+                s1 = llm__dot16_i16(s1, c1, LLM__PAIR8(xw, 2 * m + 1));
+                continue;
+            }
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * g);
+                s[b] = llm__dot16_i16(s[b], c0, LLM__PAIR8(xw, 2 * m));
+                s[b] = llm__dot16_i16(s[b], c1, LLM__PAIR8(xw, 2 * m + 1));
+            }
+        }
+        if (nb == 1) s[0] = _mm256_add_epi32(s[0], s1);
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[b]), _mm256_mul_ps(d, _mm256_set1_ps(xs[64 * b + g])), acc[b]);
     }
 }
 
@@ -1081,16 +1176,17 @@ LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16
 LLM__INLINE __m256i llm__lanes_below(int na) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(na), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-/* The tile of q4_0 (kind 0), q4_K (1) or q6_K (2) for nr rows from w's
- * panels (r a multiple of 8, any nr) and nb (1 or LLM__TB) of the nc tokens
- * at a time: a chunk of up to 64 groups' activation pairs at a time, eight
- * rows over it, one stream in address order. gb8: a panel run's bytes a
- * row (eight q4_0 blocks, a q4_K block; a q6_K block in its 212). */
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2) or q8_0 (3) for nr rows
+ * from w's panels (r a multiple of 8, any nr) and nb (1 or LLM__TB) of the
+ * nc tokens at a time: a chunk of up to 64 groups' activation pairs at a
+ * time, eight rows over it, one stream in address order. gb8: a panel
+ * run's bytes a row (eight q4_0 blocks, a q4_K block; a q6_K block in its
+ * 212, eight q8_0 blocks in 36 each). */
 LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r, const int16_t *xb, const float *sb,
                                 int nr, int nc, int nb, int kind) {
     int n = w->cols, G = n / LLM__GQ;
     const llm__type_traits *tr = &llm__traits[w->type];
-    size_t gb8 = tr->panel_unit ? (size_t)tr->panel_slot : (size_t)(8 * LLM__GQ / tr->qblock) * (size_t)tr->qblock_bytes;
+    size_t gb8 = (size_t)(8 * LLM__GQ / tr->qblock) * (size_t)(tr->panel_unit ? tr->panel_slot : tr->qblock_bytes);
     size_t panel_bytes = 8 * llm__panel_row_bytes(w);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
     int32_t xsum[LLM__TB * 64];             /* their sums */
@@ -1115,7 +1211,8 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
                 if (nb == 1) for (size_t k = 0; k < 8 * gb8; k += 64) LLM__PREFETCH(next + k);
 #endif
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
+                if (kind == 3) llm__q8_0_run8(acc, nb, run, xg, xsc + g, cg - g < 8 ? cg - g : 8);
+                else if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else if (kind == 1) llm__q4_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
             }
@@ -1134,6 +1231,11 @@ LLM__INLINE void llm__tile8p(float *out, int ldo, const llm_tensor *w, int r, co
         if (nc - b == 1) llm__tile8p_nb(o, ldo, w, r, xb, sb, nr, 1, 1, kind);
         else llm__tile8p_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind);
     }
+}
+LLM__KERNEL void llm__tile_blk_q8_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 3);
+    else llm__tile8_blk_q8_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {

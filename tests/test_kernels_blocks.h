@@ -88,7 +88,7 @@ static void test_gguf_blocks(void) {
     }
 }
 
-/* The 4-bit types' tiles called directly, as the driver does, with every
+/* The block types' tiles called directly, as the driver does, with every
  * token count of a tile and beyond (nc 1..7: x86 runs four tokens at once,
  * a short tile padded) and row counts around the 16-row blocks (x86's last
  * short block overlaps the one before) and one row, rows short of the 64-group chunk
@@ -101,12 +101,12 @@ static void test_gguf_blocks(void) {
 static void test_gguf_tile_shapes(void) {
     int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K, LLM_TYPE_GGUF_Q4_1,
                     LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_IQ4_NL, LLM_TYPE_GGUF_Q2_K,
-                    LLM_TYPE_GGUF_Q3_K, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_XS };
+                    LLM_TYPE_GGUF_Q3_K, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_XS, LLM_TYPE_GGUF_Q8_0 };
     int d_at[][2] = { { 0, -1 }, { 0, 2 }, { 208, -1 }, { 0, 2 }, { 0, -1 }, { 0, 2 }, { 0, -1 }, { 80, 82 },
-                      { 108, -1 }, { 0, 2 }, { 0, -1 } };
+                      { 108, -1 }, { 0, 2 }, { 0, -1 }, { 0, -1 } };
     int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 96, 288, 2336 }, { 96, 576, 2336 },
                        { 96, 896, 2336 }, { 96, 288, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 256, 2304, 0 },
-                       { 256, 2304, 0 } }, nrs[] = { 1, 5, 16, 21, 40 };
+                       { 256, 2304, 0 }, { 96, 288, 2336 } }, nrs[] = { 1, 5, 16, 21, 40 };
     enum { ROWS = 64, T = 9, T0 = 1, LDO = 50 };
     for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
