@@ -11,14 +11,15 @@
  * rows padded to whole runs of eight groups, which a tile takes at once; a
  * q6_K block's 210 bytes each in 212, so its words stay whole). The
  * tiles compute the same integer sums and the same float steps, so the
- * bits are those of the file's layout (a q8_0 block's 34 bytes each in 36).
+ * bits are those of the file's layout (a q8_0 block's 34 bytes each in 36,
+ * a q5_0 block's 22 in 24).
  * Only the products' matrices are repacked; the file's bytes stay their
  * data. */
 #ifndef LLM__PANEL_ROWS
 #define LLM__PANEL_ROWS 16   /* no panels in this build: the sizes below are never asked */
 #endif
 
-/* 1 when this build repacks w: q8_0, q4_0, q4_K and q6_K, where it has the panel
+/* 1 when this build repacks w: q8_0, q5_0, q5_1, q4_0, q4_K and q6_K, where it has the panel
  * tiles */
 static int llm__repacks(const llm_tensor *w) {
 #ifdef LLM__HAVE_PANELS

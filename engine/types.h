@@ -61,6 +61,8 @@ LLM__STATIC_ASSERT(LLM__IQ4_XS_BYTES == 2 + 2 + LLM__QK / 64 + LLM__QK / 2, iq4_
  * q8_0 block's 34 likewise in 36 */
 #define LLM__Q6_K_SLOT 212
 #define LLM__Q8_0_SLOT 36
+#define LLM__Q5_0_SLOT 24   /* a q5_0 block's 22 bytes in six words, as q5_1's 24 */
+LLM__STATIC_ASSERT(LLM__Q5_0_SLOT == LLM__Q5_1_BYTES, q5_slots);
 /* the panels' runs for the types read whole rows at a time: eight groups
  * (eight q4_0 blocks, one q4_K block) */
 #define LLM__PANEL_RUN 144
@@ -87,7 +89,7 @@ typedef struct llm__type_traits {
     /* GGUF's block types: elements and bytes of one stored block (values and
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
-    /* rows of W a prefill tile takes (0: LLM__NR): q8_0, q4_0, q4_K and q6_K
+    /* rows of W a prefill tile takes (0: LLM__NR): q8_0, q5_0, q5_1, q4_0, q4_K and q6_K
      * unpack a group's weights for sixteen rows (x86_gguf.h; AVX2's
      * panels are eight, two to a tile) and run them against the tile's
      * tokens, so they take sixteen; a type with
@@ -154,8 +156,8 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     LLM__BLK_ROW("gguf-q4_K", blk_q4_K, LLM__ACT_Q16, LLM__QK, LLM__Q4_K_BYTES, 16, 0, LLM__PANEL_RUN),
     LLM__BLK_ROW("gguf-q6_K", blk_q6_K, LLM__ACT_Q16, LLM__QK, LLM__Q6_K_BYTES, 16, LLM__Q6_K_BYTES, LLM__Q6_K_SLOT),
     LLM__BLK_ROW("gguf-q4_1", blk_q4_1, LLM__ACT_Q16, 32, LLM__Q4_1_BYTES, 0, 0, 0),
-    LLM__BLK_ROW("gguf-q5_0", blk_q5_0, LLM__ACT_Q16, 32, LLM__Q5_0_BYTES, 0, 0, 0),
-    LLM__BLK_ROW("gguf-q5_1", blk_q5_1, LLM__ACT_Q16, 32, LLM__Q5_1_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q5_0", blk_q5_0, LLM__ACT_Q16, 32, LLM__Q5_0_BYTES, 16, LLM__Q5_0_BYTES, LLM__Q5_0_SLOT),
+    LLM__BLK_ROW("gguf-q5_1", blk_q5_1, LLM__ACT_Q16, 32, LLM__Q5_1_BYTES, 16, LLM__Q5_1_BYTES, LLM__Q5_1_BYTES),
     LLM__BLK_ROW("gguf-iq4_nl", blk_iq4_nl, LLM__ACT_Q16, 32, LLM__IQ4_NL_BYTES, 0, 0, 0),
     LLM__BLK_ROW("gguf-q2_K", blk_q2_K, LLM__ACT_Q16, LLM__QK, LLM__Q2_K_BYTES, 0, 0, 0),
     LLM__BLK_ROW("gguf-q3_K", blk_q3_K, LLM__ACT_Q16, LLM__QK, LLM__Q3_K_BYTES, 0, 0, 0),
@@ -201,7 +203,8 @@ static const unsigned char *llm__block_row(const llm_tensor *w, int r) {
  * traits' panel_unit, else the whole row) each at the start of a slot of
  * whole words, the slots padded to whole runs of panel_slot bytes, which a
  * tile takes at once (LLM__PANEL_RUN: eight q4_0 blocks, one q4_K block;
- * a q6_K block's 210 bytes in 212, a q8_0 block's 34 in 36) */
+ * a q6_K block's 210 bytes in 212, a q8_0 block's 34 in 36, a q5_0
+ * block's 22 in 24) */
 static size_t llm__panel_unit(const llm_tensor *w) {
     int u = llm__traits[w->type].panel_unit;
     return u ? (size_t)u : llm__block_row_bytes(w);

@@ -1,5 +1,5 @@
 /* engine/x86_gguf.h -- the x86 tiles of GGUF's block types: group sums by
- * VNNI or madd, eight rows per tile; and for q8_0, q4_0, q4_K and q6_K the rows
+ * VNNI or madd, eight rows per tile; and for q8_0, q5_0, q5_1, q4_0, q4_K and q6_K the rows
  * in the lanes from repack.h's panels, sixteen (AVX-512 VNNI) or eight
  * (AVX2) at a time. Each gives ref.h's twin's bits (tests/test_kernels.c). */
 
@@ -335,8 +335,6 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
 #define LLM__HAVE_BLK_TILE_IQ4_NL 1
 #define LLM__HAVE_BLK_TILE_Q5_K 1
 LLM__BLK_TILE8(llm__tile_blk_q4_1, q4_1, 1, LLM__BLK_DOFF_q4_1, int16_t)
-LLM__BLK_TILE8(llm__tile_blk_q5_0, q5_0, 0, LLM__BLK_DOFF_q5_0, int16_t)
-LLM__BLK_TILE8(llm__tile_blk_q5_1, q5_1, 1, LLM__BLK_DOFF_q5_1, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q5_K, q5_K, 1, LLM__BLK_DOFF_q5_K, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q3_K, q3_K, 0, LLM__BLK_DOFF_q3_K, int16_t)
@@ -399,11 +397,15 @@ LLM__BLK_TILE8(llm__tile_blk_iq4_xs, iq4_xs, 0, LLM__BLK_DOFF_iq4_xs, int16_t)
 #endif
 #ifdef LLM__PANEL_ROWS   /* rows not from a panel for the tiles below */
 LLM__BLK_TILE8(llm__tile8_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_q5_0, q5_0, 0, LLM__BLK_DOFF_q5_0, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_q5_1, q5_1, 1, LLM__BLK_DOFF_q5_1, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 #else
 LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q5_0, q5_0, 0, LLM__BLK_DOFF_q5_0, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q5_1, q5_1, 1, LLM__BLK_DOFF_q5_1, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
@@ -411,8 +413,8 @@ LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 16
-#define LLM__HAVE_PANELS 1   /* q8_0, q4_0, q4_K and q6_K read from repack.h's panels too */
-/* q8_0, q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
+#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, q4_K and q6_K read from repack.h's panels too */
+/* q8_0, q5_0, q5_1, q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
  * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
@@ -592,6 +594,98 @@ LLM__INLINE void llm__q8_0_octet16(__m512 *acc, int nb, const unsigned char *blk
     for (int g = 0; g < ng; g++) llm__q8_0_group16(acc, nb, LLM__AT(blk, rb, (size_t)g * gb), rb, xp + g * LLM__GQ, xs + g);
 }
 
+/* q5_0's and q5_1's fifth bits: h (bit j: code j's) in the two forms whose int16
+ * halves a shift brings under the pairs of llm__pair_order(0): ha's low
+ * half bits 0..15 of h, its high half bits 2..17 (codes 4m + o and
+ * 4m + o + 2 at bit 4m + o, o = 0, 1); hb's bits 16..31 and 18..31 (codes
+ * 4m + 16 + o and + 18 + o). llm__q5_bit: that bit at bit 4 of each int16,
+ * 16 where it is set. */
+LLM__INLINE __m512i llm__q5_bit16(__m512i v, int at) {
+    v = at >= 4 ? _mm512_srli_epi16(v, (unsigned)(at - 4)) : _mm512_slli_epi16(v, (unsigned)(4 - at));
+    return _mm512_and_si512(v, _mm512_set1_epi16(16));
+}
+/* q5_0 (q5_1 0) or q5_1 (1) group for sixteen rows from their code words
+ * t (word m: nibbles of codes 4m..4m+3 low, 4m+16.. high, as q4_0's),
+ * fifth bits h, scales d (and q5_1's mins mn): each word's four pairs of
+ * codes 0..31, (4m, 4m+2), (4m+16, 4m+18), (4m+1, 4m+3), (4m+17, 4m+19),
+ * the nibble joined to its bit, against the pairs of llm__pair_order(0);
+ * q5_0: isum = sum code * x less 16 sum(x) (the codes' offset), then the
+ * twin's step fma(isum, d * xs, acc); q5_1: isum = sum code * x, then the
+ * twin's two steps fma(isum, d * xs, acc), fma(sum(x), m * xs, acc) */
+LLM__INLINE void llm__q5_codes16(__m512 *acc, int nb, const __m512i *t, __m512i h, __m512 d, __m512 mn, const int16_t *xp,
+                                 const int32_t *xsum, const float *xs, int q5_1) {
+    const __m512i low = _mm512_set1_epi32(0xFFFF);
+    __m512i ha = _mm512_or_si512(_mm512_and_si512(h, low), _mm512_andnot_si512(low, _mm512_slli_epi32(h, 14)));
+    __m512i hb = _mm512_or_si512(_mm512_srli_epi32(h, 16), _mm512_andnot_si512(low, _mm512_srli_epi32(h, 2)));
+    const __m512i m15 = _mm512_set1_epi16(15);
+    __m512i s[LLM__TB][2];
+    LLM__UNROLL for (int b = 0; b < nb; b++) s[b][0] = s[b][1] = _mm512_setzero_si512();
+    for (int m = 0; m < 4; m++) {
+        __m512i c[4] = { _mm512_or_si512(_mm512_and_si512(t[m], m15), llm__q5_bit16(ha, 4 * m)),
+                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(t[m], 4), m15), llm__q5_bit16(hb, 4 * m)),
+                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(t[m], 8), m15), llm__q5_bit16(ha, 4 * m + 1)),
+                         _mm512_or_si512(_mm512_srli_epi16(t[m], 12), llm__q5_bit16(hb, 4 * m + 1)) };
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b][e & 1] = _mm512_dpwssd_epi32(s[b][e & 1], c[e], LLM__PAIR(xw, 4 * m + e));
+        }
+    }
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m512i isum = _mm512_add_epi32(s[b][0], s[b][1]);
+        __m512 xsb = _mm512_set1_ps(xs[64 * b]);
+        if (!q5_1) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(16 * xsum[64 * b]));
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, xsb), acc[b]);
+        if (q5_1) acc[b] = _mm512_fmadd_ps(_mm512_set1_ps((float)xsum[64 * b]), _mm512_mul_ps(mn, xsb), acc[b]);
+    }
+}
+/* one q5_0 group, blk its block in the first row: in the file d, then h
+ * from byte 2, the nibbles from byte 6; in a panel the block's six words
+ * (its 22 bytes in 24), h and each code word two bytes on. q5_1's (24
+ * bytes, six whole words): d, m, then h from byte 4, the nibbles from 8. */
+LLM__INLINE void llm__q5_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                 const int32_t *xsum, const float *xs, int q5_1) {
+    __m512i t[4], h;
+    __m512 d, mn = _mm512_setzero_ps();
+    if (q5_1 && rb) {
+        __m512i hw[4];
+        llm__words16(hw, blk + 4, rb);
+        h = hw[0];
+        llm__words16(t, blk + 8, rb);
+        d = llm__f16_rows16(blk, rb);
+        mn = llm__f16_rows16(blk + 2, rb);
+    } else if (q5_1) {
+        __m512i a = _mm512_load_si512((const void *)blk);
+        d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(a));
+        mn = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
+        h = _mm512_load_si512((const void *)(blk + 64));
+        for (int m = 0; m < 4; m++) t[m] = _mm512_load_si512((const void *)(blk + 64 * (m + 2)));
+    } else if (rb) {
+        __m512i hw[4];
+        llm__words16(hw, blk + 2, rb);
+        h = hw[0];
+        llm__words16(t, blk + 6, rb);
+        d = llm__f16_rows16(blk, rb);
+    } else {
+        __m512i a = _mm512_load_si512((const void *)blk);
+        d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(a));
+        __m512i b = _mm512_load_si512((const void *)(blk + 64));
+        h = llm__word_at2(a, b);
+        for (int m = 0; m < 4; m++) {
+            __m512i nx = _mm512_load_si512((const void *)(blk + 64 * (m + 2)));
+            t[m] = llm__word_at2(b, nx);
+            b = nx;
+        }
+    }
+    llm__q5_codes16(acc, nb, t, h, d, mn, xp, xsum, xs, q5_1);
+}
+/* the first ng of eight groups, gb a group's bytes a row (q5_0: 22 in the
+ * file, 24 in a panel; q5_1: 24) */
+LLM__INLINE void llm__q5_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, size_t gb,
+                                 const int16_t *xp, const int32_t *xsum, const float *xs, int ng, int q5_1) {
+    for (int g = 0; g < ng; g++)
+        llm__q5_group16(acc, nb, LLM__AT(blk, rb, (size_t)g * gb), rb, xp + g * LLM__GQ, xsum + g, xs + g, q5_1);
+}
+
 /* q4_K sub-block j's 6-bit scales and mins of sixteen rows from the scale
  * words h1..h3 (bytes 0..3, 4..7, 8..11), as llm__q4_K_scale_min */
 LLM__INLINE void llm__q4_K_scale_min16(const __m512i *h, int j, __m512i *sc, __m512i *m) {
@@ -723,7 +817,7 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
 #ifndef LLM__PANEL_AHEAD
 #define LLM__PANEL_AHEAD 2
 #endif
-/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2) or q8_0 (3) for nr >= 16
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4) or q5_1 (5) for nr >= 16
  * rows and nb (1 or LLM__TB) of the nc tokens at a time: a chunk of up to
  * 64 groups' activation pairs at a time, sixteen rows over it; gb8 bytes a
  * row for eight groups (a q4_0 or q8_0 block is one group, a K-quant block
@@ -741,7 +835,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
     size_t blocks8 = (size_t)(8 * LLM__GQ / tr->qblock);
     size_t gb8 = blocks8 * (size_t)(pan && tr->panel_unit ? tr->panel_slot : tr->qblock_bytes);
     size_t panel_bytes = 16 * llm__panel_row_bytes(w);
-    const __m512i order = llm__pair_order(kind != 0);
+    const __m512i order = llm__pair_order(kind != 0 && kind < 4);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
     int32_t xsum[LLM__TB * 64];             /* their sums */
     float xsc[LLM__TB * 64];                /* and scales */
@@ -781,14 +875,15 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                 } else if (G <= 64) {
                     size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
                     for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
-                } else if ((!kind || kind == 3) && span == 8) {   /* q4_0's, q8_0's eight groups: gb8 bytes of each row */
+                } else if ((!kind || kind >= 3) && span == 8) {   /* q4_0's, q8_0's, q5_0's eight groups: gb8 bytes of each row */
                     for (int i = 0; i < 16 && i < ahead; i++)
                         for (size_t k = 0; k < gb8; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
                 } else {
                     for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                 }
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind == 3) llm__q8_0_octet16(acc, nb, blk, rb, gb8 / 8, xg, xsc + g, cg - g < 8 ? cg - g : 8);
+                if (kind >= 4) llm__q5_octet16(acc, nb, blk, rb, gb8 / 8, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 5);
+                else if (kind == 3) llm__q8_0_octet16(acc, nb, blk, rb, gb8 / 8, xg, xsc + g, cg - g < 8 ? cg - g : 8);
                 else if (kind == 2) llm__q6_K_block16(acc, nb, blk, rb, xg, xsc + g);
                 else if (kind == 1) llm__q4_K_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
                 else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
@@ -826,6 +921,20 @@ LLM__KERNEL void llm__tile_blk_q8_0(float *out, int ldo, const llm_tensor *w, in
     else llm__tile8_blk_q8_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__CODE_ALIGN
+LLM__KERNEL void llm__tile_blk_q5_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 4, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 4, 0);
+    else llm__tile8_blk_q5_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__CODE_ALIGN
+LLM__KERNEL void llm__tile_blk_q5_1(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 5, 1);
+    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 5, 0);
+    else llm__tile8_blk_q5_1(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__CODE_ALIGN
 LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 1);
@@ -849,8 +958,8 @@ LLM__KERNEL void llm__tile_blk_q6_K(float *out, int ldo, const llm_tensor *w, in
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 8
-#define LLM__HAVE_PANELS 1   /* q8_0, q4_0, q4_K and q6_K read from repack.h's panels too */
-/* AVX2's form of the panel tiles above: q8_0, q4_0, q4_K, q6_K eight rows at a
+#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, q4_K and q6_K read from repack.h's panels too */
+/* AVX2's form of the panel tiles above: q8_0, q5_0, q5_1, q4_0, q4_K, q6_K eight rows at a
  * time from repack.h's eight-row panels, row i in lane i, so no group sum
  * needs a horizontal add. Each panel vector is word m of the eight rows;
  * its nibbles (q6_K's with their high bits) become vectors of int16 code
@@ -937,6 +1046,71 @@ LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, c
             for (int m = 0; m < 4; m++) t[m] = LLM__PW8(run, w0 + m);
         }
         llm__q4_0_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+    }
+}
+
+/* The first ng of a run's eight q5_0 groups (24 bytes a row each, the
+ * block's 22 in six words): d is the low half of the group's first word,
+ * h (the fifth bits) and code word m (as q4_0's) two bytes on, each
+ * straddling two words. Each word's four pairs of codes 0..31, (4m, 4m+2),
+ * (4m+16, 4m+18), (4m+1, 4m+3), (4m+17, 4m+19), are the nibbles joined to
+ * their bits, as llm__q5_codes16's, against llm__pairs8's q4_0 order;
+ * isum = sum code * x less 16 sum(x), then the twin's step fma(isum,
+ * d * xs, acc). q5_1 (the flag; 24 bytes, six whole words): d, m in the
+ * first word, h the second, the code words whole; isum = sum code * x,
+ * then the twin's fma(isum, d * xs, acc), fma(sum(x), m * xs, acc). */
+LLM__INLINE __m256i llm__q5_bit8(__m256i v, int at) {
+    v = at >= 4 ? _mm256_srli_epi16(v, at - 4) : _mm256_slli_epi16(v, 4 - at);
+    return _mm256_and_si256(v, LLM__C16(16));
+}
+LLM__INLINE void llm__q5_run8(__m256 *acc, int nb, const unsigned char *run, const int16_t *xp, const int32_t *xsum,
+                              const float *xs, int ng, int q5_1) {
+    const __m256i low = _mm256_set1_epi32(0xFFFF);
+    for (int g = 0; g < ng; g++) {
+        int w0 = LLM__Q5_0_SLOT / 4 * g;
+        __m256i a = LLM__PW8(run, w0), b = LLM__PW8(run, w0 + 1), t[4], h;
+        __m256 d = llm__f16_lo8(a), mn = _mm256_setzero_ps();
+        if (q5_1) {
+            mn = llm__f16_lo8(_mm256_srli_epi32(a, 16));
+            h = b;
+            for (int m = 0; m < 4; m++) t[m] = LLM__PW8(run, w0 + m + 2);
+        } else {
+            h = _mm256_or_si256(_mm256_srli_epi32(a, 16), _mm256_slli_epi32(b, 16));
+            for (int m = 0; m < 4; m++) {
+                __m256i nx = LLM__PW8(run, w0 + m + 2);
+                t[m] = _mm256_or_si256(_mm256_srli_epi32(b, 16), _mm256_slli_epi32(nx, 16));
+                b = nx;
+            }
+        }
+        __m256i ha = _mm256_or_si256(_mm256_and_si256(h, low), _mm256_andnot_si256(low, _mm256_slli_epi32(h, 14)));
+        __m256i hb = _mm256_or_si256(_mm256_srli_epi32(h, 16), _mm256_andnot_si256(low, _mm256_srli_epi32(h, 2)));
+        __m256i s[LLM__TB], s1 = _mm256_setzero_si256();   /* s1: one token's second chain */
+        LLM__UNROLL for (int k = 0; k < nb; k++) s[k] = _mm256_setzero_si256();
+        for (int m = 0; m < 4; m++) {
+            __m256i c[4] = { _mm256_or_si256(_mm256_and_si256(t[m], LLM__C16(15)), llm__q5_bit8(ha, 4 * m)),
+                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t[m], 4), LLM__C16(15)), llm__q5_bit8(hb, 4 * m)),
+                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t[m], 8), LLM__C16(15)), llm__q5_bit8(ha, 4 * m + 1)),
+                             _mm256_or_si256(_mm256_srli_epi16(t[m], 12), llm__q5_bit8(hb, 4 * m + 1)) };
+            if (nb == 1) {
+                const int *xw = (const int *)(const void *)(xp + LLM__GQ * g);
+                s[0] = llm__dot16_i16(s[0], c[0], LLM__PAIR8(xw, 4 * m));
+                s1 = llm__dot16_i16(s1, c[1], LLM__PAIR8(xw, 4 * m + 1));
+                s[0] = llm__dot16_i16(s[0], c[2], LLM__PAIR8(xw, 4 * m + 2));
+                s1 = llm__dot16_i16(s1, c[3], LLM__PAIR8(xw, 4 * m + 3));
+                continue;
+            }
+            LLM__UNROLL for (int k = 0; k < nb; k++) {
+                const int *xw = (const int *)(const void *)(xp + (size_t)k * LLM__XP_STRIDE + LLM__GQ * g);
+                for (int e = 0; e < 4; e++) s[k] = llm__dot16_i16(s[k], c[e], LLM__PAIR8(xw, 4 * m + e));
+            }
+        }
+        if (nb == 1) s[0] = _mm256_add_epi32(s[0], s1);
+        LLM__UNROLL for (int k = 0; k < nb; k++) {
+            __m256 xsk = _mm256_set1_ps(xs[64 * k + g]);
+            __m256i isum = q5_1 ? s[k] : _mm256_sub_epi32(s[k], _mm256_set1_epi32(16 * xsum[64 * k + g]));
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, xsk), acc[k]);
+            if (q5_1) acc[k] = _mm256_fmadd_ps(_mm256_set1_ps((float)xsum[64 * k + g]), _mm256_mul_ps(mn, xsk), acc[k]);
+        }
     }
 }
 
@@ -1176,7 +1350,7 @@ LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16
 LLM__INLINE __m256i llm__lanes_below(int na) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(na), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2) or q8_0 (3) for nr rows
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4) or q5_1 (5) for nr rows
  * from w's panels (r a multiple of 8, any nr) and nb (1 or LLM__TB) of the
  * nc tokens at a time: a chunk of up to 64 groups' activation pairs at a
  * time, eight rows over it, one stream in address order. gb8: a panel
@@ -1193,7 +1367,7 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
     float xsc[LLM__TB * 64];                /* and scales */
     for (int c0 = 0; c0 < G; c0 += 64) {
         int cg = G - c0 < 64 ? G - c0 : 64;
-        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind != 0, kind == 2);
+        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind != 0 && kind < 4, kind == 2);
         for (int a0 = 0; a0 < nr; a0 += 8) {
             __m256i fresh = llm__lanes_below(nr - a0);   /* a panel's rows past the matrix are zeros, not stored */
             const unsigned char *rows = (const unsigned char *)w->panels + (size_t)(r + a0) / 8 * panel_bytes + (size_t)c0 * gb8;
@@ -1211,7 +1385,8 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
                 if (nb == 1) for (size_t k = 0; k < 8 * gb8; k += 64) LLM__PREFETCH(next + k);
 #endif
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind == 3) llm__q8_0_run8(acc, nb, run, xg, xsc + g, cg - g < 8 ? cg - g : 8);
+                if (kind >= 4) llm__q5_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 5);
+                else if (kind == 3) llm__q8_0_run8(acc, nb, run, xg, xsc + g, cg - g < 8 ? cg - g : 8);
                 else if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else if (kind == 1) llm__q4_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
@@ -1236,6 +1411,16 @@ LLM__KERNEL void llm__tile_blk_q8_0(float *out, int ldo, const llm_tensor *w, in
                                  const float *xs, int t, int nr, int nc) {
     if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 3);
     else llm__tile8_blk_q8_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__KERNEL void llm__tile_blk_q5_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 4);
+    else llm__tile8_blk_q5_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__KERNEL void llm__tile_blk_q5_1(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                 const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 5);
+    else llm__tile8_blk_q5_1(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                  const float *xs, int t, int nr, int nc) {

@@ -91,9 +91,10 @@ static void test_gguf_blocks(void) {
 /* The block types' tiles called directly, as the driver does, with every
  * token count of a tile and beyond (nc 1..7: x86 runs four tokens at once,
  * a short tile padded) and row counts around the 16-row blocks (x86's last
- * short block overlaps the one before) and one row, rows short of the 64-group chunk
- * and past it (q4_0 also in groups not a multiple of its eight at once:
- * 3 and 73), inside a larger matrix (a row offset, ldo wider than nr):
+ * short block overlaps the one before; 13 and 37: AVX2's eight-row panels
+ * and a part) and one row, rows short of the 64-group chunk
+ * and past it (q4_0, q8_0, q5_0 and q5_1 also in groups not a multiple of their
+ * eight at once: 3, 9 and 73), inside a larger matrix (a row offset, ldo wider than nr):
  * each value the twin's bit for bit, and nothing written outside the tile.
  * Then again from the matrix's panels where the build repacks the type
  * (at a row offset of one panel, LLM__PANEL_ROWS: sixteen rows with
@@ -104,9 +105,9 @@ static void test_gguf_tile_shapes(void) {
                     LLM_TYPE_GGUF_Q3_K, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_XS, LLM_TYPE_GGUF_Q8_0 };
     int d_at[][2] = { { 0, -1 }, { 0, 2 }, { 208, -1 }, { 0, 2 }, { 0, -1 }, { 0, 2 }, { 0, -1 }, { 80, 82 },
                       { 108, -1 }, { 0, 2 }, { 0, -1 }, { 0, -1 } };
-    int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 96, 288, 2336 }, { 96, 576, 2336 },
-                       { 96, 896, 2336 }, { 96, 288, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 256, 2304, 0 },
-                       { 256, 2304, 0 }, { 96, 288, 2336 } }, nrs[] = { 1, 5, 16, 21, 40 };
+    int colss[][3] = { { 96, 256, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 96, 288, 2336 }, { 96, 288, 2336 },
+                       { 96, 288, 2336 }, { 96, 288, 2336 }, { 256, 2304, 0 }, { 256, 2304, 0 }, { 256, 2304, 0 },
+                       { 256, 2304, 0 }, { 96, 288, 2336 } }, nrs[] = { 1, 5, 13, 16, 21, 37, 40 };
     enum { ROWS = 64, T = 9, T0 = 1, LDO = 50 };
     for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
         const llm__type_traits *tr = &llm__traits[types[ti]];
