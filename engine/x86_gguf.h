@@ -913,48 +913,23 @@ LLM__INLINE void llm__tile16(float *out, int ldo, const llm_tensor *w, int r, co
 #else
 #define LLM__CODE_ALIGN
 #endif
-LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_blk_q8_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 3, 1);
-    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 3, 0);
-    else llm__tile8_blk_q8_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_blk_q5_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 4, 1);
-    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 4, 0);
-    else llm__tile8_blk_q5_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_blk_q5_1(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 5, 1);
-    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 5, 0);
-    else llm__tile8_blk_q5_1(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 1);
-    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 0, 0);
-    else llm__tile8_blk_q4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_blk_q4_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 1);
-    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 1, 0);
-    else llm__tile8_blk_q4_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__CODE_ALIGN
-LLM__KERNEL void llm__tile_blk_q6_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 1);
-    else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, 2, 0);
-    else llm__tile8_blk_q6_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
+/* A type's tile: its panels (kind k of llm__tile16), else sixteen rows read
+ * from the file, else the eight-row tile */
+#define LLM__TILE16_OF(type, k) \
+    LLM__CODE_ALIGN \
+    LLM__KERNEL void llm__tile_blk_##type(float *out, int ldo, const llm_tensor *w, int r, const float *x, \
+                                         const int8_t *xq, const float *xs, int t, int nr, int nc) { \
+        if (w->panels && r % 16 == 0) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, k, 1); \
+        else if (nr >= 16) llm__tile16(out, ldo, w, r, xq, xs, t, nr, nc, k, 0); \
+        else llm__tile8_blk_##type(out, ldo, w, r, x, xq, xs, t, nr, nc); \
+    }
+LLM__TILE16_OF(q8_0, 3)
+LLM__TILE16_OF(q5_0, 4)
+LLM__TILE16_OF(q5_1, 5)
+LLM__TILE16_OF(q4_0, 0)
+LLM__TILE16_OF(q4_K, 1)
+LLM__TILE16_OF(q6_K, 2)
+#undef LLM__TILE16_OF
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 8
@@ -1407,34 +1382,18 @@ LLM__INLINE void llm__tile8p(float *out, int ldo, const llm_tensor *w, int r, co
         else llm__tile8p_nb(o, ldo, w, r, xb, sb, nr, nc - b < LLM__TB ? nc - b : LLM__TB, LLM__TB, kind);
     }
 }
-LLM__KERNEL void llm__tile_blk_q8_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 3);
-    else llm__tile8_blk_q8_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__KERNEL void llm__tile_blk_q5_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 4);
-    else llm__tile8_blk_q5_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__KERNEL void llm__tile_blk_q5_1(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 5);
-    else llm__tile8_blk_q5_1(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 0);
-    else llm__tile8_blk_q4_0(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__KERNEL void llm__tile_blk_q4_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 1);
-    else llm__tile8_blk_q4_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
-LLM__KERNEL void llm__tile_blk_q6_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
-                                 const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, 2);
-    else llm__tile8_blk_q6_K(out, ldo, w, r, x, xq, xs, t, nr, nc);
-}
+/* A type's tile: its panels (kind k of llm__tile8p), else the eight-row tile */
+#define LLM__TILE8P_OF(type, k) \
+    LLM__KERNEL void llm__tile_blk_##type(float *out, int ldo, const llm_tensor *w, int r, const float *x, \
+                                         const int8_t *xq, const float *xs, int t, int nr, int nc) { \
+        if (w->panels && r % 8 == 0) llm__tile8p(out, ldo, w, r, xq, xs, t, nr, nc, k); \
+        else llm__tile8_blk_##type(out, ldo, w, r, x, xq, xs, t, nr, nc); \
+    }
+LLM__TILE8P_OF(q8_0, 3)
+LLM__TILE8P_OF(q5_0, 4)
+LLM__TILE8P_OF(q5_1, 5)
+LLM__TILE8P_OF(q4_0, 0)
+LLM__TILE8P_OF(q4_K, 1)
+LLM__TILE8P_OF(q6_K, 2)
+#undef LLM__TILE8P_OF
 #endif
