@@ -68,3 +68,18 @@ def engine_nll(path, text, ctx, extra=()):
     assert rc == 0, err
     f = out.decode().split()
     return float(f[f.index("nll") + 1]), int(f[f.index("tokens") + 1])
+
+
+def gguf_cases(name, folder, llmw_path, text, want, tols, same, ctx):
+    """One case per dtype of tols: the folder exported to GGUF in that dtype, its
+    eval NLL within tols[dtype] of the reference's `want`, and an f32 file's
+    within `same` of the LLMW file's (the test modules yield these)."""
+    llmw = engine_nll(llmw_path, text, ctx)[0]
+    for dtype, tol in tols.items():
+        def one(dtype=dtype, tol=tol):
+            got = engine_nll(exported_gguf(name, folder, dtype), text, ctx)[0]
+            print(f"   gguf {dtype}: nll {got:.6f}, reference {want:.6f} ({got - want:+.2e}), llmw {llmw:.6f}")
+            assert abs(got - want) <= tol, (dtype, got, want)
+            if dtype == "f32":
+                assert abs(got - llmw) <= same, (got, llmw)
+        yield dtype, one

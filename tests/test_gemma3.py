@@ -212,7 +212,7 @@ def test_export_refuses():
 # not rounded to bfloat16), query_pre_attn_scalar = head_dim (it scales scores by
 # 1/sqrt(key_length)), global layers where l % 6 == 5 (CONFIG's layer_types already)
 GGUF_CONFIG = dict(CONFIG, torch_dtype="float32", query_pre_attn_scalar=32)
-GGUF_TOL = {"f32": 1e-4, "f16": 2e-3, "q8_0": 3e-2}   # |NLL GGUF - reference|
+GGUF_TOL = {"f32": 1e-4, "f16": 2e-3, "q8_0": 1e-2}   # |NLL GGUF - reference| (seen: f32 6e-7, f16 6e-4, q8_0 2.2e-3)
 GGUF_SAME = 2e-6     # |NLL GGUF f32 - NLL LLMW f32| as eval prints them (6 decimals): the same math,
                      # only q/k rows in another order
 
@@ -231,15 +231,7 @@ def test_gguf_matches_reference_and_llmw():
     folder, path = gguf_folder_and_model()
     text, tokens = text_and_tokens()
     want = reference_nll(ref.load(folder), tokens)[0]
-    llmw = engine_nll(path, text)[0]
-    for dtype, tol in GGUF_TOL.items():
-        def one(dtype=dtype, tol=tol):
-            got = engine_nll(hf_eval.exported_gguf("gemma3", folder, dtype), text)[0]
-            print(f"   gguf {dtype}: nll {got:.6f}, reference {want:.6f} ({got - want:+.2e}), llmw {llmw:.6f}")
-            assert abs(got - want) <= tol, (dtype, got, want)
-            if dtype == "f32":
-                assert abs(got - llmw) <= GGUF_SAME, (got, llmw)
-        yield dtype, one
+    yield from hf_eval.gguf_cases("gemma3", folder, path, text, want, GGUF_TOL, GGUF_SAME, CTX)
 
 
 def test_gguf_bfloat16_embedding_scale_is_llama_cpps():

@@ -191,7 +191,7 @@ def _write_f32(path, tensors):
 
 # ---------------------------------------------------------------- GGUF olmo2
 
-GGUF_TOL = {"f32": 1e-4, "f16": 2e-3, "q8_0": 2e-2}   # |NLL GGUF - reference| (seen: f32 ~1e-6)
+GGUF_TOL = {"f32": 1e-4, "f16": 2e-3, "q8_0": 1e-2}   # |NLL GGUF - reference| (seen: f32 3e-7, f16 8e-5, q8_0 1.1e-3)
 GGUF_SAME = 2e-6     # |NLL GGUF f32 - NLL LLMW f32| as eval prints them (6 decimals): the same math,
                      # only q/k rows in another order
 
@@ -204,12 +204,4 @@ def test_gguf_matches_reference_and_llmw():
     folder, path = folder_and_model()
     text, tokens = text_and_tokens()
     want = reference_nll(ref.load(folder), tokens)[0]
-    llmw = engine_nll(path, text)[0]
-    for dtype, tol in GGUF_TOL.items():
-        def one(dtype=dtype, tol=tol):
-            got = engine_nll(hf_eval.exported_gguf("olmo2", folder, dtype), text)[0]
-            print(f"   gguf {dtype}: nll {got:.6f}, reference {want:.6f} ({got - want:+.2e}), llmw {llmw:.6f}")
-            assert abs(got - want) <= tol, (dtype, got, want)
-            if dtype == "f32":
-                assert abs(got - llmw) <= GGUF_SAME, (got, llmw)
-        yield dtype, one
+    yield from hf_eval.gguf_cases("olmo2", folder, path, text, want, GGUF_TOL, GGUF_SAME, CTX)
