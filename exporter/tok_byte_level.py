@@ -92,6 +92,28 @@ def _post_processor_bos(post):
     return None
 
 
+def added_tokens(data, path, id2piece):
+    """tokenizer.json's added_tokens as (id, content, entry), each with an integer
+    id >= 0 and a non-empty content that does not take another piece's id."""
+    for at in _cfg_type(data, "added_tokens", path, list, "a list") or []:
+        i, c = (at.get("id"), at.get("content")) if isinstance(at, dict) else (None, None)
+        if not _is_count(i) or not isinstance(c, str) or not c:
+            raise ExportError(f"{path}: added token {at!r:.80} needs an integer id >= 0 "
+                              f"and a non-empty string content")
+        if i in id2piece and id2piece[i] != c:
+            raise ExportError(f"{path}: added token {c!r} reuses id {i} of {id2piece[i]!r}")
+        yield i, c, at
+
+
+def check_contiguous(path, id2piece):
+    """The number of ids, which must be 0..n-1 with none missing."""
+    n = len(id2piece)
+    if sorted(id2piece) != list(range(n)):
+        missing = next(i for i in range(n) if i not in id2piece)
+        raise ExportError(f"{path}: token ids are not contiguous (id {missing} is missing)")
+    return n
+
+
 def byte_level_tokenizer(path, data):
     """Everything an LTOK file holds, from a byte-level BPE tokenizer.json and the
     tokenizer_config.json / generation_config.json beside it."""
@@ -124,20 +146,11 @@ def byte_level_tokenizer(path, data):
         except KeyError as e:
             raise ExportError(f"{path}: vocab entry {piece!r} (id {i}) has {e.args[0]!r}, "
                               f"not a byte-level character")
-    for at in _cfg_type(data, "added_tokens", path, list, "a list") or []:
-        i, c = (at.get("id"), at.get("content")) if isinstance(at, dict) else (None, None)
-        if not _is_count(i) or not isinstance(c, str) or not c:
-            raise ExportError(f"{path}: added token {at!r:.80} needs an integer id >= 0 "
-                              f"and a non-empty string content")
-        if i in id2piece and id2piece[i] != c:
-            raise ExportError(f"{path}: added token {c!r} reuses id {i} of {id2piece[i]!r}")
+    for i, c, at in added_tokens(data, path, id2piece):
         id2piece[i] = c
         raw[i] = c.encode("utf-8")
         flags[i] = 1 if at.get("special") else 2
-    n = len(id2piece)
-    if sorted(id2piece) != list(range(n)):
-        missing = next(i for i in range(n) if i not in id2piece)
-        raise ExportError(f"{path}: token ids are not contiguous (id {missing} is missing)")
+    n = check_contiguous(path, id2piece)
     pieces = [raw[i] for i in range(n)]
     first = {}
     for i, p in enumerate(pieces):

@@ -16,7 +16,7 @@ import json
 from .common import ExportError
 from .jsonconf import _cfg_type, _is_count
 from .tok_sentencepiece import _normalizers, _vocab_by_id
-from .tok_byte_level import config_ids, rank_merges
+from .tok_byte_level import added_tokens, check_contiguous, config_ids, rank_merges
 
 U2581 = "\u2581"
 FLAG_SPECIAL, FLAG_ADDED, FLAG_U2581 = 1, 2, 4
@@ -70,13 +70,7 @@ def spm_bpe_tokenizer(path, data):
         if " " in piece:
             raise ExportError(f"{path}: vocab entry {piece!r} (id {i}) has a space, which this "
                               f"kind stores for U+2581")
-    for at in _cfg_type(data, "added_tokens", path, list, "a list") or []:
-        i, c = (at.get("id"), at.get("content")) if isinstance(at, dict) else (None, None)
-        if not _is_count(i) or not isinstance(c, str) or not c:
-            raise ExportError(f"{path}: added token {at!r:.80} needs an integer id >= 0 "
-                              f"and a non-empty string content")
-        if i in id2piece and id2piece[i] != c:
-            raise ExportError(f"{path}: added token {c!r} reuses id {i} of {id2piece[i]!r}")
+    for i, c, at in added_tokens(data, path, id2piece):
         for k in ("lstrip", "rstrip", "single_word"):
             if at.get(k):
                 raise ExportError(f"{path}: added token {c!r} has {k} true, not supported")
@@ -89,10 +83,7 @@ def spm_bpe_tokenizer(path, data):
             raise ExportError(f"{path}: added token {c!r} has a space, which this kind stores for U+2581")
         id2piece[i] = c
         flags[i] = FLAG_SPECIAL if at.get("special") else FLAG_ADDED | (FLAG_U2581 if U2581 in c else 0)
-    n = len(id2piece)
-    if sorted(id2piece) != list(range(n)):
-        missing = next(i for i in range(n) if i not in id2piece)
-        raise ExportError(f"{path}: token ids are not contiguous (id {missing} is missing)")
+    n = check_contiguous(path, id2piece)
     if any(i >= len(vocab) and not flags.get(i, 0) & FLAG_SPECIAL for i in range(n)):
         i = next(i for i in range(len(vocab), n) if not flags.get(i, 0) & FLAG_SPECIAL)
         raise ExportError(f"{path}: added token {id2piece[i]!r} (id {i}) is past the model's "
