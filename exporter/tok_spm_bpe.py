@@ -14,7 +14,7 @@ the raw text. Anything else this cannot reproduce exactly is refused, one line e
 import json
 
 from .common import ExportError
-from .jsonconf import _cfg_type, _is_count
+from .jsonconf import _cfg_type
 from .tok_sentencepiece import _normalizers, _vocab_by_id
 from .tok_byte_level import added_tokens, check_contiguous, config_ids, rank_merges
 
