@@ -703,7 +703,7 @@ static void rank_by_score(tok_gguf *g, scratch_parts *sp) {
 /* The merges (sorted by left, right: each pair joins one piece) */
 static int score_merges(tok_gguf *g, scratch_parts *sp, int *kept_out) {
     piece_table table = piece_table_of(sp->by_id, g->used, sp->slot);
-    long n = 0;
+    size_t n = 0;
     rank_by_score(g, sp);
     for (int i = 0; i < g->used; i++) {
         const unsigned char *p = sp->by_id[i].p;
@@ -718,7 +718,7 @@ static int score_merges(tok_gguf *g, scratch_parts *sp, int *kept_out) {
             sp->merges[n++] = (merge_rec){ (uint32_t)left, (uint32_t)right, sp->rank[i], (uint32_t)i };
         }
     }
-    qsort(sp->merges, (size_t)n, sizeof *sp->merges, compare_merges);
+    qsort(sp->merges, n, sizeof *sp->merges, compare_merges);
     *kept_out = (int)n;
     return TOK_OK;
 }
