@@ -466,6 +466,10 @@ LLM__INLINE void llm__tile_q8_pairs(float *out, int ldo, const int8_t *w, const 
  * the hot loop, else token by token 16 x 1 tiles where the ISA file has them
  * (groups of 32), 8 x 1 tiles (decode: eight rows fill one step's vector),
  * then 4 x 1 and 1 x 1 ones at the edges. */
+/* rows of one token's q8_0 product side by side (an ISA file may set fewer) */
+#ifndef LLM__Q8_DECODE_ROWS
+#define LLM__Q8_DECODE_ROWS 8
+#endif
 LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float *ws, const int8_t *xq,
                                const float *xs, int n, int G, int nr, int nc, int whole) {
     int groups = (n + G - 1) / G;
@@ -483,6 +487,8 @@ LLM__INLINE void llm__tiles_q8(float *out, int ldo, const int8_t *w, const float
             for (; a + 16 <= nr; a += 16) llm__tile_q8_16x1(o + a, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n);
 #endif
 #define LLM__Q8_ROWS(k) llm__tile_q8_pairs(o + a, ldo, w + (size_t)a * n, ws + (size_t)a * groups, xb, sb, n, G, k, 1, whole)
+        if (nc == 1 && LLM__Q8_DECODE_ROWS < 8)   /* decode: fewer streams of W at once (x86.h) */
+            for (; a + LLM__Q8_DECODE_ROWS <= nr; a += LLM__Q8_DECODE_ROWS) LLM__Q8_ROWS(LLM__Q8_DECODE_ROWS);
         for (; a + 8 <= nr; a += 8) LLM__Q8_ROWS(8);
         for (; a + 4 <= nr; a += 4) LLM__Q8_ROWS(4);
         for (; a < nr; a++) LLM__Q8_ROWS(1);

@@ -63,6 +63,10 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
  * 15M f32 216 -> 461 tok/s, 42M f32 73 -> 161, 42M f16 131 -> 194, 15M f16
  * 430 -> 519; four rows side by side left llama.cpp's AVX2 build 2x ahead */
 #define LLM__NR_DECODE 1
+/* LLMW q8_0 decode two rows side by side, not eight. Zen 4, AVX2 build, one
+ * thread, three interleaved runs, decode tok/s with 8 / 4 / 2 / 1 rows:
+ * 15M 825 / 1075 / 1047 / 787, 42M 183 / 210 / 227 / 279 */
+#define LLM__Q8_DECODE_ROWS 2
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
 #define llm__vload(p) _mm256_loadu_ps(p)
