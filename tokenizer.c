@@ -119,7 +119,7 @@ int tok_init(tok_tokenizer *t, const void *bytes, size_t n_bytes, int vocab_size
     t->added = NULL;
     t->n_added = 0;
     t->added_first = NULL;
-    for (i = 0; i <= TOK_U2581_MAX_RUN; i++) t->u2581_run[i] = -1;
+    t->u2581_run = NULL;
     for (i = 0; i < 256; i++) {
         t->byte_token[i] = -1;
         t->byte_value[i] = (unsigned char)i;

@@ -84,7 +84,8 @@ typedef struct tok_tokenizer {
     int *added;                   /* (n_added,) special and added ids, sorted by bytes */
     int n_added;
     int *added_first;             /* (257,) added[added_first[c] .. added_first[c+1]) start with byte c */
-    int u2581_run[TOK_U2581_MAX_RUN + 1]; /* TOK_KIND_SPM_BPE: the TOK_FLAG_U2581 token of k spaces, or -1 */
+    int *u2581_run;               /* (TOK_U2581_MAX_RUN + 1,) LTOK files, from the arena: the
+                                     TOK_FLAG_U2581 token of k spaces, or -1; NULL otherwise */
     char error[160];
 } tok_tokenizer;
 

@@ -304,7 +304,8 @@ int tok__ltok_parse(const unsigned char *b, size_t n, int vocab_size, ltok_info 
 }
 
 size_t tok__ltok_arena_need(const ltok_info *h) {
-    return (size_t)h->vocab * 3 * sizeof(int) + (size_t)h->n_added * sizeof(int) + 2 * TOK_ARENA_FIXED;
+    return (size_t)h->vocab * 3 * sizeof(int) + (size_t)h->n_added * sizeof(int) + 2 * TOK_ARENA_FIXED +
+           (TOK_U2581_MAX_RUN + 1) * sizeof(int);
 }
 
 int tok__ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab_size,
@@ -327,6 +328,9 @@ int tok__ltok_init(tok_tokenizer *t, const unsigned char *b, size_t n, int vocab
     a += TOK_ARENA_FIXED;
     t->added_first = (int *)(void *)a;
     a += TOK_ARENA_FIXED;
+    t->u2581_run = (int *)(void *)a;
+    a += (TOK_U2581_MAX_RUN + 1) * sizeof(int);
+    for (k = 0; k <= TOK_U2581_MAX_RUN; k++) t->u2581_run[k] = -1;
     t->added = (int *)(void *)a;
 
     t->kind = (int)h.kind;
