@@ -167,6 +167,7 @@ STATS_RE = re.compile(
     r"prompt: (\d+) tokens, prefill ([\d.]+) tok/s \| generated: (\d+) tokens, "
     r"decode ([\d.]+) tok/s \| time to first token ([\d.]+) ms \| sampling ([\d.]+) us a token \(([\d.]+)% of decode\)")
 WAIT_RE = re.compile(r"idle threads (spin|sleep)")
+KERNELS_RE = re.compile(r", ([\w+]+) kernels$", re.M)  # print_config's last words: the kernels ./run runs
 
 # Prompt material: plain story sentences (tokenizes similarly under both vocabularies).
 STORY = (
@@ -419,12 +420,44 @@ def cpu_busy():
 
 
 RUN_SEEN = set()  # identities of the ./run binary the current row ran
+KERNELS_SEEN = set()  # the kernels ./run said it ran ("avx512+vnni", "avx2", "neon", ...)
 
 
 def run_identity():
     """Tells rebuilds of ./run apart (others may run `make` while the bench runs)."""
     st = os.stat(RUN)
     return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+# the vector extensions worth naming beside a figure, as /proc/cpuinfo spells them
+CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx_vnni", "avx2", "fma", "f16c",
+             "asimddp", "i8mm", "sve", "fphp")
+
+
+def cpu_description():
+    """The CPU as /proc/cpuinfo names it, with what a model name alone hides (a VM's "AMD EPYC" is
+    any of four generations): vendor, family, model and stepping, and the vector extensions
+    present; the platform's name where there is no /proc/cpuinfo."""
+    fields, flags = {}, set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+                elif key and key not in fields:
+                    fields[key] = value
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    ident = ", ".join("%s %s" % (label, fields[key]) for key, label in
+                      (("vendor_id", "vendor"), ("cpu family", "family"), ("model", "model"),
+                       ("stepping", "stepping"), ("CPU implementer", "implementer"), ("CPU part", "part"))
+                      if fields.get(key))
+    present = " ".join(f for f in CPU_FLAGS if f in flags)
+    extra = "; ".join(x for x in (ident, present and "has " + present) if x)
+    return "%s (%s)" % (name, extra) if extra else name
 
 
 def git_describe():
@@ -466,6 +499,8 @@ def run_once(ckpt, tok, prompt, threads, seed, temperature="1"):
     if n_prompt != PROMPT_TOKENS:
         die("the prompt ran as %d tokens, not %d" % (n_prompt, PROMPT_TOKENS))
     w = WAIT_RE.search(err)
+    k = KERNELS_RE.search(err)
+    KERNELS_SEEN.add(k.group(1) if k else "not reported")
     return Run(prefill, decode, generated, ru.ru_maxrss * 1024, background, wall, w.group(1) if w else "",
                float(m.group(6)), float(m.group(7)))
 
@@ -731,21 +766,13 @@ def main():
     load1 = os.getloadavg()
 
     # ----------------------------------------------------------------- report
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_description()
     commit1 = git_describe()
     commit = commit0 if commit1 == commit0 else "%s at the start, %s at the end" % (commit0, commit1)
     print("## Benchmark: ./run prefill and decode against this machine's limits")
     print()
-    print("%s, %d CPUs; commit %s; load average %.2f at the start, %.2f at the end; %d timed runs "
-          "per row, medians; %.0f s in all." % (cpu, os.cpu_count() or 0, commit, load0[0], load1[0], runs, elapsed))
+    print("%s, %d CPUs; ./run's kernels: %s; commit %s; load average %.2f at the start, %.2f at the end; %d timed runs "
+          "per row, medians; %.0f s in all." % (cpu, os.cpu_count() or 0, ", ".join(sorted(KERNELS_SEEN)) or "none ran", commit, load0[0], load1[0], runs, elapsed))
     print()
     omp_env = " ".join("%s=%s" % (k, v) for k, v in sorted(os.environ.items())
                        if k.startswith(("OMP_", "GOMP_", "KMP_")))
