@@ -118,14 +118,10 @@ def split_pre(pattern):
         bytelevel_pre(False)]}
 
 
-def train_bpe(text, n_merges):
-    """A plain BPE trainer (most frequent adjacent pair first, within words)."""
-    m = bytes_to_unicode()
-    words = {}
-    for w in text.encode("utf-8").split(b" "):
-        key = tuple(m[b] for b in b" " + w)
-        words[key] = words.get(key, 0) + 1
-    vocab = [m[b] for b in range(256)]
+def learn_merges(words, n_merges):
+    """A plain BPE trainer's merges: words maps a tuple of symbols to its count;
+    up to n_merges times the most frequent adjacent pair (ties to the larger
+    pair) is merged in every word. The pairs, in order."""
     merges = []
     for _ in range(n_merges):
         counts = {}
@@ -136,7 +132,6 @@ def train_bpe(text, n_merges):
             break
         best = max(counts, key=lambda p: (counts[p], p))
         merges.append(list(best))
-        vocab.append(best[0] + best[1])
         new = {}
         for w, c in words.items():
             out, i = [], 0
@@ -149,7 +144,18 @@ def train_bpe(text, n_merges):
                     i += 1
             new[tuple(out)] = new.get(tuple(out), 0) + c
         words = new
-    return vocab, merges
+    return merges
+
+
+def train_bpe(text, n_merges):
+    """A plain BPE trainer (most frequent adjacent pair first, within words)."""
+    m = bytes_to_unicode()
+    words = {}
+    for w in text.encode("utf-8").split(b" "):
+        key = tuple(m[b] for b in b" " + w)
+        words[key] = words.get(key, 0) + 1
+    merges = learn_merges(words, n_merges)
+    return [m[b] for b in range(256)] + [a + b for a, b in merges], merges
 
 
 def write(folder, tokenizer, config):

@@ -279,29 +279,10 @@ def small_json():
     for w in words:
         key = tuple("\u2581" + w)
         counts[key] = counts.get(key, 0) + 1
-    for _ in range(150):   # most frequent pair first (test_bpe.train_bpe's rule, on characters)
-        pairs = {}
-        for w, c in counts.items():
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] = pairs.get((a, b), 0) + c
-        if not pairs:
-            break
-        best = max(pairs, key=lambda p: (pairs[p], p))
-        merges.append(list(best))
-        if best[0] + best[1] not in pieces:
-            pieces.append(best[0] + best[1])
-        new = {}
-        for w, c in counts.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new[tuple(out)] = new.get(tuple(out), 0) + c
-        counts = new
+    for a, b in test_bpe.learn_merges(counts, 150):   # on characters
+        merges.append([a, b])
+        if a + b not in pieces:
+            pieces.append(a + b)
     pieces += ["<start_of_turn>", "<end_of_turn>", "<mask>"]
     vocab = {p: i for i, p in enumerate(pieces)}
     added = [(i, p, True) for i, p in enumerate(pieces[:4])] + \
