@@ -73,6 +73,7 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
 #define LLM__HAVE_BLK_TILE_Q5_1 1
 #define LLM__HAVE_BLK_TILE_Q5_K 1
 #define LLM__HAVE_BLK_TILE_IQ4_NL 1
+#define LLM__HAVE_BLK_TILE_Q4_1 1
 #define LLM__BLK_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
 
 /* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
@@ -82,6 +83,17 @@ LLM__INLINE float32x4_t llm__half4(const unsigned char *const *p, size_t off) {
     h = vld1_lane_u16((const uint16_t *)(const void *)(p[2] + off), h, 2);
     h = vld1_lane_u16((const uint16_t *)(const void *)(p[3] + off), h, 3);
     return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+/* q4_1's and q5_1's d and m of four rows (f16 pairs at p[i] + off) as two f32 vectors, exactly */
+LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned char *const *p, size_t off) {
+    uint32x4_t v = vld1q_dup_u32((const uint32_t *)(const void *)(p[0] + off));   /* 4-aligned: 20- and 24-byte blocks in a tensor GGUF aligns to 8 */
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + off), v, 1);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + off), v, 2);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + off), v, 3);
+    float16x8_t h = vreinterpretq_f16_u32(v);
+    float32x4_t lo = vcvt_f32_f16(vget_low_f16(h)), hi = vcvt_high_f32_f16(h);   /* d0 m0 d1 m1, d2 m2 d3 m3 */
+    *d = vuzp1q_f32(lo, hi);
+    *m = vuzp2q_f32(lo, hi);
 }
 /* the lane totals of four rows' accumulators, a row a lane */
 LLM__INLINE int32x4_t llm__total4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
@@ -188,6 +200,38 @@ static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, con
             int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
                                           llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
             acc[v] = llm__blk_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)LLM__Q4_0_BYTES * g), xs[g]);
+            prev[v] = total;
+        }
+    }
+    llm__acc8_store(o, na, acc);
+}
+/* q4_1 (20-byte blocks: f16 d, f16 m, 16 bytes of nibbles, codes 0..15 as
+ * q4_0's): isum = codes . x, then the twin's two steps, fma(isum, d xs,
+ * acc) and fma(sum(x), m xs, acc); xsum[g] = sum(x) */
+static void llm__blk8_q4_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    float32x4_t acc[2];
+    int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    llm__acc8_load(acc, o, na, first);
+    LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    for (int g = 0; g < cg; g++) {
+        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        LLM__UNROLL for (int i = 0; i < 8; i++) {
+            uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_1_BYTES * g + 4);
+            int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+            LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
+            LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
+        }
+        float32x4_t sx = vdupq_n_f32((float)xsum[g]);
+        LLM__UNROLL for (int v = 0; v < 2; v++) {
+            int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
+                                          llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
+            float32x4_t d, m;
+            llm__half4_pairs(&d, &m, rc + 4 * v, (size_t)LLM__Q4_1_BYTES * g);
+            acc[v] = llm__blk_step4(acc[v], vsubq_s32(total, prev[v]), d, xs[g]);
+            acc[v] = vfmaq_f32(acc[v], vmulq_n_f32(m, xs[g]), sx);
             prev[v] = total;
         }
     }
@@ -344,17 +388,6 @@ LLM__INLINE void llm__q5_codes(int8x16_t *q0, int8x16_t *q1, const unsigned char
     *q0 = vreinterpretq_s8_u8(llm__q5_low(b, vtstq_u8(vqtbl1q_u8(clear, idx0), bit)));
     *q1 = vreinterpretq_s8_u8(llm__q5_high(b, vtstq_u8(vqtbl1q_u8(clear, idx1), bit)));
 }
-/* q5_1's d and m of four rows (f16 pairs at p[i] + off) as two f32 vectors, exactly */
-LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned char *const *p, size_t off) {
-    uint32x4_t v = vld1q_dup_u32((const uint32_t *)(const void *)(p[0] + off));   /* 4-aligned: 24-byte blocks in a tensor GGUF aligns to 8 */
-    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + off), v, 1);
-    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + off), v, 2);
-    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + off), v, 3);
-    float16x8_t h = vreinterpretq_f16_u32(v);
-    float32x4_t lo = vcvt_f32_f16(vget_low_f16(h)), hi = vcvt_high_f32_f16(h);   /* d0 m0 d1 m1, d2 m2 d3 m3 */
-    *d = vuzp1q_f32(lo, hi);
-    *m = vuzp2q_f32(lo, hi);
-}
 /* four rows rc of cg groups . x (hi, lo), the lane totals running on */
 LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
                               const int32_t *xsum, const float *xs, int cg, int first, int kind) {
@@ -503,6 +536,7 @@ LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hi, lo
 LLM__NEON_BLK_TILE(q5_0, int16_t, 1, 0, 4, llm__blk4_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_1, int16_t, 1, 1, 8, llm__blk8_q4_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_BLK_TILE
 #endif
