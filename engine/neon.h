@@ -74,6 +74,7 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
 #define LLM__HAVE_BLK_TILE_Q5_K 1
 #define LLM__HAVE_BLK_TILE_IQ4_NL 1
 #define LLM__HAVE_BLK_TILE_Q4_1 1
+#define LLM__HAVE_BLK_TILE_IQ4_XS 1
 #define LLM__BLK_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
 
 /* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
@@ -497,6 +498,55 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
     llm__acc4_store(o, na, acc);
 }
 
+/* iq4_xs (136-byte blocks of 8 groups: f16 d, u16 scales_h, scales_l[4],
+ * qs[128]): group j's codes are iq4_nl's (one tbl from the nibbles at
+ * qs + 16 j), its scale ls - 32 with ls = (scales_l[j / 2] >> 4 (j & 1)) & 15
+ * | ((scales_h >> 2 j) & 3) << 4; the lane totals run on as iq4_nl's; per
+ * group the twin's step fma((float)((ls - 32) s), d xs, acc) */
+/* the eight ls of four rows' blocks at rc[i] + off, sc[j][i] (byte lookups
+ * and per-lane shifts on the block's first 8 bytes) */
+static void llm__iq4_xs_scales4(int32_t (*sc)[4], const unsigned char *const *rc, size_t off) {
+    static const uint8_t lo_at[8] = { 4, 4, 5, 5, 6, 6, 7, 7 }, hi_at[8] = { 2, 2, 2, 2, 3, 3, 3, 3 };
+    static const int8_t lo_shift[8] = { 0, -4, 0, -4, 0, -4, 0, -4 }, hi_shift[8] = { 0, -2, -4, -6, 0, -2, -4, -6 };
+    uint8x8_t ls[4];
+    for (int i = 0; i < 4; i++) {
+        uint8x8_t b = vld1_u8(rc[i] + off);
+        uint8x8_t l = vand_u8(vshl_u8(vtbl1_u8(b, vld1_u8(lo_at)), vld1_s8(lo_shift)), vdup_n_u8(15));
+        uint8x8_t h = vand_u8(vshl_u8(vtbl1_u8(b, vld1_u8(hi_at)), vld1_s8(hi_shift)), vdup_n_u8(3));
+        ls[i] = vorr_u8(l, vshl_n_u8(h, 4));
+    }
+    llm__q4_K_store_rows(sc, ls);
+}
+static void llm__blk4_iq4_xs(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                            const float *xs, int cg, int first) {
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    const int8x16_t kv = vld1q_s8(llm__iq4_values);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * LLM__IQ4_XS_BYTES;
+        int32_t sc[8][4];
+        llm__iq4_xs_scales4(sc, rc, at);
+        float32x4_t d = llm__half4(rc, at);
+        for (int j = 0; j < 8; j++) {
+            int g = k0 + j;
+            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                uint8x16_t qs = vld1q_u8(rc[i] + at + 8 + 16 * j);
+                LLM__DOT16_SPLIT(sh[i], sl[i], vqtbl1q_s8(kv, vandq_u8(qs, m15)), h0, l0);
+                LLM__DOT16_SPLIT(sh[i], sl[i], vqtbl1q_s8(kv, vshrq_n_u8(qs, 4)), h1, l1);
+            }
+            int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+            int32x4_t s = vsubq_s32(total, prev);
+            prev = total;
+            acc = llm__blk_step4(acc, vmulq_s32(vsubq_s32(vld1q_s32(sc[j]), vdupq_n_s32(32)), s), d, xs[g]);
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+
 /* The traits' tiles: token by token, a chunk of up to 64 groups of the
  * token's activations (split once for int16) against every eight (q8_0,
  * q4_0) or four rows (the others, whose codes and sums need more
@@ -538,6 +588,7 @@ LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hi, lo
 LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q4_1, int16_t, 1, 1, 8, llm__blk8_q4_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(iq4_xs, int16_t, 1, 0, 4, llm__blk4_iq4_xs(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_BLK_TILE
 #endif
 
