@@ -75,6 +75,8 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
 #define LLM__HAVE_BLK_TILE_IQ4_NL 1
 #define LLM__HAVE_BLK_TILE_Q4_1 1
 #define LLM__HAVE_BLK_TILE_IQ4_XS 1
+#define LLM__HAVE_BLK_TILE_Q3_K 1
+#define LLM__HAVE_BLK_TILE_Q2_K 1
 #define LLM__BLK_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
 
 /* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
@@ -547,6 +549,120 @@ static void llm__blk4_iq4_xs(float *o, int na, const unsigned char *const *rc, c
     llm__acc4_store(o, na, acc);
 }
 
+/* q3_K (110-byte blocks of 8 groups: hmask[32], qs[64], 12 bytes of
+ * sixteen 6-bit scales, f16 d) and q2_K (84 bytes: sc[16], qs[64], f16 d,
+ * f16 dmin): group k = 4h + j takes, for l < 32, the two bits (qs[32h + l]
+ * >> 2j) & 3; q3_K's code is that less 4 where bit 4h + j of hmask[l] is
+ * clear: the two bits under a mask all ones where the bit is clear (one
+ * bit-select, as q5_0's); q2_K's is the two bits, 0..3. Each 16 of a group
+ * has its own scale, so four rows' sums of each half run on in their own
+ * lane accumulators (the running totals as q5_0's), and per group
+ *   q3_K: isum = (sc[2k] - 32) s0 + (sc[2k + 1] - 32) s1, fma(isum, d xs, acc)
+ *   q2_K: isum = (sc[2k] & 15) s0 + (sc[2k + 1] & 15) s1, fma(isum, d xs, acc),
+ *         msum = (sc[2k] >> 4) sum0(x) + (sc[2k + 1] >> 4) sum1(x),
+ *         fma(msum, -(dmin xs), acc)
+ * the twin's steps, four rows a vector; a half's sum(x) = 128 sum(hi) +
+ * sum(lo), exact */
+/* q3_K's sixteen 6-bit scales (before the - 32) of four rows, sc[i][row]:
+ * lookups in the 16 bytes at off + 94 (the block's last 16: scale byte
+ * s[k] is lane k + 2) */
+static void llm__q3_K_scales4(int32_t (*sc)[4], const unsigned char *const *rc, size_t off) {
+    static const uint8_t lo_at[16] = { 2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9 };
+    static const uint8_t hi_at[16] = { 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13 };
+    static const int8_t lo_shift[16] = { 0, 0, 0, 0, 0, 0, 0, 0, -4, -4, -4, -4, -4, -4, -4, -4 };
+    static const int8_t hi_shift[16] = { 0, 0, 0, 0, -2, -2, -2, -2, -4, -4, -4, -4, -6, -6, -6, -6 };
+    uint8x8_t a[4], b[4];
+    for (int i = 0; i < 4; i++) {
+        uint8x16_t v = vld1q_u8(rc[i] + off + 94);
+        uint8x16_t l = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(lo_at)), vld1q_s8(lo_shift)), vdupq_n_u8(15));
+        uint8x16_t h = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(hi_at)), vld1q_s8(hi_shift)), vdupq_n_u8(3));
+        uint8x16_t s6 = vorrq_u8(l, vshlq_n_u8(h, 4));
+        a[i] = vget_low_u8(s6);
+        b[i] = vget_high_u8(s6);
+    }
+    llm__q4_K_store_rows(sc, a);
+    llm__q4_K_store_rows(sc + 8, b);
+}
+/* the two halves' running totals of four rows, less the last group's */
+LLM__INLINE int32x4_t llm__half_sums(const int32x4_t *sh, const int32x4_t *sl, int32x4_t *prev) {
+    int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+    int32x4_t s = vsubq_s32(total, *prev);
+    *prev = total;
+    return s;
+}
+static void llm__blk4_q3_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const float *xs, int cg, int first) {
+    const uint8x16_t low2 = vdupq_n_u8(3);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[2][4], sl[2][4], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * LLM__Q3_K_BYTES;
+        int32_t sc[16][4];
+        llm__q3_K_scales4(sc, rc, at);
+        float32x4_t d = llm__half4(rc, at + 108);
+        const int32x4_t off32 = vdupq_n_s32(32);
+        for (int k = 0; k < 8; k++) {
+            int h = k >> 2, j = k & 3, g = k0 + k;
+            const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * h + j)));
+            const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
+            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                const unsigned char *b = rc[i] + at;
+                uint8x16_t q0 = vshlq_u8(vld1q_u8(b + 32 + 32 * h), shift), q1 = vshlq_u8(vld1q_u8(b + 48 + 32 * h), shift);
+                uint8x16_t c0 = vbslq_u8(low2, q0, vtstq_u8(vmvnq_u8(vld1q_u8(b)), bit));
+                uint8x16_t c1 = vbslq_u8(low2, q1, vtstq_u8(vmvnq_u8(vld1q_u8(b + 16)), bit));
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c0), h0, l0);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(c1), h1, l1);
+            }
+            int32x4_t s0 = llm__half_sums(sh[0], sl[0], &prev[0]), s1 = llm__half_sums(sh[1], sl[1], &prev[1]);
+            int32x4_t isum = vmlaq_s32(vmulq_s32(vsubq_s32(vld1q_s32(sc[2 * k]), off32), s0),
+                                       vsubq_s32(vld1q_s32(sc[2 * k + 1]), off32), s1);
+            acc = llm__blk_step4(acc, isum, d, xs[g]);
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+                          const float *xs, int cg, int first) {
+    const uint8x16_t low2 = vdupq_n_u8(3), m15 = vdupq_n_u8(15);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[2][4], sl[2][4], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * LLM__Q2_K_BYTES;
+        int32_t sc[16][4], mn[16][4];
+        uint8x8_t a[4], b[4], am[4], bm[4];
+        for (int i = 0; i < 4; i++) {
+            uint8x16_t v = vld1q_u8(rc[i] + at), s4 = vandq_u8(v, m15), m4 = vshrq_n_u8(v, 4);
+            a[i] = vget_low_u8(s4); b[i] = vget_high_u8(s4); am[i] = vget_low_u8(m4); bm[i] = vget_high_u8(m4);
+        }
+        llm__q4_K_store_rows(sc, a); llm__q4_K_store_rows(sc + 8, b);
+        llm__q4_K_store_rows(mn, am); llm__q4_K_store_rows(mn + 8, bm);
+        float32x4_t d = llm__half4(rc, at + 80), dmin = llm__half4(rc, at + 82);
+        for (int k = 0; k < 8; k++) {
+            int h = k >> 2, j = k & 3, g = k0 + k;
+            const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
+            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
+            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int32_t sx0 = 128 * vaddlvq_s8(h0) + vaddlvq_s8(l0), sx1 = 128 * vaddlvq_s8(h1) + vaddlvq_s8(l1);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                const unsigned char *q = rc[i] + at + 16 + 32 * h;
+                uint8x16_t c0 = vandq_u8(vshlq_u8(vld1q_u8(q), shift), low2), c1 = vandq_u8(vshlq_u8(vld1q_u8(q + 16), shift), low2);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c0), h0, l0);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(c1), h1, l1);
+            }
+            int32x4_t s0 = llm__half_sums(sh[0], sl[0], &prev[0]), s1 = llm__half_sums(sh[1], sl[1], &prev[1]);
+            int32x4_t isum = vmlaq_s32(vmulq_s32(vld1q_s32(sc[2 * k]), s0), vld1q_s32(sc[2 * k + 1]), s1);
+            int32x4_t msum = vmlaq_n_s32(vmulq_n_s32(vld1q_s32(mn[2 * k]), sx0), vld1q_s32(mn[2 * k + 1]), sx1);
+            acc = llm__blk_step4(acc, isum, d, xs[g]);
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(msum), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+
 /* The traits' tiles: token by token, a chunk of up to 64 groups of the
  * token's activations (split once for int16) against every eight (q8_0,
  * q4_0) or four rows (the others, whose codes and sums need more
@@ -589,6 +705,8 @@ LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hi
 LLM__NEON_BLK_TILE(q4_1, int16_t, 1, 1, 8, llm__blk8_q4_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(iq4_xs, int16_t, 1, 0, 4, llm__blk4_iq4_xs(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q3_K, int16_t, 1, 0, 4, llm__blk4_q3_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_BLK_TILE
 #endif
 
