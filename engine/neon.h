@@ -129,11 +129,14 @@ static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, int mul, const
 /* the four rows' accumulators from out (a later chunk) or zero, and back */
 LLM__INLINE float32x4_t llm__acc4_load(const float *o, int na, int first) {
     float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    if (first) return vdupq_n_f32(0.0f);
+    if (na == 4) return vld1q_f32(o);   /* a whole tile: no copy (no call) */
+    memcpy(t, o, (size_t)na * sizeof(float));
     return vld1q_f32(t);
 }
 LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
     float t[4];
+    if (na == 4) { vst1q_f32(o, acc); return; }
     vst1q_f32(t, acc);
     memcpy(o, t, (size_t)na * sizeof(float));
 }
@@ -147,11 +150,14 @@ LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
 /* the eight rows' accumulators from out (a later chunk) or zero, and back */
 LLM__INLINE void llm__acc8_load(float32x4_t *acc, const float *o, int na, int first) {
     float t[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
-    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    if (first) { acc[0] = acc[1] = vdupq_n_f32(0.0f); return; }
+    if (na == 8) { acc[0] = vld1q_f32(o); acc[1] = vld1q_f32(o + 4); return; }
+    memcpy(t, o, (size_t)na * sizeof(float));
     acc[0] = vld1q_f32(t); acc[1] = vld1q_f32(t + 4);
 }
 LLM__INLINE void llm__acc8_store(float *o, int na, const float32x4_t *acc) {
     float t[8];
+    if (na == 8) { vst1q_f32(o, acc[0]); vst1q_f32(o + 4, acc[1]); return; }
     vst1q_f32(t, acc[0]); vst1q_f32(t + 4, acc[1]);
     memcpy(o, t, (size_t)na * sizeof(float));
 }
