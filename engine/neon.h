@@ -110,16 +110,17 @@ LLM__INLINE float32x4_t llm__blk_step4(float32x4_t acc, int32x4_t isum, float32x
     return vfmaq_f32(acc, vcvtq_f32_s32(isum), vmulq_n_f32(d, xs));
 }
 
-/* One token's int16 codes x (32 cg) split into hi and lo (above), and each
- * group's code sum times mul, xsum[g] */
-static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, int mul, const int16_t *x, int cg) {
+/* One token's int16 codes x (32 cg) split into hi and lo (above), each
+ * group's 32 hi then its 32 lo, 64 bytes a group at hl (one pointer for
+ * the tiles' loads of both), and each group's code sum times mul, xsum[g] */
+static void llm__split_q16(int8_t *hl, int32_t *xsum, int mul, const int16_t *x, int cg) {
     const int16x8_t low7 = vdupq_n_s16(127);
     for (int g = 0; g < cg; g++) {
         int32x4_t s = vdupq_n_s32(0);
         for (int j = 32 * g; j < 32 * g + 32; j += 16) {
             int16x8_t a = vld1q_s16(x + j), b = vld1q_s16(x + j + 8);
-            vst1q_s8(hi + j, vcombine_s8(vmovn_s16(vshrq_n_s16(a, 7)), vmovn_s16(vshrq_n_s16(b, 7))));
-            vst1q_s8(lo + j, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
+            vst1q_s8(hl + 32 * g + j, vcombine_s8(vmovn_s16(vshrq_n_s16(a, 7)), vmovn_s16(vshrq_n_s16(b, 7))));
+            vst1q_s8(hl + 32 * g + j + 32, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
             s = vpadalq_s16(vpadalq_s16(s, a), b);
         }
         xsum[g] = mul * vaddvq_s32(s);
@@ -163,15 +164,15 @@ LLM__INLINE void llm__acc8_store(float *o, int na, const float32x4_t *acc) {
 }
 /* q8_0 (34-byte blocks: f16 d, int8 q[32]): eight rows rc of cg groups .
  * the int16 codes x = 128 hi + lo */
-static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
     llm__acc8_load(acc, o, na, first);
     LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
         LLM__UNROLL for (int i = 0; i < 8; i++) {
             const int8_t *q = (const int8_t *)(const void *)(rc[i] + LLM__Q8_0_BYTES * g + 2);
             LLM__DOT16_SPLIT(sh[i], sl[i], vld1q_s8(q), h0, l0);
@@ -188,7 +189,7 @@ static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, con
 }
 /* q4_0 (18-byte blocks: f16 d, 16 bytes of nibbles, code - 8): isum = codes .
  * x - 8 xsum, the codes 0..15 as they are; corr[g] = -8 xsum[g] */
-static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *corr, const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
@@ -196,8 +197,8 @@ static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, con
     llm__acc8_load(acc, o, na, first);
     LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
         LLM__UNROLL for (int i = 0; i < 8; i++) {
             uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_0_BYTES * g + 2);
             int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
@@ -217,7 +218,7 @@ static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, con
 /* q4_1 (20-byte blocks: f16 d, f16 m, 16 bytes of nibbles, codes 0..15 as
  * q4_0's): isum = codes . x, then the twin's two steps, fma(isum, d xs,
  * acc) and fma(sum(x), m xs, acc); xsum[g] = sum(x) */
-static void llm__blk8_q4_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk8_q4_1(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
@@ -225,8 +226,8 @@ static void llm__blk8_q4_1(float *o, int na, const unsigned char *const *rc, con
     llm__acc8_load(acc, o, na, first);
     LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
         LLM__UNROLL for (int i = 0; i < 8; i++) {
             uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_1_BYTES * g + 4);
             int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
@@ -286,7 +287,7 @@ static void llm__q4_K_scales4(int32_t (*sc)[4], int32_t (*mn)[4], const unsigned
     llm__q4_K_store_rows(sc, s6);
     llm__q4_K_store_rows(mn, m6);
 }
-static void llm__blk4_q4_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q4_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     const uint8x16_t m15 = vdupq_n_u8(15);
@@ -297,9 +298,9 @@ static void llm__blk4_q4_K(float *o, int na, const unsigned char *const *rc, con
         float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
         for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles) and k0 + 2p + 1 (high) */
             int32x4_t sh[2][4], sl[2][4];
-            const int8_t *xh = hi + 32 * (k0 + 2 * p), *xl = lo + 32 * (k0 + 2 * p);
-            int8x16_t h0 = vld1q_s8(xh), h1 = vld1q_s8(xh + 16), h2 = vld1q_s8(xh + 32), h3 = vld1q_s8(xh + 48);
-            int8x16_t l0 = vld1q_s8(xl), l1 = vld1q_s8(xl + 16), l2 = vld1q_s8(xl + 32), l3 = vld1q_s8(xl + 48);
+            const int8_t *xg = hl + 64 * (k0 + 2 * p);   /* the two groups' hi and lo */
+            int8x16_t h0 = vld1q_s8(xg), h1 = vld1q_s8(xg + 16), h2 = vld1q_s8(xg + 64), h3 = vld1q_s8(xg + 80);
+            int8x16_t l0 = vld1q_s8(xg + 32), l1 = vld1q_s8(xg + 48), l2 = vld1q_s8(xg + 96), l3 = vld1q_s8(xg + 112);
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 const unsigned char *q = rc[i] + at + 16 + 32 * p;
                 uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
@@ -335,7 +336,7 @@ LLM__INLINE int8x16_t llm__q6_K_codes16(const unsigned char *b, int h, int c, in
     }
     return vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32));
 }
-static void llm__blk4_q6_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q6_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     for (int k0 = 0; k0 < cg; k0 += 8) {
@@ -346,8 +347,8 @@ static void llm__blk4_q6_K(float *o, int na, const unsigned char *const *rc, con
         float32x4_t d = llm__half4(rc, at + 208);
         for (int k = 0; k < 8; k++) {
             int h = k >> 2, c = k & 3, g = k0 + k;
-            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
             int32x4_t sh[2][4], sl[2][4];
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
@@ -398,7 +399,7 @@ LLM__INLINE void llm__q5_codes(int8x16_t *q0, int8x16_t *q1, const unsigned char
     *q1 = vreinterpretq_s8_u8(llm__q5_high(b, vtstq_u8(vqtbl1q_u8(clear, idx1), bit)));
 }
 /* four rows rc of cg groups . x (hi, lo), the lane totals running on */
-LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                               const int32_t *xsum, const float *xs, int cg, int first, int kind) {
     static const uint8_t idx[32] = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                      2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 };
@@ -411,8 +412,8 @@ LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc,
     int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
     LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
         LLM__UNROLL for (int i = 0; i < 4; i++) {
             const unsigned char *b = rc[i] + bytes * g;
             int8x16_t q0, q1;
@@ -440,17 +441,17 @@ LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc,
     }
     llm__acc4_store(o, na, acc);
 }
-static void llm__blk4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_0);
+    llm__blk4_b32(o, na, rc, hl, xsum, xs, cg, first, LLM__B32_Q5_0);
 }
-static void llm__blk4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_1);
+    llm__blk4_b32(o, na, rc, hl, xsum, xs, cg, first, LLM__B32_Q5_1);
 }
-static void llm__blk4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                             const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_IQ4_NL);
+    llm__blk4_b32(o, na, rc, hl, xsum, xs, cg, first, LLM__B32_IQ4_NL);
 }
 /* q5_K (176-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of scales
  * and mins as q4_K's, qh[32], qs[128]): group j's element l is q4_K's
@@ -461,7 +462,7 @@ static void llm__blk4_iq4_nl(float *o, int na, const unsigned char *const *rc, c
  * totals run on as q5_0's. Then per group q4_K's two steps,
  * fma((float)(sc s), d xs, acc) then fma((float)(m sum(x)), -(dmin xs),
  * acc): the twin's */
-static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
@@ -480,8 +481,8 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
             LLM__UNROLL for (int e = 0; e < 2; e++) {
                 int j = 2 * p + e, g = k0 + j;
                 const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << j));
-                int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-                int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+                int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+                int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
                 LLM__UNROLL for (int i = 0; i < 4; i++) {
                     const unsigned char *q = rc[i] + at + 48 + 32 * p;
                     uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16), c0, c1;
@@ -525,7 +526,7 @@ static void llm__iq4_xs_scales4(int32_t (*sc)[4], const unsigned char *const *rc
     }
     llm__q4_K_store_rows(sc, ls);
 }
-static void llm__blk4_iq4_xs(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_iq4_xs(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                             const float *xs, int cg, int first) {
     const uint8x16_t m15 = vdupq_n_u8(15);
     const int8x16_t kv = vld1q_s8(llm__iq4_values);
@@ -539,8 +540,8 @@ static void llm__blk4_iq4_xs(float *o, int na, const unsigned char *const *rc, c
         float32x4_t d = llm__half4(rc, at);
         for (int j = 0; j < 8; j++) {
             int g = k0 + j;
-            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 uint8x16_t qs = vld1q_u8(rc[i] + at + 8 + 16 * j);
                 LLM__DOT16_SPLIT(sh[i], sl[i], vqtbl1q_s8(kv, vandq_u8(qs, m15)), h0, l0);
@@ -596,7 +597,7 @@ LLM__INLINE int32x4_t llm__half_sums(const int32x4_t *sh, const int32x4_t *sl, i
     *prev = total;
     return s;
 }
-static void llm__blk4_q3_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q3_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const float *xs, int cg, int first) {
     const uint8x16_t low2 = vdupq_n_u8(3);
     float32x4_t acc = llm__acc4_load(o, na, first);
@@ -612,8 +613,8 @@ static void llm__blk4_q3_K(float *o, int na, const unsigned char *const *rc, con
             int h = k >> 2, j = k & 3, g = k0 + k;
             const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * h + j)));
             const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
-            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 const unsigned char *b = rc[i] + at;
                 uint8x16_t q0 = vshlq_u8(vld1q_u8(b + 32 + 32 * h), shift), q1 = vshlq_u8(vld1q_u8(b + 48 + 32 * h), shift);
@@ -630,7 +631,7 @@ static void llm__blk4_q3_K(float *o, int na, const unsigned char *const *rc, con
     }
     llm__acc4_store(o, na, acc);
 }
-static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const float *xs, int cg, int first) {
     const uint8x16_t low2 = vdupq_n_u8(3), m15 = vdupq_n_u8(15);
     float32x4_t acc = llm__acc4_load(o, na, first);
@@ -650,8 +651,8 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
         for (int k = 0; k < 8; k++) {
             int h = k >> 2, j = k & 3, g = k0 + k;
             const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
-            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
             int32_t sx0 = 128 * vaddlvq_s8(h0) + vaddlvq_s8(l0), sx1 = 128 * vaddlvq_s8(h1) + vaddlvq_s8(l1);
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 const unsigned char *q = rc[i] + at + 16 + 32 * h;
@@ -680,9 +681,9 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
         int n = w->cols, G = n / LLM__GQ;                                                                        \
         size_t chunk_bytes = (size_t)(LLM__BLK_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
                              (size_t)llm__traits[w->type].qblock_bytes;                                          \
-        int8_t hi[q16 ? LLM__BLK_CHUNK * LLM__GQ : 1], lo[q16 ? LLM__BLK_CHUNK * LLM__GQ : 1];                     \
+        int8_t hl[q16 ? 2 * LLM__BLK_CHUNK * LLM__GQ : 1];                                                    \
         int32_t xsum[LLM__BLK_CHUNK];                                                                             \
-        (void)x; (void)hi; (void)lo; (void)xsum;                                                                 \
+        (void)x; (void)hl; (void)xsum;                                                                            \
         for (int b = 0; b < nc; b++) {                                                                           \
             const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                             \
             const float *sb = xs + (size_t)(t + b) * G;                                                          \
@@ -690,7 +691,7 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
             for (int c0 = 0; c0 < G; c0 += LLM__BLK_CHUNK) {                                                      \
                 int cg = G - c0 < LLM__BLK_CHUNK ? G - c0 : LLM__BLK_CHUNK;                                        \
                 const act_t *xc = xb + (size_t)c0 * LLM__GQ;                                                     \
-                if (q16) llm__split_q16(hi, lo, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
+                if (q16) llm__split_q16(hl, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
                 for (int a0 = 0; a0 < nr; a0 += rows) {                                                          \
                     int na = nr - a0 < rows ? nr - a0 : rows;                                                    \
                     const unsigned char *rc[rows];                                                               \
@@ -701,18 +702,18 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
             }                                                                                                    \
         }                                                                                                        \
     }
-LLM__NEON_BLK_TILE(q8_0, int16_t, 1, 0, 8, llm__blk8_q8_0(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q4_0, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q5_0, int16_t, 1, 0, 4, llm__blk4_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q4_1, int16_t, 1, 1, 8, llm__blk8_q4_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(iq4_xs, int16_t, 1, 0, 4, llm__blk4_iq4_xs(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q3_K, int16_t, 1, 0, 4, llm__blk4_q3_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q8_0, int16_t, 1, 0, 8, llm__blk8_q8_0(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_0, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_0, int16_t, 1, 0, 4, llm__blk4_q5_0(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_1, int16_t, 1, 1, 8, llm__blk8_q4_1(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(iq4_xs, int16_t, 1, 0, 4, llm__blk4_iq4_xs(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q3_K, int16_t, 1, 0, 4, llm__blk4_q3_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_BLK_TILE
 #endif
 
