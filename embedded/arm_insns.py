@@ -12,10 +12,11 @@ LLMW's types, and the same shape as GGUF files of random blocks written by
 tests/gguf_writer.py (norms near 1, the tokenizer.bin vocabulary inside), all
 cached in build/arm-insns/. A K-quant needs rows of whole 256-element
 superblocks; as llama-quantize does, a matrix whose rows are not (288 columns)
-falls back: Q6_K's to Q8_0 and Q5_K's to Q5_1 (llama.cpp's own fallbacks),
-Q4_K's to Q4_0 (where llama.cpp takes Q5_0; kept, so that the row compares
-with its earlier figures). So in the 15M only the FFN's down projection (768
-columns) is a K-quant; the table says so.
+falls back: Q6_K's to Q8_0, Q5_K's to Q5_1, and Q3_K's, Q2_K's and
+IQ4_XS's to IQ4_NL (llama.cpp's own fallbacks), Q4_K's to Q4_0 (where
+llama.cpp takes Q5_0; kept, so that the row compares with its earlier
+figures). So in the 15M only the FFN's down projection (768 columns) is a
+K-quant (or IQ4_XS); the table says so.
 
 Per token: (count for N greedy steps - count for 1 step) / (N - 1), decode
 from an empty prompt (BOS), positions 1..N-1, argmax included; N = ARM_STEPS
@@ -36,7 +37,7 @@ STEPS = int(os.environ.get("ARM_STEPS", "33"))
 QEMU = os.environ.get("QEMU", "qemu-aarch64")
 SHAPE = dict(dim=288, hidden_dim=768, n_layers=6, n_heads=6, n_kv_heads=6, vocab_size=32000, seq_len=256, shared=True)
 LLMW = ("f32", "f16", "q8_0", "q4_0", "q4_K")
-GGUF = ("Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "IQ4_NL")
+GGUF = ("Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "IQ4_NL", "Q4_1", "Q3_K", "Q2_K", "IQ4_XS")
 
 
 def die(msg):
@@ -65,7 +66,8 @@ def gguf(name):
     import numpy as np
     import gguf_writer as gw
     qtype = getattr(gw, name)
-    fallback = {gw.Q6_K: gw.Q8_0, gw.Q4_K: gw.Q4_0, gw.Q5_K: gw.Q5_1}.get(qtype, qtype)
+    fallback = {gw.Q6_K: gw.Q8_0, gw.Q4_K: gw.Q4_0, gw.Q5_K: gw.Q5_1, gw.Q3_K: gw.IQ4_NL, gw.Q2_K: gw.IQ4_NL,
+                gw.IQ4_XS: gw.IQ4_NL}.get(qtype, qtype)
     path = os.path.join(CACHE, "r15-%s.gguf" % name)
     s = SHAPE
     pick = lambda cols: qtype if cols % gw.BLOCK[qtype][0] == 0 else fallback
@@ -134,7 +136,8 @@ def main():
     print("Random 15M (dim 288, 6 layers, hidden 768, vocab 32000, shared classifier), greedy, 1 thread, "
           "`%s` under %s with the instruction-count plugin: (count for %d steps - count for 1) / %d, decode "
           "from BOS. GGUF K-quant files: only the matrices named are the K type (rows of 768 = 3 superblocks); "
-          "the rest, 288 columns, fall back (Q6_K to Q8_0, Q5_K to Q5_1, Q4_K to Q4_0)." % (os.path.relpath(run, ROOT), QEMU,
+          "the rest, 288 columns, fall back (Q6_K to Q8_0, Q5_K to Q5_1, Q3_K/Q2_K/IQ4_XS to IQ4_NL, "
+          "Q4_K to Q4_0)." % (os.path.relpath(run, ROOT), QEMU,
                                                                                 STEPS, STEPS - 1))
 
 

@@ -73,6 +73,10 @@ LLM__INLINE llm__f32x8 llm__q8_steps8(llm__f32x8 acc, const int32x4_t *v, const 
 #define LLM__HAVE_BLK_TILE_Q5_1 1
 #define LLM__HAVE_BLK_TILE_Q5_K 1
 #define LLM__HAVE_BLK_TILE_IQ4_NL 1
+#define LLM__HAVE_BLK_TILE_Q4_1 1
+#define LLM__HAVE_BLK_TILE_IQ4_XS 1
+#define LLM__HAVE_BLK_TILE_Q3_K 1
+#define LLM__HAVE_BLK_TILE_Q2_K 1
 #define LLM__BLK_CHUNK 64   /* groups of 32 per chunk of a row (whole 256-blocks) */
 
 /* the f16 scales at p[0..3] (2-byte aligned) as four f32 lanes, exactly */
@@ -82,6 +86,17 @@ LLM__INLINE float32x4_t llm__half4(const unsigned char *const *p, size_t off) {
     h = vld1_lane_u16((const uint16_t *)(const void *)(p[2] + off), h, 2);
     h = vld1_lane_u16((const uint16_t *)(const void *)(p[3] + off), h, 3);
     return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+/* q4_1's and q5_1's d and m of four rows (f16 pairs at p[i] + off) as two f32 vectors, exactly */
+LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned char *const *p, size_t off) {
+    uint32x4_t v = vld1q_dup_u32((const uint32_t *)(const void *)(p[0] + off));   /* 4-aligned: 20- and 24-byte blocks in a tensor GGUF aligns to 8 */
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + off), v, 1);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + off), v, 2);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + off), v, 3);
+    float16x8_t h = vreinterpretq_f16_u32(v);
+    float32x4_t lo = vcvt_f32_f16(vget_low_f16(h)), hi = vcvt_high_f32_f16(h);   /* d0 m0 d1 m1, d2 m2 d3 m3 */
+    *d = vuzp1q_f32(lo, hi);
+    *m = vuzp2q_f32(lo, hi);
 }
 /* the lane totals of four rows' accumulators, a row a lane */
 LLM__INLINE int32x4_t llm__total4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
@@ -95,16 +110,17 @@ LLM__INLINE float32x4_t llm__blk_step4(float32x4_t acc, int32x4_t isum, float32x
     return vfmaq_f32(acc, vcvtq_f32_s32(isum), vmulq_n_f32(d, xs));
 }
 
-/* One token's int16 codes x (32 cg) split into hi and lo (above), and each
- * group's code sum times mul, xsum[g] */
-static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, int mul, const int16_t *x, int cg) {
+/* One token's int16 codes x (32 cg) split into hi and lo (above), each
+ * group's 32 hi then its 32 lo, 64 bytes a group at hl (one pointer for
+ * the tiles' loads of both), and each group's code sum times mul, xsum[g] */
+static void llm__split_q16(int8_t *hl, int32_t *xsum, int mul, const int16_t *x, int cg) {
     const int16x8_t low7 = vdupq_n_s16(127);
     for (int g = 0; g < cg; g++) {
         int32x4_t s = vdupq_n_s32(0);
         for (int j = 32 * g; j < 32 * g + 32; j += 16) {
             int16x8_t a = vld1q_s16(x + j), b = vld1q_s16(x + j + 8);
-            vst1q_s8(hi + j, vcombine_s8(vmovn_s16(vshrq_n_s16(a, 7)), vmovn_s16(vshrq_n_s16(b, 7))));
-            vst1q_s8(lo + j, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
+            vst1q_s8(hl + 32 * g + j, vcombine_s8(vmovn_s16(vshrq_n_s16(a, 7)), vmovn_s16(vshrq_n_s16(b, 7))));
+            vst1q_s8(hl + 32 * g + j + 32, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
             s = vpadalq_s16(vpadalq_s16(s, a), b);
         }
         xsum[g] = mul * vaddvq_s32(s);
@@ -114,11 +130,14 @@ static void llm__split_q16(int8_t *hi, int8_t *lo, int32_t *xsum, int mul, const
 /* the four rows' accumulators from out (a later chunk) or zero, and back */
 LLM__INLINE float32x4_t llm__acc4_load(const float *o, int na, int first) {
     float t[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    if (first) return vdupq_n_f32(0.0f);
+    if (na == 4) return vld1q_f32(o);   /* a whole tile: no copy (no call) */
+    memcpy(t, o, (size_t)na * sizeof(float));
     return vld1q_f32(t);
 }
 LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
     float t[4];
+    if (na == 4) { vst1q_f32(o, acc); return; }
     vst1q_f32(t, acc);
     memcpy(o, t, (size_t)na * sizeof(float));
 }
@@ -132,25 +151,28 @@ LLM__INLINE void llm__acc4_store(float *o, int na, float32x4_t acc) {
 /* the eight rows' accumulators from out (a later chunk) or zero, and back */
 LLM__INLINE void llm__acc8_load(float32x4_t *acc, const float *o, int na, int first) {
     float t[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
-    if (!first) memcpy(t, o, (size_t)na * sizeof(float));
+    if (first) { acc[0] = acc[1] = vdupq_n_f32(0.0f); return; }
+    if (na == 8) { acc[0] = vld1q_f32(o); acc[1] = vld1q_f32(o + 4); return; }
+    memcpy(t, o, (size_t)na * sizeof(float));
     acc[0] = vld1q_f32(t); acc[1] = vld1q_f32(t + 4);
 }
 LLM__INLINE void llm__acc8_store(float *o, int na, const float32x4_t *acc) {
     float t[8];
+    if (na == 8) { vst1q_f32(o, acc[0]); vst1q_f32(o + 4, acc[1]); return; }
     vst1q_f32(t, acc[0]); vst1q_f32(t + 4, acc[1]);
     memcpy(o, t, (size_t)na * sizeof(float));
 }
 /* q8_0 (34-byte blocks: f16 d, int8 q[32]): eight rows rc of cg groups .
  * the int16 codes x = 128 hi + lo */
-static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
     llm__acc8_load(acc, o, na, first);
     LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
         LLM__UNROLL for (int i = 0; i < 8; i++) {
             const int8_t *q = (const int8_t *)(const void *)(rc[i] + LLM__Q8_0_BYTES * g + 2);
             LLM__DOT16_SPLIT(sh[i], sl[i], vld1q_s8(q), h0, l0);
@@ -167,7 +189,7 @@ static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, con
 }
 /* q4_0 (18-byte blocks: f16 d, 16 bytes of nibbles, code - 8): isum = codes .
  * x - 8 xsum, the codes 0..15 as they are; corr[g] = -8 xsum[g] */
-static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *corr, const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
@@ -175,8 +197,8 @@ static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, con
     llm__acc8_load(acc, o, na, first);
     LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
         LLM__UNROLL for (int i = 0; i < 8; i++) {
             uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_0_BYTES * g + 2);
             int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
@@ -188,6 +210,38 @@ static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, con
             int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
                                           llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
             acc[v] = llm__blk_step4(acc[v], vaddq_s32(vsubq_s32(total, prev[v]), c), llm__half4(rc + 4 * v, (size_t)LLM__Q4_0_BYTES * g), xs[g]);
+            prev[v] = total;
+        }
+    }
+    llm__acc8_store(o, na, acc);
+}
+/* q4_1 (20-byte blocks: f16 d, f16 m, 16 bytes of nibbles, codes 0..15 as
+ * q4_0's): isum = codes . x, then the twin's two steps, fma(isum, d xs,
+ * acc) and fma(sum(x), m xs, acc); xsum[g] = sum(x) */
+static void llm__blk8_q4_1(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
+                          const int32_t *xsum, const float *xs, int cg, int first) {
+    float32x4_t acc[2];
+    int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    llm__acc8_load(acc, o, na, first);
+    LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    for (int g = 0; g < cg; g++) {
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
+        LLM__UNROLL for (int i = 0; i < 8; i++) {
+            uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_1_BYTES * g + 4);
+            int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+            LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
+            LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
+        }
+        float32x4_t sx = vdupq_n_f32((float)xsum[g]);
+        LLM__UNROLL for (int v = 0; v < 2; v++) {
+            int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
+                                          llm__total4(sh[4 * v], sh[4 * v + 1], sh[4 * v + 2], sh[4 * v + 3]), 128);
+            float32x4_t d, m;
+            llm__half4_pairs(&d, &m, rc + 4 * v, (size_t)LLM__Q4_1_BYTES * g);
+            acc[v] = llm__blk_step4(acc[v], vsubq_s32(total, prev[v]), d, xs[g]);
+            acc[v] = vfmaq_f32(acc[v], vmulq_n_f32(m, xs[g]), sx);
             prev[v] = total;
         }
     }
@@ -233,7 +287,7 @@ static void llm__q4_K_scales4(int32_t (*sc)[4], int32_t (*mn)[4], const unsigned
     llm__q4_K_store_rows(sc, s6);
     llm__q4_K_store_rows(mn, m6);
 }
-static void llm__blk4_q4_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q4_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     const uint8x16_t m15 = vdupq_n_u8(15);
@@ -244,9 +298,9 @@ static void llm__blk4_q4_K(float *o, int na, const unsigned char *const *rc, con
         float32x4_t d = llm__half4(rc, at), dmin = llm__half4(rc, at + 2);
         for (int p = 0; p < 4; p++) {   /* groups k0 + 2p (low nibbles) and k0 + 2p + 1 (high) */
             int32x4_t sh[2][4], sl[2][4];
-            const int8_t *xh = hi + 32 * (k0 + 2 * p), *xl = lo + 32 * (k0 + 2 * p);
-            int8x16_t h0 = vld1q_s8(xh), h1 = vld1q_s8(xh + 16), h2 = vld1q_s8(xh + 32), h3 = vld1q_s8(xh + 48);
-            int8x16_t l0 = vld1q_s8(xl), l1 = vld1q_s8(xl + 16), l2 = vld1q_s8(xl + 32), l3 = vld1q_s8(xl + 48);
+            const int8_t *xg = hl + 64 * (k0 + 2 * p);   /* the two groups' hi and lo */
+            int8x16_t h0 = vld1q_s8(xg), h1 = vld1q_s8(xg + 16), h2 = vld1q_s8(xg + 64), h3 = vld1q_s8(xg + 80);
+            int8x16_t l0 = vld1q_s8(xg + 32), l1 = vld1q_s8(xg + 48), l2 = vld1q_s8(xg + 96), l3 = vld1q_s8(xg + 112);
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 const unsigned char *q = rc[i] + at + 16 + 32 * p;
                 uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16);
@@ -282,7 +336,7 @@ LLM__INLINE int8x16_t llm__q6_K_codes16(const unsigned char *b, int h, int c, in
     }
     return vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32));
 }
-static void llm__blk4_q6_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q6_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     for (int k0 = 0; k0 < cg; k0 += 8) {
@@ -293,8 +347,8 @@ static void llm__blk4_q6_K(float *o, int na, const unsigned char *const *rc, con
         float32x4_t d = llm__half4(rc, at + 208);
         for (int k = 0; k < 8; k++) {
             int h = k >> 2, c = k & 3, g = k0 + k;
-            int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-            int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
             int32x4_t sh[2][4], sl[2][4];
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
@@ -344,19 +398,8 @@ LLM__INLINE void llm__q5_codes(int8x16_t *q0, int8x16_t *q1, const unsigned char
     *q0 = vreinterpretq_s8_u8(llm__q5_low(b, vtstq_u8(vqtbl1q_u8(clear, idx0), bit)));
     *q1 = vreinterpretq_s8_u8(llm__q5_high(b, vtstq_u8(vqtbl1q_u8(clear, idx1), bit)));
 }
-/* q5_1's d and m of four rows (f16 pairs at p[i] + off) as two f32 vectors, exactly */
-LLM__INLINE void llm__half4_pairs(float32x4_t *d, float32x4_t *m, const unsigned char *const *p, size_t off) {
-    uint32x4_t v = vld1q_dup_u32((const uint32_t *)(const void *)(p[0] + off));   /* 4-aligned: 24-byte blocks in a tensor GGUF aligns to 8 */
-    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + off), v, 1);
-    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + off), v, 2);
-    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + off), v, 3);
-    float16x8_t h = vreinterpretq_f16_u32(v);
-    float32x4_t lo = vcvt_f32_f16(vget_low_f16(h)), hi = vcvt_high_f32_f16(h);   /* d0 m0 d1 m1, d2 m2 d3 m3 */
-    *d = vuzp1q_f32(lo, hi);
-    *m = vuzp2q_f32(lo, hi);
-}
 /* four rows rc of cg groups . x (hi, lo), the lane totals running on */
-LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                               const int32_t *xsum, const float *xs, int cg, int first, int kind) {
     static const uint8_t idx[32] = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                      2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 };
@@ -369,8 +412,8 @@ LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc,
     int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
     LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-        int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
         LLM__UNROLL for (int i = 0; i < 4; i++) {
             const unsigned char *b = rc[i] + bytes * g;
             int8x16_t q0, q1;
@@ -398,17 +441,17 @@ LLM__INLINE void llm__blk4_b32(float *o, int na, const unsigned char *const *rc,
     }
     llm__acc4_store(o, na, acc);
 }
-static void llm__blk4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_0(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_0);
+    llm__blk4_b32(o, na, rc, hl, xsum, xs, cg, first, LLM__B32_Q5_0);
 }
-static void llm__blk4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_1(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_Q5_1);
+    llm__blk4_b32(o, na, rc, hl, xsum, xs, cg, first, LLM__B32_Q5_1);
 }
-static void llm__blk4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_iq4_nl(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                             const int32_t *xsum, const float *xs, int cg, int first) {
-    llm__blk4_b32(o, na, rc, hi, lo, xsum, xs, cg, first, LLM__B32_IQ4_NL);
+    llm__blk4_b32(o, na, rc, hl, xsum, xs, cg, first, LLM__B32_IQ4_NL);
 }
 /* q5_K (176-byte blocks of 8 groups: f16 d, f16 dmin, 12 bytes of scales
  * and mins as q4_K's, qh[32], qs[128]): group j's element l is q4_K's
@@ -419,7 +462,7 @@ static void llm__blk4_iq4_nl(float *o, int na, const unsigned char *const *rc, c
  * totals run on as q5_0's. Then per group q4_K's two steps,
  * fma((float)(sc s), d xs, acc) then fma((float)(m sum(x)), -(dmin xs),
  * acc): the twin's */
-static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, const int8_t *hi, const int8_t *lo,
+static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc = llm__acc4_load(o, na, first);
     int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
@@ -438,8 +481,8 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
             LLM__UNROLL for (int e = 0; e < 2; e++) {
                 int j = 2 * p + e, g = k0 + j;
                 const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << j));
-                int8x16_t h0 = vld1q_s8(hi + 32 * g), h1 = vld1q_s8(hi + 32 * g + 16);
-                int8x16_t l0 = vld1q_s8(lo + 32 * g), l1 = vld1q_s8(lo + 32 * g + 16);
+                int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+                int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
                 LLM__UNROLL for (int i = 0; i < 4; i++) {
                     const unsigned char *q = rc[i] + at + 48 + 32 * p;
                     uint8x16_t b0 = vld1q_u8(q), b1 = vld1q_u8(q + 16), c0, c1;
@@ -464,6 +507,169 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
     llm__acc4_store(o, na, acc);
 }
 
+/* iq4_xs (136-byte blocks of 8 groups: f16 d, u16 scales_h, scales_l[4],
+ * qs[128]): group j's codes are iq4_nl's (one tbl from the nibbles at
+ * qs + 16 j), its scale ls - 32 with ls = (scales_l[j / 2] >> 4 (j & 1)) & 15
+ * | ((scales_h >> 2 j) & 3) << 4; the lane totals run on as iq4_nl's; per
+ * group the twin's step fma((float)((ls - 32) s), d xs, acc) */
+/* the eight ls of four rows' blocks at rc[i] + off, sc[j][i] (byte lookups
+ * and per-lane shifts on the block's first 8 bytes) */
+static void llm__iq4_xs_scales4(int32_t (*sc)[4], const unsigned char *const *rc, size_t off) {
+    static const uint8_t lo_at[8] = { 4, 4, 5, 5, 6, 6, 7, 7 }, hi_at[8] = { 2, 2, 2, 2, 3, 3, 3, 3 };
+    static const int8_t lo_shift[8] = { 0, -4, 0, -4, 0, -4, 0, -4 }, hi_shift[8] = { 0, -2, -4, -6, 0, -2, -4, -6 };
+    uint8x8_t ls[4];
+    for (int i = 0; i < 4; i++) {
+        uint8x8_t b = vld1_u8(rc[i] + off);
+        uint8x8_t l = vand_u8(vshl_u8(vtbl1_u8(b, vld1_u8(lo_at)), vld1_s8(lo_shift)), vdup_n_u8(15));
+        uint8x8_t h = vand_u8(vshl_u8(vtbl1_u8(b, vld1_u8(hi_at)), vld1_s8(hi_shift)), vdup_n_u8(3));
+        ls[i] = vorr_u8(l, vshl_n_u8(h, 4));
+    }
+    llm__q4_K_store_rows(sc, ls);
+}
+static void llm__blk4_iq4_xs(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
+                            const float *xs, int cg, int first) {
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    const int8x16_t kv = vld1q_s8(llm__iq4_values);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[4], sl[4], prev = vdupq_n_s32(0);
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[i] = sl[i] = vdupq_n_s32(0);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * LLM__IQ4_XS_BYTES;
+        int32_t sc[8][4];
+        llm__iq4_xs_scales4(sc, rc, at);
+        float32x4_t d = llm__half4(rc, at);
+        for (int j = 0; j < 8; j++) {
+            int g = k0 + j;
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                uint8x16_t qs = vld1q_u8(rc[i] + at + 8 + 16 * j);
+                LLM__DOT16_SPLIT(sh[i], sl[i], vqtbl1q_s8(kv, vandq_u8(qs, m15)), h0, l0);
+                LLM__DOT16_SPLIT(sh[i], sl[i], vqtbl1q_s8(kv, vshrq_n_u8(qs, 4)), h1, l1);
+            }
+            int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+            int32x4_t s = vsubq_s32(total, prev);
+            prev = total;
+            acc = llm__blk_step4(acc, vmulq_s32(vsubq_s32(vld1q_s32(sc[j]), vdupq_n_s32(32)), s), d, xs[g]);
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+
+/* q3_K (110-byte blocks of 8 groups: hmask[32], qs[64], 12 bytes of
+ * sixteen 6-bit scales, f16 d) and q2_K (84 bytes: sc[16], qs[64], f16 d,
+ * f16 dmin): group k = 4h + j takes, for l < 32, the two bits (qs[32h + l]
+ * >> 2j) & 3; q3_K's code is that less 4 where bit 4h + j of hmask[l] is
+ * clear: the two bits under a mask all ones where the bit is clear (one
+ * bit-select, as q5_0's); q2_K's is the two bits, 0..3. Each 16 of a group
+ * has its own scale, so four rows' sums of each half run on in their own
+ * lane accumulators (the running totals as q5_0's), and per group
+ *   q3_K: isum = (sc[2k] - 32) s0 + (sc[2k + 1] - 32) s1, fma(isum, d xs, acc)
+ *   q2_K: isum = (sc[2k] & 15) s0 + (sc[2k + 1] & 15) s1, fma(isum, d xs, acc),
+ *         msum = (sc[2k] >> 4) sum0(x) + (sc[2k + 1] >> 4) sum1(x),
+ *         fma(msum, -(dmin xs), acc)
+ * the twin's steps, four rows a vector; a half's sum(x) = 128 sum(hi) +
+ * sum(lo), exact */
+/* q3_K's sixteen 6-bit scales (before the - 32) of four rows, sc[i][row]:
+ * lookups in the 16 bytes at off + 94 (the block's last 16: scale byte
+ * s[k] is lane k + 2) */
+static void llm__q3_K_scales4(int32_t (*sc)[4], const unsigned char *const *rc, size_t off) {
+    static const uint8_t lo_at[16] = { 2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9 };
+    static const uint8_t hi_at[16] = { 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13 };
+    static const int8_t lo_shift[16] = { 0, 0, 0, 0, 0, 0, 0, 0, -4, -4, -4, -4, -4, -4, -4, -4 };
+    static const int8_t hi_shift[16] = { 0, 0, 0, 0, -2, -2, -2, -2, -4, -4, -4, -4, -6, -6, -6, -6 };
+    uint8x8_t a[4], b[4];
+    for (int i = 0; i < 4; i++) {
+        uint8x16_t v = vld1q_u8(rc[i] + off + 94);
+        uint8x16_t l = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(lo_at)), vld1q_s8(lo_shift)), vdupq_n_u8(15));
+        uint8x16_t h = vandq_u8(vshlq_u8(vqtbl1q_u8(v, vld1q_u8(hi_at)), vld1q_s8(hi_shift)), vdupq_n_u8(3));
+        uint8x16_t s6 = vorrq_u8(l, vshlq_n_u8(h, 4));
+        a[i] = vget_low_u8(s6);
+        b[i] = vget_high_u8(s6);
+    }
+    llm__q4_K_store_rows(sc, a);
+    llm__q4_K_store_rows(sc + 8, b);
+}
+/* the two halves' running totals of four rows, less the last group's */
+LLM__INLINE int32x4_t llm__half_sums(const int32x4_t *sh, const int32x4_t *sl, int32x4_t *prev) {
+    int32x4_t total = vmlaq_n_s32(llm__total4(sl[0], sl[1], sl[2], sl[3]), llm__total4(sh[0], sh[1], sh[2], sh[3]), 128);
+    int32x4_t s = vsubq_s32(total, *prev);
+    *prev = total;
+    return s;
+}
+static void llm__blk4_q3_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
+                          const float *xs, int cg, int first) {
+    const uint8x16_t low2 = vdupq_n_u8(3);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[2][4], sl[2][4], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * LLM__Q3_K_BYTES;
+        int32_t sc[16][4];
+        llm__q3_K_scales4(sc, rc, at);
+        float32x4_t d = llm__half4(rc, at + 108);
+        const int32x4_t off32 = vdupq_n_s32(32);
+        for (int k = 0; k < 8; k++) {
+            int h = k >> 2, j = k & 3, g = k0 + k;
+            const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * h + j)));
+            const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                const unsigned char *b = rc[i] + at;
+                uint8x16_t q0 = vshlq_u8(vld1q_u8(b + 32 + 32 * h), shift), q1 = vshlq_u8(vld1q_u8(b + 48 + 32 * h), shift);
+                uint8x16_t c0 = vbslq_u8(low2, q0, vtstq_u8(vmvnq_u8(vld1q_u8(b)), bit));
+                uint8x16_t c1 = vbslq_u8(low2, q1, vtstq_u8(vmvnq_u8(vld1q_u8(b + 16)), bit));
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c0), h0, l0);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(c1), h1, l1);
+            }
+            int32x4_t s0 = llm__half_sums(sh[0], sl[0], &prev[0]), s1 = llm__half_sums(sh[1], sl[1], &prev[1]);
+            int32x4_t isum = vmlaq_s32(vmulq_s32(vsubq_s32(vld1q_s32(sc[2 * k]), off32), s0),
+                                       vsubq_s32(vld1q_s32(sc[2 * k + 1]), off32), s1);
+            acc = llm__blk_step4(acc, isum, d, xs[g]);
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
+                          const float *xs, int cg, int first) {
+    const uint8x16_t low2 = vdupq_n_u8(3), m15 = vdupq_n_u8(15);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    int32x4_t sh[2][4], sl[2][4], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+    LLM__UNROLL for (int i = 0; i < 4; i++) sh[0][i] = sl[0][i] = sh[1][i] = sl[1][i] = vdupq_n_s32(0);
+    for (int k0 = 0; k0 < cg; k0 += 8) {
+        size_t at = (size_t)(k0 / 8) * LLM__Q2_K_BYTES;
+        int32_t sc[16][4], mn[16][4];
+        uint8x8_t a[4], b[4], am[4], bm[4];
+        for (int i = 0; i < 4; i++) {
+            uint8x16_t v = vld1q_u8(rc[i] + at), s4 = vandq_u8(v, m15), m4 = vshrq_n_u8(v, 4);
+            a[i] = vget_low_u8(s4); b[i] = vget_high_u8(s4); am[i] = vget_low_u8(m4); bm[i] = vget_high_u8(m4);
+        }
+        llm__q4_K_store_rows(sc, a); llm__q4_K_store_rows(sc + 8, b);
+        llm__q4_K_store_rows(mn, am); llm__q4_K_store_rows(mn + 8, bm);
+        float32x4_t d = llm__half4(rc, at + 80), dmin = llm__half4(rc, at + 82);
+        for (int k = 0; k < 8; k++) {
+            int h = k >> 2, j = k & 3, g = k0 + k;
+            const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
+            int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
+            int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
+            int32_t sx0 = 128 * vaddlvq_s8(h0) + vaddlvq_s8(l0), sx1 = 128 * vaddlvq_s8(h1) + vaddlvq_s8(l1);
+            LLM__UNROLL for (int i = 0; i < 4; i++) {
+                const unsigned char *q = rc[i] + at + 16 + 32 * h;
+                uint8x16_t c0 = vandq_u8(vshlq_u8(vld1q_u8(q), shift), low2), c1 = vandq_u8(vshlq_u8(vld1q_u8(q + 16), shift), low2);
+                LLM__DOT16_SPLIT(sh[0][i], sl[0][i], vreinterpretq_s8_u8(c0), h0, l0);
+                LLM__DOT16_SPLIT(sh[1][i], sl[1][i], vreinterpretq_s8_u8(c1), h1, l1);
+            }
+            int32x4_t s0 = llm__half_sums(sh[0], sl[0], &prev[0]), s1 = llm__half_sums(sh[1], sl[1], &prev[1]);
+            int32x4_t isum = vmlaq_s32(vmulq_s32(vld1q_s32(sc[2 * k]), s0), vld1q_s32(sc[2 * k + 1]), s1);
+            int32x4_t msum = vmlaq_n_s32(vmulq_n_s32(vld1q_s32(mn[2 * k]), sx0), vld1q_s32(mn[2 * k + 1]), sx1);
+            acc = llm__blk_step4(acc, isum, d, xs[g]);
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(msum), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+
 /* The traits' tiles: token by token, a chunk of up to 64 groups of the
  * token's activations (split once for int16) against every eight (q8_0,
  * q4_0) or four rows (the others, whose codes and sums need more
@@ -475,9 +681,9 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
         int n = w->cols, G = n / LLM__GQ;                                                                        \
         size_t chunk_bytes = (size_t)(LLM__BLK_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
                              (size_t)llm__traits[w->type].qblock_bytes;                                          \
-        int8_t hi[q16 ? LLM__BLK_CHUNK * LLM__GQ : 1], lo[q16 ? LLM__BLK_CHUNK * LLM__GQ : 1];                     \
+        int8_t hl[q16 ? 2 * LLM__BLK_CHUNK * LLM__GQ : 1];                                                    \
         int32_t xsum[LLM__BLK_CHUNK];                                                                             \
-        (void)x; (void)hi; (void)lo; (void)xsum;                                                                 \
+        (void)x; (void)hl; (void)xsum;                                                                            \
         for (int b = 0; b < nc; b++) {                                                                           \
             const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                             \
             const float *sb = xs + (size_t)(t + b) * G;                                                          \
@@ -485,7 +691,7 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
             for (int c0 = 0; c0 < G; c0 += LLM__BLK_CHUNK) {                                                      \
                 int cg = G - c0 < LLM__BLK_CHUNK ? G - c0 : LLM__BLK_CHUNK;                                        \
                 const act_t *xc = xb + (size_t)c0 * LLM__GQ;                                                     \
-                if (q16) llm__split_q16(hi, lo, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
+                if (q16) llm__split_q16(hl, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
                 for (int a0 = 0; a0 < nr; a0 += rows) {                                                          \
                     int na = nr - a0 < rows ? nr - a0 : rows;                                                    \
                     const unsigned char *rc[rows];                                                               \
@@ -496,14 +702,18 @@ static void llm__blk4_q5_K(float *o, int na, const unsigned char *const *rc, con
             }                                                                                                    \
         }                                                                                                        \
     }
-LLM__NEON_BLK_TILE(q8_0, int16_t, 1, 0, 8, llm__blk8_q8_0(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q4_0, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hi, lo, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q5_0, int16_t, 1, 0, 4, llm__blk4_q5_0(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hi, lo, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q8_0, int16_t, 1, 0, 8, llm__blk8_q8_0(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_0, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_0, int16_t, 1, 0, 4, llm__blk4_q5_0(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_1, int16_t, 1, 1, 8, llm__blk8_q4_1(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(iq4_xs, int16_t, 1, 0, 4, llm__blk4_iq4_xs(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q3_K, int16_t, 1, 0, 4, llm__blk4_q3_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_BLK_TILE
 #endif
 

@@ -285,7 +285,7 @@ static void test_gguf_q6_K_extremes(void) {
 }
 
 /* ---- every block type's tile and the f32/f16 decode rows at awkward sizes ----
- * (NEON runs q8_0 and q4_0 eight rows at a time, the other types four, f32
+ * (NEON runs q8_0, q4_0 and q4_1 eight rows at a time, the other types four, f32
  * and f16 decode eight rows side by side, sixteen columns a step: here rows
  * 1, 3, 6, 7, 9, 17 leave remainders 1, 2, 3 of four and 1, 3, 6, 7 of
  * eight.) The block types' tiles called directly, at a row offset and with
@@ -297,10 +297,13 @@ static void test_gguf_q6_K_extremes(void) {
  * both against the scalar twin within TOL_SIMD. */
 static void test_tiles_awkward(void) {
     int types[] = { LLM_TYPE_GGUF_Q8_0, LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K,
-                    LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_NL };
-    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 }, { 0, -1 }, { 0, 2 }, { 0, 2 }, { 0, -1 } };
+                    LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_Q5_K, LLM_TYPE_GGUF_IQ4_NL,
+                    LLM_TYPE_GGUF_Q4_1, LLM_TYPE_GGUF_Q3_K, LLM_TYPE_GGUF_Q2_K, LLM_TYPE_GGUF_IQ4_XS };
+    int d_at[][2] = { { 0, -1 }, { 0, -1 }, { 0, 2 }, { 208, -1 }, { 0, -1 }, { 0, 2 }, { 0, 2 }, { 0, -1 },
+                      { 0, 2 }, { 108, -1 }, { 80, 82 }, { 0, -1 } };
     int colss[][3] = { { 288, 32, 2080 }, { 288, 32, 2080 }, { 256, 768, 2304 }, { 256, 768, 2304 },
-                       { 288, 32, 2080 }, { 288, 32, 2080 }, { 256, 768, 2304 }, { 288, 32, 2080 } };
+                       { 288, 32, 2080 }, { 288, 32, 2080 }, { 256, 768, 2304 }, { 288, 32, 2080 },
+                       { 288, 32, 2080 }, { 256, 768, 2304 }, { 256, 768, 2304 }, { 256, 768, 2304 } };
     int nrs[] = { 1, 3, 6, 7, 9, 17 };
     enum { ROWS = 24, R0 = 2, T = 4, LDO = 21 };
     for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
