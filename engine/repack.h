@@ -22,7 +22,9 @@
 /* 1 when this build repacks w: q8_0, q5_0, q5_1, q4_0, q4_K and q6_K, where it has the panel
  * tiles */
 static int llm__repacks(const llm_tensor *w) {
-#ifdef LLM__HAVE_PANELS
+#if defined(LLM__NEON_PANELS)   /* NEON's own four-row panels, for the types neon.h names */
+    return w->data && llm__neon_repacks(w->type);
+#elif defined(LLM__HAVE_PANELS)
     return w->data && llm__traits[w->type].panel_rows;
 #else
     (void)w;
@@ -33,11 +35,18 @@ static int llm__repacks(const llm_tensor *w) {
 /* bytes of w's panels (0: not repacked) */
 static uint64_t llm__panels_size(const llm_tensor *w) {
     if (!llm__repacks(w)) return 0;
+#ifdef LLM__NEON_PANELS
+    return llm__neon_panels_size(w);
+#else
     return llm__mul(((uint64_t)w->rows + LLM__PANEL_ROWS - 1) / LLM__PANEL_ROWS * LLM__PANEL_ROWS, llm__panel_row_bytes(w));
+#endif
 }
 
 /* w's rows into panels at dst (llm__panels_size bytes) */
 static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
+#ifdef LLM__NEON_PANELS
+    llm__neon_repack(dst, w);
+#else
     size_t rb = llm__block_row_bytes(w), words = llm__panel_row_bytes(w) / 4;
     size_t unit = llm__panel_unit(w), slot_words = (unit + 3) / 4, vb = 4 * LLM__PANEL_ROWS;   /* vb: a vector's bytes */
     memset(dst, 0, (size_t)llm__panels_size(w));   /* the padding: rows past the end, bytes past a row's or unit's */
@@ -52,6 +61,7 @@ static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
             if (4 * k < unit) memcpy(to + vb * k, from + 4 * k, unit - 4 * k);   /* a unit not of whole words */
         }
     }
+#endif
 }
 
 /* The matrices the products read: each layer's seven, then the classifier

@@ -98,7 +98,9 @@ static void test_gguf_blocks(void) {
  * each value the twin's bit for bit, and nothing written outside the tile.
  * Then again from the matrix's panels where the build repacks the type
  * (at a row offset of one panel, LLM__PANEL_ROWS: sixteen rows with
- * AVX-512, eight with AVX2; the driver's are whole panels). */
+ * AVX-512, eight with AVX2, four with NEON; the driver's are whole panels),
+ * and at two rows past it (a range starting inside a panel: the file's
+ * rows). */
 static void test_gguf_tile_shapes(void) {
     int types[] = { LLM_TYPE_GGUF_Q4_0, LLM_TYPE_GGUF_Q4_K, LLM_TYPE_GGUF_Q6_K, LLM_TYPE_GGUF_Q4_1,
                     LLM_TYPE_GGUF_Q5_0, LLM_TYPE_GGUF_Q5_1, LLM_TYPE_GGUF_IQ4_NL, LLM_TYPE_GGUF_Q2_K,
@@ -123,9 +125,9 @@ static void test_gguf_tile_shapes(void) {
                 llm__quantize_acts(&t, (int8_t *)(void *)(xq + (size_t)b * cols), xs + (size_t)b * ng, x);
             }
             void *panels = NULL;
-            for (int pan = 0; pan < 2; pan++) {
-              if (pan && !(panels = attach_panels(&t))) break;
-              int R0 = pan ? LLM__PANEL_ROWS : 3;
+            for (int pan = 0; pan < 3; pan++) {   /* 2: panels attached, rows starting inside one */
+              if (pan == 1 && !(panels = attach_panels(&t))) break;
+              int R0 = pan == 1 ? LLM__PANEL_ROWS : pan == 2 ? LLM__PANEL_ROWS + 2 : 3;
               for (int ni = 0; ni < (int)(sizeof nrs / sizeof nrs[0]); ni++) {
                 for (int nc = 1; nc <= 7; nc++) {
                     int nr = nrs[ni], stray = 0;
@@ -141,7 +143,7 @@ static void test_gguf_tile_shapes(void) {
                             worst = worse(worst, fabs(got - want));
                         }
                     char name[112];
-                    const char *from = pan ? "_panels" : "";
+                    const char *from = pan == 1 ? "_panels" : pan == 2 ? "_panels_inside" : "";
                     snprintf(name, sizeof name, "gguf_%s_tile%s_%dx%d_nc%d_eq_twin", tr->name, from, nr, cols, nc);
                     check(worst == 0.0, name, "max abs diff %g (want %g: bit for bit)", worst, 0.0);
                     snprintf(name, sizeof name, "gguf_%s_tile%s_%dx%d_nc%d_writes_only_its_tile", tr->name, from, nr, cols, nc);
