@@ -725,28 +725,33 @@ LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hl, sb
 /* q4_0 and iq4_nl from panels of four rows, repacked at load (llm_repack;
  * NEON's own layout, not x86's: repack.h asks llm__neon_repacks and the
  * two functions after it). A panel holds rows 4p .. 4p + 3, block after
- * block, 72 bytes a block: the four rows' f16 d (8 bytes, row i's at 2 i),
- * then their 16 bytes of nibbles as four vectors, vector k holding bytes
- * 4k .. 4k + 3 of each row (row i in bytes 4 i .. 4 i + 3). A row's block
- * is then 18 bytes of the panel's 72, so the panels take the file's
- * bytes (rows padded to a multiple of four with zeros). With vector k's
- * low nibbles (elements 4k .. 4k + 3 of each row) against the activations'
- * 4k .. 4k + 3, broadcast from lane k of the hi or lo vector (sdot by
- * element), the four rows' sums land in the four lanes, with no lane
- * totals; the high nibbles (elements 16 + 4k ..) likewise against the
- * second vectors. Then the twin's step, four rows at once, as the tiles
- * above: acc = fma((float)isum, d xs, acc). */
+ * block, 80 bytes a block: the four rows' d as f32 (16 bytes, row i's at
+ * 4 i; f16 to f32 is exact), then their 16 bytes of nibbles as four
+ * vectors, vector k holding bytes 4k .. 4k + 3 of each row (row i in bytes
+ * 4 i .. 4 i + 3); q4_0's bytes stored ^ 0x88, each nibble its code - 8 in
+ * two's complement. With vector k's low nibbles (elements 4k .. 4k + 3 of
+ * each row) against the activations' 4k .. 4k + 3, broadcast from lane k
+ * of the hi or lo vector (sdot by element), the four rows' sums land in
+ * the four lanes, with no lane totals; the high nibbles (elements 16 + 4k
+ * ..) likewise against the second vectors. iq4_nl's codes: the table's
+ * values by tbl; q4_0's: 16 (code - 8) as int8, the low nibble shifted up
+ * four and the high one masked in place (no -8 sum(x) correction), the
+ * sum's factor 16 taken off exactly by the conversion to float (scvtf with
+ * four fraction bits: |isum| < 2^22). Then the twin's step, four rows at
+ * once, as the tiles above: acc = fma((float)isum, d xs, acc). */
 #define LLM__NEON_PANELS 1
 #define LLM__PANEL_ROWS 4          /* rows a panel holds (tests: a panel's offset) */
-#define LLM__NEON_PAN_BLOCK 72     /* bytes of a block of four rows in a panel */
+#define LLM__NEON_PAN_BLOCK 80     /* bytes of a block of four rows in a panel */
 static int llm__neon_repacks(int type) { return type == LLM_TYPE_GGUF_Q4_0 || type == LLM_TYPE_GGUF_IQ4_NL; }
 /* bytes of w's panels (a type llm__neon_repacks): whole panels of four rows */
 static uint64_t llm__neon_panels_size(const llm_tensor *w) {
-    return llm__mul(((uint64_t)w->rows + 3) / 4 * 4, llm__block_row_bytes(w));
+    uint64_t blocks = llm__block_row_bytes(w) / LLM__Q4_0_BYTES;
+    return llm__mul(llm__mul(((uint64_t)w->rows + 3) / 4, blocks), LLM__NEON_PAN_BLOCK);
 }
 /* w's rows into panels at dst (llm__neon_panels_size bytes) */
 static void llm__neon_repack(unsigned char *dst, const llm_tensor *w) {
     size_t nb = llm__block_row_bytes(w) / LLM__Q4_0_BYTES;
+    unsigned char flip = w->type == LLM_TYPE_GGUF_Q4_0 ? 0x88 : 0;
     memset(dst, 0, (size_t)llm__neon_panels_size(w));   /* the rows past the end: zeros */
     for (int r = 0; r < w->rows; r++) {
         const unsigned char *row = llm__block_row(w, r);
@@ -755,48 +760,47 @@ static void llm__neon_repack(unsigned char *dst, const llm_tensor *w) {
         for (size_t u = 0; u < nb; u++) {
             const unsigned char *blk = row + u * LLM__Q4_0_BYTES;
             unsigned char *to = pan + u * LLM__NEON_PAN_BLOCK;
-            memcpy(to + 2 * i, blk, 2);
-            for (int k = 0; k < 4; k++) memcpy(to + 8 + 16 * k + 4 * i, blk + 2 + 4 * k, 4);
+            float d = llm_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+            memcpy(to + 4 * i, &d, 4);
+            for (int k = 0; k < 16; k++) to[16 + 16 * (k / 4) + 4 * i + k % 4] = blk[2 + k] ^ flip;
         }
     }
 }
-/* vector k of a panel block b: its 16 nibble bytes' low (elements 4k ..
- * 4k + 3 of each row) and high nibbles (16 + 4k ..) as codes (iq4_nl: the
- * table's values; q4_0: 0..15, the -8 in corr), each . x's hi and lo */
+/* vector k of a panel block: its low (elements 4k .. 4k + 3 of each row)
+ * and high nibbles (16 + 4k ..) as codes, each . x's hi and lo */
 #define LLM__PAN_K(k)                                                                                     \
     do {                                                                                                  \
-        uint8x16_t v_ = vld1q_u8(b + 8 + 16 * (k));                                                       \
+        uint8x16_t v_ = c.val[k];                                                                         \
         int8x16_t q0_, q1_;                                                                               \
         if (iq) {                                                                                         \
             q0_ = vqtbl1q_s8(kv, vandq_u8(v_, m15));                                                      \
             q1_ = vqtbl1q_s8(kv, vshrq_n_u8(v_, 4));                                                      \
         } else {                                                                                          \
-            q0_ = vreinterpretq_s8_u8(vandq_u8(v_, m15));                                                 \
-            q1_ = vreinterpretq_s8_u8(vshrq_n_u8(v_, 4));                                                 \
+            q0_ = vreinterpretq_s8_u8(vshlq_n_u8(v_, 4));                                                 \
+            q1_ = vreinterpretq_s8_u8(vandq_u8(v_, m240));                                                \
         }                                                                                                 \
-        sh = vdotq_laneq_s32(sh, q0_, h0, k); sl = vdotq_laneq_s32(sl, q0_, l0, k);                       \
-        sh = vdotq_laneq_s32(sh, q1_, h1, k); sl = vdotq_laneq_s32(sl, q1_, l1, k);                       \
+        sh = vdotq_laneq_s32(sh, q0_, x.val[0], k); sl = vdotq_laneq_s32(sl, q0_, x.val[2], k);           \
+        sh = vdotq_laneq_s32(sh, q1_, x.val[1], k); sl = vdotq_laneq_s32(sl, q1_, x.val[3], k);           \
     } while (0)
 /* np (1 or 2) panels at p, next bytes apart, of cg groups . x (hi, lo);
- * na of their 4 np rows stored; corr[g] = -8 xsum[g] (q4_0) */
+ * na of their 4 np rows stored */
 LLM__INLINE void llm__pan_b16(float *o, int na, const unsigned char *p, size_t next, const int8_t *hl,
-                             const int32_t *corr, const float *xs, int cg, int first, int np, int iq) {
-    const uint8x16_t m15 = vdupq_n_u8(15);
+                             const float *xs, int cg, int first, int np, int iq) {
+    const uint8x16_t m15 = vdupq_n_u8(15), m240 = vdupq_n_u8(240);
     const int8x16_t kv = vld1q_s8(llm__iq4_values);
     float32x4_t acc[2];
     LLM__UNROLL for (int v = 0; v < np; v++) acc[v] = llm__acc4_load(o + 4 * v, na - 4 * v < 4 ? na - 4 * v : 4, first);
     for (int g = 0; g < cg; g++) {
-        const int8_t *x = hl + 64 * g;
-        int8x16_t h0 = vld1q_s8(x), h1 = vld1q_s8(x + 16), l0 = vld1q_s8(x + 32), l1 = vld1q_s8(x + 48);
+        int8x16x4_t x = vld1q_s8_x4(hl + 64 * g);   /* hi 0..15, hi 16..31, lo 0..15, lo 16..31 */
         float xg = xs[g];
         LLM__UNROLL for (int v = 0; v < np; v++) {
             const unsigned char *b = p + v * next + (size_t)LLM__NEON_PAN_BLOCK * g;
+            uint8x16x4_t c = vld1q_u8_x4(b + 16);
             int32x4_t sh = vdupq_n_s32(0), sl = vdupq_n_s32(0);
             LLM__PAN_K(0); LLM__PAN_K(1); LLM__PAN_K(2); LLM__PAN_K(3);
-            int32x4_t isum = vmlaq_n_s32(sl, sh, 128);
-            if (!iq) isum = vaddq_s32(isum, vld1q_dup_s32(corr + g));
-            float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)b)));
-            acc[v] = llm__blk_step4(acc[v], isum, d, xg);
+            int32x4_t isum = vmlaq_n_s32(sl, sh, 128);   /* q4_0: 16 isum */
+            float32x4_t fsum = iq ? vcvtq_f32_s32(isum) : vcvtq_n_f32_s32(isum, 4);
+            acc[v] = vfmaq_f32(acc[v], fsum, vmulq_n_f32(vld1q_f32((const float *)(const void *)b), xg));
         }
     }
     LLM__UNROLL for (int v = 0; v < np; v++) llm__acc4_store(o + 4 * v, na - 4 * v < 4 ? na - 4 * v : 4, acc[v]);
@@ -804,25 +808,25 @@ LLM__INLINE void llm__pan_b16(float *o, int na, const unsigned char *p, size_t n
 #undef LLM__PAN_K
 /* a panel tile (r a multiple of 4, any nr): token by token, a chunk of up
  * to 64 groups split once, then eight rows (two panels) at a time */
-static void llm__tile_pan_b16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+LLM__INLINE void llm__tile_pan_b16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
                               int t, int nr, int nc, int iq) {
     int n = w->cols, G = n / LLM__GQ;
     size_t next = (size_t)G * LLM__NEON_PAN_BLOCK;   /* a panel's bytes (a block of 32 a group) */
     const unsigned char *p0 = (const unsigned char *)w->panels + (size_t)(r / 4) * next;
     int8_t hl[2 * LLM__BLK_CHUNK * LLM__GQ];
-    int32_t xsum[LLM__BLK_CHUNK];
+    int32_t xsum[LLM__BLK_CHUNK];   /* unused: no correction */
     for (int b = 0; b < nc; b++) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
         const float *sb = xs + (size_t)(t + b) * G;
         float *o = out + (size_t)b * ldo;
         for (int c0 = 0; c0 < G; c0 += LLM__BLK_CHUNK) {
             int cg = G - c0 < LLM__BLK_CHUNK ? G - c0 : LLM__BLK_CHUNK;
-            llm__split_q16(hl, xsum, iq ? 0 : -8, xb + (size_t)c0 * LLM__GQ, cg);
+            llm__split_q16(hl, xsum, 0, xb + (size_t)c0 * LLM__GQ, cg);
             for (int a0 = 0; a0 < nr; a0 += 8) {
                 int na = nr - a0 < 8 ? nr - a0 : 8;
                 const unsigned char *p = p0 + (size_t)(a0 / 4) * next + (size_t)c0 * LLM__NEON_PAN_BLOCK;
-                if (na > 4) llm__pan_b16(o + a0, na, p, next, hl, xsum, sb + c0, cg, c0 == 0, 2, iq);
-                else llm__pan_b16(o + a0, na, p, next, hl, xsum, sb + c0, cg, c0 == 0, 1, iq);
+                if (na > 4) llm__pan_b16(o + a0, na, p, next, hl, sb + c0, cg, c0 == 0, 2, iq);
+                else llm__pan_b16(o + a0, na, p, next, hl, sb + c0, cg, c0 == 0, 1, iq);
             }
         }
     }
