@@ -703,14 +703,15 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
         }                                                                                                        \
     }
 LLM__NEON_BLK_TILE(q8_0, int16_t, 1, 0, 8, llm__blk8_q8_0(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
-#if defined(__ARM_FEATURE_DOTPROD)   /* q4_0's and iq4_nl's tiles read panels too (below), else these */
+#if defined(__ARM_FEATURE_DOTPROD)   /* q4_0's, iq4_nl's and q4_K's tiles read panels too (below), else these */
 LLM__NEON_BLK_TILE(q4_0_file, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(iq4_nl_file, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q4_K_file, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 #else
+LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q4_0, int16_t, 1, -8, 8, llm__blk8_q4_0(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(iq4_nl, int16_t, 1, 0, 4, llm__blk4_iq4_nl(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 #endif
-LLM__NEON_BLK_TILE(q4_K, int16_t, 1, 1, 4, llm__blk4_q4_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q6_K, int16_t, 1, 0, 4, llm__blk4_q6_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q5_0, int16_t, 1, 0, 4, llm__blk4_q5_0(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q5_1, int16_t, 1, 1, 4, llm__blk4_q5_1(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
@@ -742,27 +743,54 @@ LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hl, sb
 #define LLM__NEON_PANELS 1
 #define LLM__PANEL_ROWS 4          /* rows a panel holds (tests: a panel's offset) */
 #define LLM__NEON_PAN_BLOCK 80     /* bytes of a block of four rows in a panel */
-static int llm__neon_repacks(int type) { return type == LLM_TYPE_GGUF_Q4_0 || type == LLM_TYPE_GGUF_IQ4_NL; }
+/* q4_K's panels, 672 bytes a superblock of four rows: d and dmin as f32
+ * (16 bytes each, row i's at 4 i), the eight groups' 6-bit scales and
+ * mins as int16 (64 bytes each, group j's four rows at 8 j), then qs as
+ * q4_0's nibbles are, 128 bytes a pair of groups (qs[32 p .. 32 p + 31]:
+ * group 2p's low nibbles, 2p + 1's high), vector k holding bytes 32 p +
+ * 4k .. 32 p + 4k + 3 of each row */
+#define LLM__NEON_PAN_Q4_K 672
+LLM__STATIC_ASSERT(LLM__NEON_PAN_Q4_K == 32 + 2 * 64 + 4 * 128, neon_q4_K_panel);
+static int llm__neon_repacks(int type) {
+    return type == LLM_TYPE_GGUF_Q4_0 || type == LLM_TYPE_GGUF_IQ4_NL || type == LLM_TYPE_GGUF_Q4_K;
+}
+/* a type's four rows' bytes in a panel for each block of the file */
+static size_t llm__neon_pan_bytes(int type) { return type == LLM_TYPE_GGUF_Q4_K ? LLM__NEON_PAN_Q4_K : LLM__NEON_PAN_BLOCK; }
 /* bytes of w's panels (a type llm__neon_repacks): whole panels of four rows */
 static uint64_t llm__neon_panels_size(const llm_tensor *w) {
-    uint64_t blocks = llm__block_row_bytes(w) / LLM__Q4_0_BYTES;
-    return llm__mul(llm__mul(((uint64_t)w->rows + 3) / 4, blocks), LLM__NEON_PAN_BLOCK);
+    uint64_t blocks = llm__block_row_bytes(w) / (size_t)llm__traits[w->type].qblock_bytes;
+    return llm__mul(llm__mul(((uint64_t)w->rows + 3) / 4, blocks), llm__neon_pan_bytes(w->type));
+}
+LLM__INLINE void llm__put_f32(unsigned char *to, const unsigned char *f16) {
+    float d = llm_f16_to_f32((uint16_t)(f16[0] | f16[1] << 8));
+    memcpy(to, &d, 4);
 }
 /* w's rows into panels at dst (llm__neon_panels_size bytes) */
 static void llm__neon_repack(unsigned char *dst, const llm_tensor *w) {
-    size_t nb = llm__block_row_bytes(w) / LLM__Q4_0_BYTES;
+    size_t fb = (size_t)llm__traits[w->type].qblock_bytes, nb = llm__block_row_bytes(w) / fb, pb = llm__neon_pan_bytes(w->type);
     unsigned char flip = w->type == LLM_TYPE_GGUF_Q4_0 ? 0x88 : 0;
     memset(dst, 0, (size_t)llm__neon_panels_size(w));   /* the rows past the end: zeros */
     for (int r = 0; r < w->rows; r++) {
         const unsigned char *row = llm__block_row(w, r);
-        unsigned char *pan = dst + (size_t)(r / 4) * nb * LLM__NEON_PAN_BLOCK;
+        unsigned char *pan = dst + (size_t)(r / 4) * nb * pb;
         int i = r % 4;
         for (size_t u = 0; u < nb; u++) {
-            const unsigned char *blk = row + u * LLM__Q4_0_BYTES;
-            unsigned char *to = pan + u * LLM__NEON_PAN_BLOCK;
-            float d = llm_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-            memcpy(to + 4 * i, &d, 4);
-            for (int k = 0; k < 16; k++) to[16 + 16 * (k / 4) + 4 * i + k % 4] = blk[2 + k] ^ flip;
+            const unsigned char *blk = row + u * fb;
+            unsigned char *to = pan + u * pb;
+            llm__put_f32(to + 4 * i, blk);
+            if (w->type != LLM_TYPE_GGUF_Q4_K) {
+                for (int k = 0; k < 16; k++) to[16 + 16 * (k / 4) + 4 * i + k % 4] = blk[2 + k] ^ flip;
+                continue;
+            }
+            llm__put_f32(to + 16 + 4 * i, blk + 2);
+            for (int j = 0; j < 8; j++) {
+                int sc, m;
+                llm__q4_K_scale_min(blk + 4, j, &sc, &m);
+                int16_t s16 = (int16_t)sc, m16 = (int16_t)m;
+                memcpy(to + 32 + 8 * j + 2 * i, &s16, 2);
+                memcpy(to + 96 + 8 * j + 2 * i, &m16, 2);
+            }
+            for (int k = 0; k < 128; k++) to[160 + 16 * (k / 4) + 4 * i + k % 4] = blk[16 + k];
         }
     }
 }
@@ -806,26 +834,65 @@ LLM__INLINE void llm__pan_b16(float *o, int na, const unsigned char *p, size_t n
     LLM__UNROLL for (int v = 0; v < np; v++) llm__acc4_store(o + 4 * v, na - 4 * v < 4 ? na - 4 * v : 4, acc[v]);
 }
 #undef LLM__PAN_K
+/* q4_K: one panel at p of cg groups (whole superblocks) . x (hi, lo), the
+ * twin's two steps per group, the scale's and the min's:
+ * fma((float)(sc isum), d xs, acc), then fma((float)(m xsum), -(dmin xs),
+ * acc) (fms: the same bits) */
+#define LLM__PAN4_K(v, xi, lane)                                                                          \
+    do {                                                                                                  \
+        int8x16_t lo_ = vreinterpretq_s8_u8(vandq_u8(v, m15)), hi_ = vreinterpretq_s8_u8(vshrq_n_u8(v, 4)); \
+        sh[0] = vdotq_laneq_s32(sh[0], lo_, xa.val[xi], lane); sl[0] = vdotq_laneq_s32(sl[0], lo_, xa.val[2 + xi], lane); \
+        sh[1] = vdotq_laneq_s32(sh[1], hi_, xb.val[xi], lane); sl[1] = vdotq_laneq_s32(sl[1], hi_, xb.val[2 + xi], lane); \
+    } while (0)
+LLM__INLINE void llm__pan4_q4_K(float *o, int na, const unsigned char *p, const int8_t *hl, const int32_t *xsum,
+                                const float *xs, int cg, int first) {
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    float32x4_t acc = llm__acc4_load(o, na, first);
+    for (int k0 = 0; k0 < cg; k0 += 8, p += LLM__NEON_PAN_Q4_K) {
+        float32x4_t d = vld1q_f32((const float *)(const void *)p), dmin = vld1q_f32((const float *)(const void *)(p + 16));
+        for (int q = 0; q < 4; q++) {   /* groups k0 + 2q (low nibbles) and k0 + 2q + 1 (high) */
+            int g = k0 + 2 * q;
+            int8x16x4_t xa = vld1q_s8_x4(hl + 64 * g), xb = vld1q_s8_x4(hl + 64 * g + 64);
+            uint8x16x4_t c0 = vld1q_u8_x4(p + 160 + 128 * q), c1 = vld1q_u8_x4(p + 160 + 128 * q + 64);
+            int32x4_t sh[2], sl[2];
+            sh[0] = sl[0] = sh[1] = sl[1] = vdupq_n_s32(0);
+            LLM__PAN4_K(c0.val[0], 0, 0); LLM__PAN4_K(c0.val[1], 0, 1); LLM__PAN4_K(c0.val[2], 0, 2); LLM__PAN4_K(c0.val[3], 0, 3);
+            LLM__PAN4_K(c1.val[0], 1, 0); LLM__PAN4_K(c1.val[1], 1, 1); LLM__PAN4_K(c1.val[2], 1, 2); LLM__PAN4_K(c1.val[3], 1, 3);
+            LLM__UNROLL for (int e = 0; e < 2; e++) {
+                int32x4_t isum = vmlaq_n_s32(sl[e], sh[e], 128);
+                int32x4_t sc = vmovl_s16(vld1_s16((const int16_t *)(const void *)(p + 32 + 8 * (2 * q + e))));
+                int32x4_t mn = vmovl_s16(vld1_s16((const int16_t *)(const void *)(p + 96 + 8 * (2 * q + e))));
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(vmulq_s32(sc, isum)), vmulq_n_f32(d, xs[g + e]));
+                acc = vfmsq_f32(acc, vcvtq_f32_s32(vmulq_n_s32(mn, xsum[g + e])), vmulq_n_f32(dmin, xs[g + e]));
+            }
+        }
+    }
+    llm__acc4_store(o, na, acc);
+}
+#undef LLM__PAN4_K
 /* a panel tile (r a multiple of 4, any nr): token by token, a chunk of up
- * to 64 groups split once, then eight rows (two panels) at a time */
-LLM__INLINE void llm__tile_pan_b16(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
-                              int t, int nr, int nc, int iq) {
-    int n = w->cols, G = n / LLM__GQ;
-    size_t next = (size_t)G * LLM__NEON_PAN_BLOCK;   /* a panel's bytes (a block of 32 a group) */
+ * to 64 groups split once, then eight rows (two panels) at a time, q4_K's
+ * four; kind 0 q4_0, 1 iq4_nl, 2 q4_K */
+LLM__INLINE void llm__tile_pan(float *out, int ldo, const llm_tensor *w, int r, const int8_t *xq, const float *xs,
+                              int t, int nr, int nc, int kind) {
+    int n = w->cols, G = n / LLM__GQ, iq = kind == 1;
+    size_t gb = kind == 2 ? LLM__NEON_PAN_Q4_K / 8 : LLM__NEON_PAN_BLOCK;   /* a group's bytes in a panel */
+    size_t next = (size_t)G * gb;   /* a panel's bytes */
     const unsigned char *p0 = (const unsigned char *)w->panels + (size_t)(r / 4) * next;
     int8_t hl[2 * LLM__BLK_CHUNK * LLM__GQ];
-    int32_t xsum[LLM__BLK_CHUNK];   /* unused: no correction */
+    int32_t xsum[LLM__BLK_CHUNK];   /* q4_K's min steps (q4_0 and iq4_nl: unused) */
     for (int b = 0; b < nc; b++) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
         const float *sb = xs + (size_t)(t + b) * G;
         float *o = out + (size_t)b * ldo;
         for (int c0 = 0; c0 < G; c0 += LLM__BLK_CHUNK) {
             int cg = G - c0 < LLM__BLK_CHUNK ? G - c0 : LLM__BLK_CHUNK;
-            llm__split_q16(hl, xsum, 0, xb + (size_t)c0 * LLM__GQ, cg);
-            for (int a0 = 0; a0 < nr; a0 += 8) {
+            llm__split_q16(hl, xsum, kind == 2, xb + (size_t)c0 * LLM__GQ, cg);
+            for (int a0 = 0; a0 < nr; a0 += kind == 2 ? 4 : 8) {
                 int na = nr - a0 < 8 ? nr - a0 : 8;
-                const unsigned char *p = p0 + (size_t)(a0 / 4) * next + (size_t)c0 * LLM__NEON_PAN_BLOCK;
-                if (na > 4) llm__pan_b16(o + a0, na, p, next, hl, sb + c0, cg, c0 == 0, 2, iq);
+                const unsigned char *p = p0 + (size_t)(a0 / 4) * next + (size_t)c0 * gb;
+                if (kind == 2) llm__pan4_q4_K(o + a0, na < 4 ? na : 4, p, hl, xsum, sb + c0, cg, c0 == 0);
+                else if (na > 4) llm__pan_b16(o + a0, na, p, next, hl, sb + c0, cg, c0 == 0, 2, iq);
                 else llm__pan_b16(o + a0, na, p, next, hl, sb + c0, cg, c0 == 0, 1, iq);
             }
         }
@@ -833,13 +900,18 @@ LLM__INLINE void llm__tile_pan_b16(float *out, int ldo, const llm_tensor *w, int
 }
 LLM__KERNEL void llm__tile_blk_q4_0(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                     const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 4 == 0) llm__tile_pan_b16(out, ldo, w, r, xq, xs, t, nr, nc, 0);
+    if (w->panels && r % 4 == 0) llm__tile_pan(out, ldo, w, r, xq, xs, t, nr, nc, 0);
     else llm__tile_blk_q4_0_file(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 LLM__KERNEL void llm__tile_blk_iq4_nl(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
                                       const float *xs, int t, int nr, int nc) {
-    if (w->panels && r % 4 == 0) llm__tile_pan_b16(out, ldo, w, r, xq, xs, t, nr, nc, 1);
+    if (w->panels && r % 4 == 0) llm__tile_pan(out, ldo, w, r, xq, xs, t, nr, nc, 1);
     else llm__tile_blk_iq4_nl_file(out, ldo, w, r, x, xq, xs, t, nr, nc);
+}
+LLM__KERNEL void llm__tile_blk_q4_K(float *out, int ldo, const llm_tensor *w, int r, const float *x, const int8_t *xq,
+                                    const float *xs, int t, int nr, int nc) {
+    if (w->panels && r % 4 == 0) llm__tile_pan(out, ldo, w, r, xq, xs, t, nr, nc, 2);
+    else llm__tile_blk_q4_K_file(out, ldo, w, r, x, xq, xs, t, nr, nc);
 }
 #endif
 #endif
