@@ -476,7 +476,9 @@ def test_repack_flag_and_info():
     matrix's rows in panels of sixteen (AVX-512) or eight (AVX2), a row padded
     to whole runs of 144 bytes, a q6_K block's 210 bytes in 212, a q8_0
     block's 34 in 36, a q5_0 block's 22 in 24, q5_1's 24 as they are; each
-    matrix 64-aligned), none with --repack off or in
+    matrix 64-aligned); with NEON's dotprod kernels q4_0 and q4_K only (and
+    iq4_nl), in panels of four rows, 80 bytes a q4_0 block of four rows, 672
+    a q4_K one; none with --repack off or in
     other builds; eval's NLL is the same either way; a bad value is refused in
     one line"""
     c = dict(RANDOM, vocab_size=512)
@@ -503,6 +505,10 @@ def test_repack_flag_and_info():
             slot = {gw.Q6_K: 212, gw.Q8_0: 36, gw.Q5_0: 24, gw.Q5_1: 24}.get(qtype)   # a block's bytes in whole words
             panel_row = cols // block * slot if slot else -(-row_bytes // 144) * 144
             want += align(-(-rows // (panel or 16)) * (panel or 16) * panel_row)
+        four = {gw.Q4_0: 80, gw.Q4_K: 672}.get(qtype)   # NEON's four-row panels: a file block's four rows
+        if kernels == "neon+dotprod":
+            panel = 4 if four else None
+            want = sum(align(-(-rows // 4) * (cols // block) * four) for rows, cols in shapes) if four else 0
         if panel:
             assert got and int(got.group(1)) == want, (qtype, got.group(0), want)
             rc, out, err = run([path, "--info", "-m", "eval", "-f", text])
