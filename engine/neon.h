@@ -112,18 +112,18 @@ LLM__INLINE float32x4_t llm__blk_step4(float32x4_t acc, int32x4_t isum, float32x
 
 /* One token's int16 codes x (32 cg) split into hi and lo (above), each
  * group's 32 hi then its 32 lo, 64 bytes a group at hl (one pointer for
- * the tiles' loads of both), and each group's code sum times mul, xsum[g] */
-static void llm__split_q16(int8_t *hl, int32_t *xsum, int mul, const int16_t *x, int cg) {
+ * the tiles' loads of both), each group's code sum times mul, xsum[g],
+ * and each 16's code sum, xh[2 g] and xh[2 g + 1] (q2_K's mins) */
+static void llm__split_q16(int8_t *hl, int32_t *xsum, int32_t *xh, int mul, const int16_t *x, int cg) {
     const int16x8_t low7 = vdupq_n_s16(127);
     for (int g = 0; g < cg; g++) {
-        int32x4_t s = vdupq_n_s32(0);
         for (int j = 32 * g; j < 32 * g + 32; j += 16) {
             int16x8_t a = vld1q_s16(x + j), b = vld1q_s16(x + j + 8);
             vst1q_s8(hl + 32 * g + j, vcombine_s8(vmovn_s16(vshrq_n_s16(a, 7)), vmovn_s16(vshrq_n_s16(b, 7))));
             vst1q_s8(hl + 32 * g + j + 32, vcombine_s8(vmovn_s16(vandq_s16(a, low7)), vmovn_s16(vandq_s16(b, low7))));
-            s = vpadalq_s16(vpadalq_s16(s, a), b);
+            xh[j / 16] = vaddvq_s32(vpadalq_s16(vpaddlq_s16(a), b));
         }
-        xsum[g] = mul * vaddvq_s32(s);
+        xsum[g] = mul * (xh[2 * g] + xh[2 * g + 1]);
     }
 }
 
@@ -568,8 +568,8 @@ static void llm__blk4_iq4_xs(float *o, int na, const unsigned char *const *rc, c
  *   q2_K: isum = (sc[2k] & 15) s0 + (sc[2k + 1] & 15) s1, fma(isum, d xs, acc),
  *         msum = (sc[2k] >> 4) sum0(x) + (sc[2k + 1] >> 4) sum1(x),
  *         fma(msum, -(dmin xs), acc)
- * the twin's steps, four rows a vector; a half's sum(x) = 128 sum(hi) +
- * sum(lo), exact */
+ * the twin's steps, four rows a vector; a half's sum(x) from the token's
+ * split (llm__split_q16's xh, once for all the rows) */
 /* q3_K's sixteen 6-bit scales (before the - 32) of four rows, sc[i][row]:
  * lookups in the 16 bytes at off + 94 (the block's last 16: scale byte
  * s[k] is lane k + 2) */
@@ -632,7 +632,7 @@ static void llm__blk4_q3_K(float *o, int na, const unsigned char *const *rc, con
     llm__acc4_store(o, na, acc);
 }
 static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
-                          const float *xs, int cg, int first) {
+                          const int32_t *xh, const float *xs, int cg, int first) {
     const uint8x16_t low2 = vdupq_n_u8(3), m15 = vdupq_n_u8(15);
     float32x4_t acc = llm__acc4_load(o, na, first);
     int32x4_t sh[2][4], sl[2][4], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
@@ -653,7 +653,7 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
             const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
             int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
             int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
-            int32_t sx0 = 128 * vaddlvq_s8(h0) + vaddlvq_s8(l0), sx1 = 128 * vaddlvq_s8(h1) + vaddlvq_s8(l1);
+            int32_t sx0 = xh[2 * g], sx1 = xh[2 * g + 1];   /* the halves' code sums */
             LLM__UNROLL for (int i = 0; i < 4; i++) {
                 const unsigned char *q = rc[i] + at + 16 + 32 * h;
                 uint8x16_t c0 = vandq_u8(vshlq_u8(vld1q_u8(q), shift), low2), c1 = vandq_u8(vshlq_u8(vld1q_u8(q + 16), shift), low2);
@@ -664,7 +664,7 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
             int32x4_t isum = vmlaq_s32(vmulq_s32(vld1q_s32(sc[2 * k]), s0), vld1q_s32(sc[2 * k + 1]), s1);
             int32x4_t msum = vmlaq_n_s32(vmulq_n_s32(vld1q_s32(mn[2 * k]), sx0), vld1q_s32(mn[2 * k + 1]), sx1);
             acc = llm__blk_step4(acc, isum, d, xs[g]);
-            acc = vfmaq_f32(acc, vcvtq_f32_s32(msum), vnegq_f32(vmulq_n_f32(dmin, xs[g])));
+            acc = vfmsq_f32(acc, vcvtq_f32_s32(msum), vmulq_n_f32(dmin, xs[g]));   /* fma(msum, -(dmin xs), acc) */
         }
     }
     llm__acc4_store(o, na, acc);
@@ -682,8 +682,8 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
         size_t chunk_bytes = (size_t)(LLM__BLK_CHUNK * LLM__GQ / llm__traits[w->type].qblock) *                  \
                              (size_t)llm__traits[w->type].qblock_bytes;                                          \
         int8_t hl[q16 ? 2 * LLM__BLK_CHUNK * LLM__GQ : 1];                                                    \
-        int32_t xsum[LLM__BLK_CHUNK];                                                                             \
-        (void)x; (void)hl; (void)xsum;                                                                            \
+        int32_t xsum[LLM__BLK_CHUNK], xh[2 * LLM__BLK_CHUNK];                                                      \
+        (void)x; (void)hl; (void)xsum; (void)xh;                                                                  \
         for (int b = 0; b < nc; b++) {                                                                           \
             const act_t *xb = (const act_t *)(const void *)xq + (size_t)(t + b) * n;                             \
             const float *sb = xs + (size_t)(t + b) * G;                                                          \
@@ -691,7 +691,7 @@ static void llm__blk4_q2_K(float *o, int na, const unsigned char *const *rc, con
             for (int c0 = 0; c0 < G; c0 += LLM__BLK_CHUNK) {                                                      \
                 int cg = G - c0 < LLM__BLK_CHUNK ? G - c0 : LLM__BLK_CHUNK;                                        \
                 const act_t *xc = xb + (size_t)c0 * LLM__GQ;                                                     \
-                if (q16) llm__split_q16(hl, xsum, xsum_mul, (const int16_t *)(const void *)xc, cg);                    \
+                if (q16) llm__split_q16(hl, xsum, xh, xsum_mul, (const int16_t *)(const void *)xc, cg);                \
                 for (int a0 = 0; a0 < nr; a0 += rows) {                                                          \
                     int na = nr - a0 < rows ? nr - a0 : rows;                                                    \
                     const unsigned char *rc[rows];                                                               \
@@ -719,7 +719,7 @@ LLM__NEON_BLK_TILE(q4_1, int16_t, 1, 1, 8, llm__blk8_q4_1(o + a0, na, rc, hl, xs
 LLM__NEON_BLK_TILE(q5_K, int16_t, 1, 1, 4, llm__blk4_q5_K(o + a0, na, rc, hl, xsum, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(iq4_xs, int16_t, 1, 0, 4, llm__blk4_iq4_xs(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
 LLM__NEON_BLK_TILE(q3_K, int16_t, 1, 0, 4, llm__blk4_q3_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
-LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hl, sb + c0, cg, c0 == 0))
+LLM__NEON_BLK_TILE(q2_K, int16_t, 1, 0, 4, llm__blk4_q2_K(o + a0, na, rc, hl, xh, sb + c0, cg, c0 == 0))
 #undef LLM__NEON_BLK_TILE
 
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -880,14 +880,14 @@ LLM__INLINE void llm__tile_pan(float *out, int ldo, const llm_tensor *w, int r, 
     size_t next = (size_t)G * gb;   /* a panel's bytes */
     const unsigned char *p0 = (const unsigned char *)w->panels + (size_t)(r / 4) * next;
     int8_t hl[2 * LLM__BLK_CHUNK * LLM__GQ];
-    int32_t xsum[LLM__BLK_CHUNK];   /* q4_K's min steps (q4_0 and iq4_nl: unused) */
+    int32_t xsum[LLM__BLK_CHUNK], xh[2 * LLM__BLK_CHUNK];   /* q4_K's min steps (q4_0 and iq4_nl: unused) */
     for (int b = 0; b < nc; b++) {
         const int16_t *xb = (const int16_t *)(const void *)xq + (size_t)(t + b) * n;
         const float *sb = xs + (size_t)(t + b) * G;
         float *o = out + (size_t)b * ldo;
         for (int c0 = 0; c0 < G; c0 += LLM__BLK_CHUNK) {
             int cg = G - c0 < LLM__BLK_CHUNK ? G - c0 : LLM__BLK_CHUNK;
-            llm__split_q16(hl, xsum, kind == 2, xb + (size_t)c0 * LLM__GQ, cg);
+            llm__split_q16(hl, xsum, xh, kind == 2, xb + (size_t)c0 * LLM__GQ, cg);
             for (int a0 = 0; a0 < nr; a0 += kind == 2 ? 4 : 8) {
                 int na = nr - a0 < 8 ? nr - a0 : 8;
                 const unsigned char *p = p0 + (size_t)(a0 / 4) * next + (size_t)c0 * gb;
