@@ -14,13 +14,15 @@
  * bits are those of the file's layout (a q8_0 block's 34 bytes each in 36,
  * a q5_0 block's 22 in 24).
  * Only the products' matrices are repacked; the file's bytes stay their
- * data. */
+ * data. NEON with dotprod has its own four-row layout, for q4_0, iq4_nl
+ * and q4_K only (neon.h: llm__neon_repacks, _panels_size, _repack); the
+ * boards repack nothing. */
 #ifndef LLM__PANEL_ROWS
 #define LLM__PANEL_ROWS 16   /* no panels in this build: the sizes below are never asked */
 #endif
 
 /* 1 when this build repacks w: q8_0, q5_0, q5_1, q4_0, q4_K and q6_K, where it has the panel
- * tiles */
+ * tiles (x86); NEON's: q4_0, iq4_nl and q4_K */
 static int llm__repacks(const llm_tensor *w) {
 #if defined(LLM__NEON_PANELS)   /* NEON's own four-row panels, for the types neon.h names */
     return w->data && llm__neon_repacks(w->type);
