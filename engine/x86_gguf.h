@@ -1,5 +1,5 @@
 /* engine/x86_gguf.h -- the x86 tiles of GGUF's block types: group sums by
- * VNNI or madd, eight rows per tile; and for q8_0, q5_0, q5_1, q4_0, q4_K, q5_K and q6_K the rows
+ * VNNI or madd, eight rows per tile; and for q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K the rows
  * in the lanes from repack.h's panels, sixteen (AVX-512 VNNI) or eight
  * (AVX2) at a time. Each gives ref.h's twin's bits (tests/test_kernels.c). */
 
@@ -335,7 +335,6 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
 #define LLM__HAVE_BLK_TILE_IQ4_NL 1
 #define LLM__HAVE_BLK_TILE_Q5_K 1
 LLM__BLK_TILE8(llm__tile_blk_q4_1, q4_1, 1, LLM__BLK_DOFF_q4_1, int16_t)
-LLM__BLK_TILE8(llm__tile_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q3_K, q3_K, 0, LLM__BLK_DOFF_q3_K, int16_t)
 /* q2_K: LLM__BLK_TILE8 with a second sum per (row, group), the mins' msum,
  * and the twin's two steps: fma(isum, d xs, acc), fma(msum, -(dmin xs), acc) */
@@ -402,6 +401,7 @@ LLM__BLK_TILE8(llm__tile8_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q5_K, q5_K, 1, LLM__BLK_DOFF_q5_K, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
 #else
 LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q5_0, q5_0, 0, LLM__BLK_DOFF_q5_0, int16_t)
@@ -410,12 +410,13 @@ LLM__BLK_TILE8(llm__tile_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q5_K, q5_K, 1, LLM__BLK_DOFF_q5_K, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
 #endif
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 16
-#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, q4_K, q5_K and q6_K read from repack.h's panels too */
-/* q8_0, q5_0, q5_1, q4_0, q4_K, q5_K and q6_K sixteen rows at a time with the rows in the lanes, so no
+#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K read from repack.h's panels too */
+/* q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
  * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
@@ -508,12 +509,36 @@ LLM__INLINE void llm__q4_0_codes16(__m512 *acc, int nb, const __m512i *t, __m512
         acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
     }
 }
-/* one group, blk its block in the first row */
+/* iq4_nl group (q4_0's layout, each nibble indexing llm__iq4_values):
+ * acc[b] = fma(isum, d * xs[b], acc[b]) for sixteen rows, each code pair
+ * the table's values looked up by vpermw, whose index is the low five bits
+ * of each int16 (the table twice over: the fifth bit, the next nibble's,
+ * picks the same value), from the word shifted down by 0, 4, 8 or 12 */
+LLM__INLINE void llm__iq4_nl_codes16(__m512 *acc, int nb, const __m512i *t, __m512 d, const int16_t *xp, const float *xs) {
+    const __m512i kv = _mm512_cvtepi8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values)));
+    __m512i s[LLM__TB][2];
+    LLM__UNROLL for (int b = 0; b < nb; b++) s[b][0] = s[b][1] = _mm512_setzero_si512();
+    for (int m = 0; m < 4; m++) {
+        __m512i c[4] = { _mm512_permutexvar_epi16(t[m], kv), _mm512_permutexvar_epi16(_mm512_srli_epi16(t[m], 4), kv),
+                         _mm512_permutexvar_epi16(_mm512_srli_epi16(t[m], 8), kv),
+                         _mm512_permutexvar_epi16(_mm512_srli_epi16(t[m], 12), kv) };
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b][e & 1] = _mm512_dpwssd_epi32(s[b][e & 1], c[e], LLM__PAIR(xw, 4 * m + e));
+        }
+    }
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m512i isum = _mm512_add_epi32(s[b][0], s[b][1]);
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* one group, blk its block in the first row (nl: iq4_nl's, else q4_0's) */
 LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                   const int32_t *xsum, const float *xs) {
+                                   const int32_t *xsum, const float *xs, int nl) {
     __m512i t[4];
     llm__words16(t, blk + 2, rb);
-    llm__q4_0_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xsum, xs);
+    if (nl) llm__iq4_nl_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xs);
+    else llm__q4_0_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xsum, xs);
 }
 /* (a >> 16) | (b << 16) in each 32-bit lane: the word two bytes on */
 LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
@@ -530,7 +555,7 @@ LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
  * for odd g two bytes past one, so d is the high half of the word before
  * and the code words are whole. */
 LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                   const int32_t *xsum, const float *xs, int ng) {
+                                   const int32_t *xsum, const float *xs, int ng, int nl) {
     __m512i wd[36];   /* wd[k]: lane i is row i's bytes 4k..4k+3 */
     for (int k = 0; k < 9; k++) llm__words16(wd + 4 * k, LLM__AT(blk, rb, 16 * k), rb);
     LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: wd's indices constants, wd in registers */
@@ -546,7 +571,8 @@ LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk
             dw = _mm512_srli_epi32(wd[w0 - 1], 16);
         }
         __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
-        llm__q4_0_codes16(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+        if (nl) llm__iq4_nl_codes16(acc, nb, t, d, xp + g * LLM__GQ, xs + g);
+        else llm__q4_0_codes16(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
     }
 }
 
@@ -880,7 +906,7 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
 #ifndef LLM__PANEL_AHEAD
 #define LLM__PANEL_AHEAD 2
 #endif
-/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4), q5_1 (5) or q5_K (6) for nr >= 16
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4), q5_1 (5), q5_K (6) or iq4_nl (7) for nr >= 16
  * rows and nb (1 or LLM__TB) of the nc tokens at a time: a chunk of up to
  * 64 groups' activation pairs at a time, sixteen rows over it; gb8 bytes a
  * row for eight groups (a q4_0 or q8_0 block is one group, a K-quant block
@@ -898,7 +924,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
     size_t blocks8 = (size_t)(8 * LLM__GQ / tr->qblock);
     size_t gb8 = blocks8 * (size_t)(pan && tr->panel_unit ? tr->panel_slot : tr->qblock_bytes);
     size_t panel_bytes = 16 * llm__panel_row_bytes(w);
-    const __m512i order = llm__pair_order(kind != 0 && kind != 4 && kind != 5);
+    const __m512i order = llm__pair_order(kind == 1 || kind == 2 || kind == 3 || kind == 6);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
     int32_t xsum[LLM__TB * 64];             /* their sums */
     float xsc[LLM__TB * 64];                /* and scales */
@@ -921,7 +947,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                 acc[b] = c0 && b < nc ? _mm512_maskz_loadu_ps(fresh, out + (size_t)b * ldo + a0) : _mm512_setzero_ps();
             for (int g = 0, span; g < cg; g += span) {   /* eight groups at a time, q4_0's last few one by one */
                 const unsigned char *blk = LLM__AT(rows, rb, (size_t)g * gb8 / 8);
-                span = kind || pan || cg - g >= 8 ? 8 : 1;
+                span = (kind && kind != 7) || pan || cg - g >= 8 ? 8 : 1;
                 /* sixteen row streams defeat the hardware prefetcher: fetch the
                  * next sixteen rows meanwhile, in address order where one
                  * chunk is the whole row (their 16 gb8 / 8 bytes a group),
@@ -950,8 +976,8 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                 else if (kind == 2) llm__q6_K_block16(acc, nb, blk, rb, xg, xsc + g);
                 else if (kind == 1) llm__q4_K_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
                 else if (kind == 6) llm__q5_K_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
-                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
-                else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 7);
+                else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g, kind == 7);
             }
             LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm512_mask_storeu_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
         }
@@ -994,12 +1020,13 @@ LLM__TILE16_OF(q4_0, 0)
 LLM__TILE16_OF(q4_K, 1)
 LLM__TILE16_OF(q6_K, 2)
 LLM__TILE16_OF(q5_K, 6)
+LLM__TILE16_OF(iq4_nl, 7)
 #undef LLM__TILE16_OF
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 8
-#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, q4_K, q5_K and q6_K read from repack.h's panels too */
-/* AVX2's form of the panel tiles above: q8_0, q5_0, q5_1, q4_0, q4_K, q5_K, q6_K eight rows at a
+#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K read from repack.h's panels too */
+/* AVX2's form of the panel tiles above: q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K, q6_K eight rows at a
  * time from repack.h's eight-row panels, row i in lane i, so no group sum
  * needs a horizontal add. Each panel vector is word m of the eight rows;
  * its nibbles (q6_K's with their high bits) become vectors of int16 code
@@ -1065,8 +1092,45 @@ LLM__INLINE void llm__q4_0_codes8(__m256 *acc, int nb, const __m256i *t, __m256 
  * word 9g/2 and each code word straddles two words; for odd g two bytes
  * past one, so d is the high half of the word before and the code words
  * are whole. */
+/* iq4_nl group (q4_0's layout, each nibble indexing llm__iq4_values) from
+ * its code words t and the rows' d: each word's bytes' low and high
+ * nibbles looked up by pshufb in the table plus 128 (1..241, a byte), each
+ * int16's low and high byte then the pairs (4m, 4m+2), (4m+16, 4m+18),
+ * (4m+1, 4m+3), (4m+17, 4m+19) of q4_0's order; isum = sum code * x less
+ * 128 sum(x) (the offset), then the twin's step fma(isum, d * xs, acc) */
+LLM__INLINE void llm__iq4_nl_codes8(__m256 *acc, int nb, const __m256i *t, __m256 d, const int16_t *xp,
+                                    const int32_t *xsum, const float *xs) {
+    const __m256i kv = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values)),
+                                       _mm256_set1_epi8(-128));
+    __m256i s[LLM__TB], s1 = _mm256_setzero_si256();   /* s1: one token's second chain */
+    LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+    for (int m = 0; m < 4; m++) {
+        __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(t[m], _mm256_set1_epi8(15)));
+        __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(t[m], 4), _mm256_set1_epi8(15)));
+        __m256i c[4] = { _mm256_and_si256(lo, LLM__C16(0x00FF)), _mm256_and_si256(hi, LLM__C16(0x00FF)),
+                         _mm256_srli_epi16(lo, 8), _mm256_srli_epi16(hi, 8) };
+        if (nb == 1) {
+            const int *xw = (const int *)(const void *)xp;
+            s[0] = llm__dot16_i16(s[0], c[0], LLM__PAIR8(xw, 4 * m));
+            s1 = llm__dot16_i16(s1, c[1], LLM__PAIR8(xw, 4 * m + 1));
+            s[0] = llm__dot16_i16(s[0], c[2], LLM__PAIR8(xw, 4 * m + 2));
+            s1 = llm__dot16_i16(s1, c[3], LLM__PAIR8(xw, 4 * m + 3));
+            continue;
+        }
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b] = llm__dot16_i16(s[b], c[e], LLM__PAIR8(xw, 4 * m + e));
+        }
+    }
+    if (nb == 1) s[0] = _mm256_add_epi32(s[0], s1);
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m256i isum = _mm256_sub_epi32(s[b], _mm256_set1_epi32(128 * xsum[64 * b]));
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* (nl: iq4_nl's groups, else q4_0's) */
 LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, const int16_t *xp, const int32_t *xsum,
-                                const float *xs, int ng) {
+                                const float *xs, int ng, int nl) {
     LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: the words' indices constants */
         if (g == ng) break;
         __m256i t[4];
@@ -1085,7 +1149,8 @@ LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, c
             d = llm__f16_lo8(_mm256_srli_epi32(LLM__PW8(run, w0 - 1), 16));
             for (int m = 0; m < 4; m++) t[m] = LLM__PW8(run, w0 + m);
         }
-        llm__q4_0_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+        if (nl) llm__iq4_nl_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+        else llm__q4_0_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
     }
 }
 
@@ -1452,7 +1517,7 @@ LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16
 LLM__INLINE __m256i llm__lanes_below(int na) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(na), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4), q5_1 (5) or q5_K (6) for nr rows
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4), q5_1 (5), q5_K (6) or iq4_nl (7) for nr rows
  * from w's panels (r a multiple of 8, any nr) and nb (1 or LLM__TB) of the
  * nc tokens at a time: a chunk of up to 64 groups' activation pairs at a
  * time, eight rows over it, one stream in address order. gb8: a panel
@@ -1469,7 +1534,7 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
     float xsc[LLM__TB * 64];                /* and scales */
     for (int c0 = 0; c0 < G; c0 += 64) {
         int cg = G - c0 < 64 ? G - c0 : 64;
-        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, (kind != 0 && kind < 4) || kind == 6, kind == 2);
+        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind == 1 || kind == 2 || kind == 3 || kind == 6, kind == 2);
         for (int a0 = 0; a0 < nr; a0 += 8) {
             __m256i fresh = llm__lanes_below(nr - a0);   /* a panel's rows past the matrix are zeros, not stored */
             const unsigned char *rows = (const unsigned char *)w->panels + (size_t)(r + a0) / 8 * panel_bytes + (size_t)c0 * gb8;
@@ -1492,7 +1557,7 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
                 else if (kind == 3) llm__q8_0_run8(acc, nb, run, xg, xsc + g, cg - g < 8 ? cg - g : 8);
                 else if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else if (kind == 1) llm__q4_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
-                else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
+                else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 7);
             }
             LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm256_maskstore_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
         }
@@ -1524,5 +1589,6 @@ LLM__TILE8P_OF(q4_0, 0)
 LLM__TILE8P_OF(q4_K, 1)
 LLM__TILE8P_OF(q6_K, 2)
 LLM__TILE8P_OF(q5_K, 6)
+LLM__TILE8P_OF(iq4_nl, 7)
 #undef LLM__TILE8P_OF
 #endif
