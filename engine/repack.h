@@ -19,7 +19,7 @@
 #define LLM__PANEL_ROWS 16   /* no panels in this build: the sizes below are never asked */
 #endif
 
-/* 1 when this build repacks w: q8_0, q5_0, q5_1, q4_0, q4_K and q6_K, where it has the panel
+/* 1 when this build repacks w: q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K, where it has the panel
  * tiles */
 static int llm__repacks(const llm_tensor *w) {
 #ifdef LLM__HAVE_PANELS

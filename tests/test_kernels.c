@@ -831,6 +831,7 @@ int main(int argc, char **argv) {
     test_gguf_q4_0_odd_scales();
     test_padded_blocks();
     test_gguf_q6_K_extremes();
+    test_gguf_q5_K_extremes();
     test_tiles_awkward();
     test_attention_fast();
     test_attention_decode_heads();
