@@ -67,6 +67,14 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
  * thread, three interleaved runs, decode tok/s with 8 / 4 / 2 / 1 rows:
  * 15M 825 / 1075 / 1047 / 787, 42M 183 / 210 / 227 / 279 */
 #define LLM__Q8_DECODE_ROWS 2
+/* f16: two ymm per (row, token), AVX-512's sixteen lanes and its sum
+ * (simd.h), so the same bits as the AVX-512 build, and two chains a row in
+ * decode. Zen 4, one thread, 3 runs, decode tok/s: 15M 614 -> 890, 42M 218
+ * -> 282 (prefill alike). f32 keeps eight lanes: there two ymm lost (15M
+ * prefill 5600 -> 5130, 42M 1450 -> 1280, decode 42M 180 -> 162), its
+ * bytes twice f16's per multiply-add */
+#define LLM__F16_HALVES 2
+#define llm__vadd(a, b) _mm256_add_ps(a, b)
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
 #define llm__vload(p) _mm256_loadu_ps(p)
