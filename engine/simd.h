@@ -309,12 +309,12 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
                 llm__vf xv[LLM__NC_FP];
                 LLM__UNROLL for (int b = 0; b < nc; b++) { xv[b] = llm__vload(x + (size_t)b * n + j + h * LLM__VL); llm__vkeep(xv[b]); }
                 LLM__UNROLL for (int a = 0; a < nr; a++) {
+                    size_t at = (size_t)a * n + j + h * LLM__VL;
+                    llm__vf wv = f16 ? llm__vload_f16(w16 + at) : llm__vload(w32 + at);
                     if (h == 0 && ahead)
                         LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
                     if (h == 0 && nc == 1 && (size_t)j * eb % 64 < (size_t)S * eb)   /* one per cache line */
                         LLM__PREFETCH_AHEAD((const char *)w + ((size_t)a * n + j) * eb + pf, pf);
-                    size_t at = (size_t)a * n + j + h * LLM__VL;
-                    llm__vf wv = f16 ? llm__vload_f16(w16 + at) : llm__vload(w32 + at);
                     LLM__UNROLL for (int b = 0; b < nc; b++) acc[h][a][b] = llm__vfma(wv, xv[b], acc[h][a][b]);
                 }
             }
