@@ -69,10 +69,11 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
 #define LLM__Q8_DECODE_ROWS 2
 /* f16: two ymm per (row, token), AVX-512's sixteen lanes and its sum
  * (simd.h), so the same bits as the AVX-512 build, and two chains a row in
- * decode. Zen 4, one thread, 3 runs, decode tok/s: 15M 614 -> 890, 42M 218
- * -> 282 (prefill alike). f32 keeps eight lanes: there two ymm lost (15M
- * prefill 5600 -> 5130, 42M 1450 -> 1280, decode 42M 180 -> 162), its
- * bytes twice f16's per multiply-add */
+ * decode. Zen 4, one thread, bench.py (medians of 3, a quiet run each),
+ * decode tok/s: 15M 555 -> 729 (llama.cpp's AVX2 build 760 / 794), 42M 200
+ * -> 290 (273 / 271); prefill alike (5579 / 5411, 1451 / 1415). f32 keeps
+ * eight lanes: there two ymm lost (15M prefill 5600 -> 5130, 42M 1450 ->
+ * 1280, 42M decode 180 -> 162), its bytes twice f16's per multiply-add */
 #define LLM__F16_HALVES 2
 #define llm__vadd(a, b) _mm256_add_ps(a, b)
 typedef __m256 llm__vf;
