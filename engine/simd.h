@@ -218,8 +218,8 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 #ifndef llm__vkeep
 #define llm__vkeep(v) ((void)0)
 #endif
-/* An f16 (row, token) accumulator is LLM__F16_HALVES vectors (an ISA file
- * may set 2, with llm__vadd(a, b)); f32's is one. A step of
+/* An f16 (row, token) accumulator is LLM__F16_HALVES vectors, an f32 one
+ * LLM__F32_HALVES (an ISA file may set 2, with llm__vadd(a, b)). A step of
  * llm__fp_halves(f16) * LLM__VL columns gives half h's lane l column
  * h VL + l, and at the end the halves add up, 0 + 1, before llm__vsum.
  * AVX2's two ymm so take AVX-512's sixteen lanes and the tree of GCC's
@@ -228,7 +228,11 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 #ifndef LLM__F16_HALVES
 #define LLM__F16_HALVES 1
 #endif
-#define llm__fp_halves(f16) ((f16) ? LLM__F16_HALVES : 1)
+#ifndef LLM__F32_HALVES
+#define LLM__F32_HALVES 1
+#endif
+#define llm__fp_halves(f16) ((f16) ? LLM__F16_HALVES : LLM__F32_HALVES)
+#define LLM__FP_HALVES_MAX (LLM__F16_HALVES > LLM__F32_HALVES ? LLM__F16_HALVES : LLM__F32_HALVES)
 /* a panel's accumulators in part (llm__gemm_fp_chunked) */
 #define LLM__FP_PART(h, a, b) (((h) * LLM__NR + (a)) * LLM__NC_FP + (b))
 /* columns a pass of one half takes (several tokens, llm__tile_fp) */
@@ -298,7 +302,7 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
     int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * eb) <= LLM__L1_TILE_BYTES;
     size_t pf = nc == 1 ? llm__pf_ahead((size_t)nr * n * eb) : 0;   /* decode's prefetch distance */
     const int H = llm__fp_halves(f16), S = H * LLM__VL;
-    llm__vf acc[LLM__F16_HALVES][LLM__NR][LLM__NC_FP];
+    llm__vf acc[LLM__FP_HALVES_MAX][LLM__NR][LLM__NC_FP];
     for (int h = 0; h < H; h++)
         for (int a = 0; a < nr; a++)
             for (int b = 0; b < nc; b++) acc[h][a][b] = k0 ? part[LLM__FP_PART(h, a, b)] : llm__vzero();
@@ -320,8 +324,8 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
             }
         }
     } else {                   /* a half at a time */
-#if LLM__F16_HALVES > 1
-        llm__vf wait[LLM__F16_HALVES][LLM__NR][LLM__NC_FP];   /* the halves not in registers */
+#if LLM__FP_HALVES_MAX > 1
+        llm__vf wait[LLM__FP_HALVES_MAX][LLM__NR][LLM__NC_FP];   /* the halves not in registers */
         for (int h = 0; h < H; h++)
             for (int a = 0; a < nr; a++)
                 for (int b = 0; b < nc; b++) wait[h][a][b] = acc[h][a][b];
@@ -363,7 +367,7 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
             }
         }
     }
-#if LLM__F16_HALVES > 1
+#if LLM__FP_HALVES_MAX > 1
     for (int h = 1; h < H; h++)
         for (int a = 0; a < nr; a++)
             for (int b = 0; b < nc; b++) acc[0][a][b] = llm__vadd(acc[0][a][b], acc[h][a][b]);
@@ -803,7 +807,7 @@ const char *llm_simd_name(void) {
 #define LLM__KC_ROWS 32                /* rows per block: part is 8 panels' accumulators */
 static void llm__gemm_fp_chunked(float *out, const llm_tensor *w, const float *x, int r0, int r1, int t0, int t1) {
     int d = w->rows, n = w->cols, f16 = w->type == LLM_TYPE_F16;
-    llm__vf part[LLM__KC_ROWS / LLM__NR][LLM__F16_HALVES * LLM__NR * LLM__NC_FP];
+    llm__vf part[LLM__KC_ROWS / LLM__NR][LLM__FP_HALVES_MAX * LLM__NR * LLM__NC_FP];
     for (int rb = r0; rb < r1; rb += LLM__KC_ROWS) {
         int rb1 = r1 - rb < LLM__KC_ROWS ? r1 : rb + LLM__KC_ROWS;
         for (int t = t0; t < t1; t += LLM__NC_FP) {
