@@ -67,6 +67,17 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
  * thread, three interleaved runs, decode tok/s with 8 / 4 / 2 / 1 rows:
  * 15M 825 / 1075 / 1047 / 787, 42M 183 / 210 / 227 / 279 */
 #define LLM__Q8_DECODE_ROWS 2
+/* f16: two ymm per (row, token), AVX-512's sixteen lanes and its sum
+ * (simd.h), so the same bits as the AVX-512 build, and two chains a row in
+ * decode. Zen 4, one thread, bench.py (medians of 3, a quiet run each),
+ * decode tok/s: 15M 555 -> 729 (llama.cpp's AVX2 build 760 / 794), 42M 200
+ * -> 290 (273 / 271); prefill alike (5579 / 5411, 1451 / 1415). f32 keeps
+ * eight lanes (LLM__F32_HALVES 1): two ymm there took decode up (15M 224 ->
+ * 256, 42M 135 -> 146) but prefill down, its half-at-a-time passes over
+ * twice f16's bytes (15M 5152 -> 4816, 42M 1407 -> 1269; passes of 256 or
+ * 1024 columns alike; Zen 4, runs in ABBA order, load 2.6) */
+#define LLM__F16_HALVES 2
+#define llm__vadd(a, b) _mm256_add_ps(a, b)
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
 #define llm__vload(p) _mm256_loadu_ps(p)
