@@ -436,6 +436,12 @@ LLM__INLINE __m256 llm__q8_steps8(__m256 acc, const __m256i *v, const float *sca
 #else
 #define LLM__Q8_PANEL_BIAS 0
 #endif
+/* the four bytes at p in lane 0 (a broadcast folds the load into itself) */
+LLM__INLINE __m128i llm__word(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm_cvtsi32_si128(v);
+}
 /* lanes lo..hi-1 of one panel's products with one token over ng groups
  * (from p, x, xs), into o[0..hi-lo); cont: each lane's accumulator starts
  * from o (the groups before, whose steps came first), else from zero. neg[g]:
@@ -447,12 +453,10 @@ static void llm__q8_panel_dot(float *o, const unsigned char *p, int lo, int hi, 
 #if LLM__VL == 16
     __m512 acc = _mm512_loadu_ps(lane);
     for (int g = 0; g < ng; g++, p += 16 * LLM__Q8_PANEL_SLOT, x += 32) {
-        int32_t xw[8];
-        memcpy(xw, x, 32);
         __m512i s0 = _mm512_set1_epi32(neg[g]), s1 = _mm512_setzero_si512();   /* two chains, exact integers */
         LLM__UNROLL for (int k = 0; k < 8; k += 2) {
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512((const void *)(p + 64 * (k + 1))), _mm512_set1_epi32(xw[k]));
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512((const void *)(p + 64 * (k + 2))), _mm512_set1_epi32(xw[k + 1]));
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512((const void *)(p + 64 * (k + 1))), _mm512_broadcastd_epi32(llm__word(x + 4 * k)));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512((const void *)(p + 64 * (k + 2))), _mm512_broadcastd_epi32(llm__word(x + 4 * k + 4)));
         }
         __m512 sc = _mm512_mul_ps(_mm512_loadu_ps((const float *)(const void *)p), _mm512_set1_ps(xs[g]));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc);
@@ -463,14 +467,12 @@ static void llm__q8_panel_dot(float *o, const unsigned char *p, int lo, int hi, 
     __m256 acc = _mm256_loadu_ps(lane);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int g = 0; g < ng; g++, p += 8 * LLM__Q8_PANEL_SLOT, x += 32) {
-        int32_t xw[8];
-        memcpy(xw, x, 32);
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
         LLM__UNROLL for (int k = 0; k < 8; k += 2) {   /* |w| times x with w's sign: pairs fit in int16 */
             __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * (k + 1)));
             __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * (k + 2)));
-            __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(_mm256_set1_epi32(xw[k]), w0));
-            __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(_mm256_set1_epi32(xw[k + 1]), w1));
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(_mm256_broadcastd_epi32(llm__word(x + 4 * k)), w0));
+            __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(_mm256_broadcastd_epi32(llm__word(x + 4 * k + 4)), w1));
             s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, ones));
             s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, ones));
         }
