@@ -63,7 +63,8 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
  * 15M f32 216 -> 461 tok/s, 42M f32 73 -> 161, 42M f16 131 -> 194, 15M f16
  * 430 -> 519; four rows side by side left llama.cpp's AVX2 build 2x ahead */
 #define LLM__NR_DECODE 1
-/* LLMW q8_0 decode two rows side by side, not eight. Zen 4, AVX2 build, one
+/* LLMW q8_0 decode (where it has no panels: --repack off, groups other than
+ * 32; else llm__tile_q8_panels below) two rows side by side, not eight. Zen 4, AVX2 build, one
  * thread, three interleaved runs, decode tok/s with 8 / 4 / 2 / 1 rows:
  * 15M 825 / 1075 / 1047 / 787, 42M 183 / 210 / 227 / 279 */
 #define LLM__Q8_DECODE_ROWS 2
@@ -462,7 +463,6 @@ static void llm__q8_panel_dot(float *o, const unsigned char *p, int lo, int hi, 
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc);
     }
     _mm512_storeu_ps(lane, acc);
-    (void)neg;
 #else
     __m256 acc = _mm256_loadu_ps(lane);
     const __m256i ones = _mm256_set1_epi16(1);
@@ -496,7 +496,7 @@ static void llm__tile_q8_panels(float *out, const llm_tensor *w, int r, int nr, 
     int32_t neg[LLM__Q8_PANEL_GRUN];
     for (int g0 = 0; g0 < groups; g0 += LLM__Q8_PANEL_GRUN) {
         int ng = groups - g0 < LLM__Q8_PANEL_GRUN ? groups - g0 : LLM__Q8_PANEL_GRUN;
-        for (int g = 0; g < ng; g++) {
+        for (int g = 0; LLM__Q8_PANEL_BIAS && g < ng; g++) {
             int32_t sum = 0;
             for (int j = 0; j < 32; j++) sum += xq[(size_t)(g0 + g) * 32 + j];
             neg[g] = -LLM__Q8_PANEL_BIAS * sum;
