@@ -597,6 +597,9 @@ LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, 
     (void)x;
     xq += (size_t)t * n;
     xs += (size_t)t * groups;
+#ifdef LLM__HAVE_Q8_PANELS
+    if (nc == 1 && wt->panels) { llm__tile_q8_panels(out, wt, r, nr, xq, xs); return; }   /* decode: x86.h, repack.h */
+#endif
     if (G == 32 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, 32, nr, nc, 1);
     else if (G % 32 == 0 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 1);
     else llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 0);
