@@ -250,7 +250,8 @@ size_t llm_model_size(const void *bytes, size_t n_bytes);
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size);
 /* Load-time repacking, for builds whose tiles read a layout faster than the
  * file's (the AVX-512 VNNI build: q4_0, q4_K and q6_K in sixteen-row
- * panels, q8_0 in LLMW's q8_0 layout for prefill; engine/repack.h).
+ * panels, q8_0 in LLMW's q8_0 layout for prefill; LLMW's own q8_0 in
+ * groups of 32 in panels for decode, AVX2 too; engine/repack.h).
  * llm_repack_size: the bytes it takes (0: nothing this build repacks);
  * llm_repack copies those matrices into a 64-byte-aligned arena of that
  * size, which must outlive the model, and points their panels at it. The

@@ -21,9 +21,36 @@
 #define LLM__PANEL_ROWS 16   /* no panels in this build: the sizes below are never asked */
 #endif
 
-/* 1 when this build repacks w: q8_0, q5_0, q5_1, q4_0, q4_K and q6_K, where it has the panel
- * tiles (x86); NEON's: q4_0, iq4_nl and q4_K */
+/* LLMW's own q8_0 in groups of 32 (x86.h's LLM__HAVE_Q8_PANELS): its
+ * decode reads panels too, each group a unit of LLM__Q8_PANEL_SLOT bytes:
+ * the row's f32 scale, then its 32 codes (plus LLM__Q8_PANEL_BIAS) */
+static int llm__q8_panels(const llm_tensor *w) {
+#ifdef LLM__HAVE_Q8_PANELS
+    return w->data && w->scale && w->type == LLM_TYPE_Q8_0 && w->group == 32 && w->cols % 32 == 0;
+#else
+    (void)w;
+    return 0;
+#endif
+}
+#ifdef LLM__HAVE_Q8_PANELS
+/* group u of row r of LLMW q8_0 w as a panel unit, in buf */
+static const unsigned char *llm__q8_panel_unit(unsigned char *buf, const llm_tensor *w, int r, size_t u) {
+    const int8_t *codes = (const int8_t *)w->data + (size_t)r * (size_t)w->cols + 32 * u;
+    memcpy(buf, w->scale + (size_t)r * (size_t)(w->cols / 32) + u, 4);
+    for (int j = 0; j < 32; j++) buf[4 + j] = (unsigned char)((unsigned char)codes[j] ^ LLM__Q8_PANEL_BIAS);
+    return buf;
+}
+#define LLM__Q8_UNIT LLM__Q8_PANEL_SLOT
+LLM__STATIC_ASSERT(LLM__PANEL_ROWS == LLM__VL, q8_panels_are_the_lanes);
+#else
+#define llm__q8_panel_unit(buf, w, r, u) ((void)(w), (void)(r), (void)(u), (const unsigned char *)(buf))
+#define LLM__Q8_UNIT 36
+#endif
+
+/* 1 when this build repacks w: q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K, where it has the panel
+ * tiles, and LLMW's q8_0 (above) (x86); NEON's: q4_0, iq4_nl and q4_K */
 static int llm__repacks(const llm_tensor *w) {
+    if (llm__q8_panels(w)) return 1;
 #if defined(LLM__NEON_PANELS)   /* NEON's own four-row panels, for the types neon.h names */
     return w->data && llm__neon_repacks(w->type);
 #elif defined(LLM__HAVE_PANELS)
@@ -34,13 +61,18 @@ static int llm__repacks(const llm_tensor *w) {
 #endif
 }
 
+/* bytes of a row of w in a panel */
+static size_t llm__repack_row_bytes(const llm_tensor *w) {
+    return llm__q8_panels(w) ? (size_t)(w->cols / 32) * LLM__Q8_UNIT : llm__panel_row_bytes(w);
+}
+
 /* bytes of w's panels (0: not repacked) */
 static uint64_t llm__panels_size(const llm_tensor *w) {
     if (!llm__repacks(w)) return 0;
 #ifdef LLM__NEON_PANELS
     return llm__neon_panels_size(w);
 #else
-    return llm__mul(((uint64_t)w->rows + LLM__PANEL_ROWS - 1) / LLM__PANEL_ROWS * LLM__PANEL_ROWS, llm__panel_row_bytes(w));
+    return llm__mul(((uint64_t)w->rows + LLM__PANEL_ROWS - 1) / LLM__PANEL_ROWS * LLM__PANEL_ROWS, llm__repack_row_bytes(w));
 #endif
 }
 
@@ -49,14 +81,16 @@ static void llm__repack_panels(unsigned char *dst, const llm_tensor *w) {
 #ifdef LLM__NEON_PANELS
     llm__neon_repack(dst, w);
 #else
-    size_t rb = llm__block_row_bytes(w), words = llm__panel_row_bytes(w) / 4;
-    size_t unit = llm__panel_unit(w), slot_words = (unit + 3) / 4, vb = 4 * LLM__PANEL_ROWS;   /* vb: a vector's bytes */
+    int q8 = llm__q8_panels(w);
+    size_t rb = q8 ? (size_t)(w->cols / 32) * LLM__Q8_UNIT : llm__block_row_bytes(w), words = llm__repack_row_bytes(w) / 4;
+    size_t unit = q8 ? LLM__Q8_UNIT : llm__panel_unit(w), slot_words = (unit + 3) / 4, vb = 4 * LLM__PANEL_ROWS;   /* vb: a vector's bytes */
+    unsigned char buf[LLM__Q8_UNIT];
     memset(dst, 0, (size_t)llm__panels_size(w));   /* the padding: rows past the end, bytes past a row's or unit's */
     for (int r = 0; r < w->rows; r++) {
-        const unsigned char *row = llm__block_row(w, r);
+        const unsigned char *row = q8 ? NULL : llm__block_row(w, r);
         unsigned char *lane = dst + (size_t)(r / LLM__PANEL_ROWS) * words * vb + 4 * (size_t)(r % LLM__PANEL_ROWS);
         for (size_t u = 0; u < rb / unit; u++) {   /* word k of unit u to word (slot u, k) of the lane */
-            const unsigned char *from = row + u * unit;
+            const unsigned char *from = q8 ? llm__q8_panel_unit(buf, w, r, u) : row + u * unit;
             unsigned char *to = lane + u * slot_words * vb;
             size_t k = 0;
             for (; 4 * k + 4 <= unit; k++) memcpy(to + vb * k, from + 4 * k, 4);

@@ -218,6 +218,34 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 #ifndef llm__vkeep
 #define llm__vkeep(v) ((void)0)
 #endif
+/* An f16 (row, token) accumulator is LLM__F16_HALVES vectors, an f32 one
+ * LLM__F32_HALVES (an ISA file may set 2, with llm__vadd(a, b)). A step of
+ * llm__fp_halves(f16) * LLM__VL columns gives half h's lane l column
+ * h VL + l, and at the end the halves add up, 0 + 1, before llm__vsum.
+ * AVX2's two ymm so take AVX-512's sixteen lanes and the tree of GCC's
+ * _mm512_reduce_add_ps (high + low half, then llm__vsum's): two chains per
+ * row where one row at a time (decode) waited on one. */
+#ifndef LLM__F16_HALVES
+#define LLM__F16_HALVES 1
+#endif
+#ifndef LLM__F32_HALVES
+#define LLM__F32_HALVES 1
+#endif
+#define llm__fp_halves(f16) ((f16) ? LLM__F16_HALVES : LLM__F32_HALVES)
+#define LLM__FP_HALVES_MAX (LLM__F16_HALVES > LLM__F32_HALVES ? LLM__F16_HALVES : LLM__F32_HALVES)
+/* a panel's accumulators in part (llm__gemm_fp_chunked) */
+#define LLM__FP_PART(h, a, b) (((h) * LLM__NR + (a)) * LLM__NC_FP + (b))
+/* columns a pass of one half takes (several tokens, llm__tile_fp) */
+#ifndef LLM__FP_PASS
+#define LLM__FP_PASS 512
+#endif
+/* the halves waiting their turn stay in memory, not in registers that the
+ * pass of the other half needs */
+#if defined(__GNUC__)
+#define llm__fp_spill(v) __asm__ volatile("" : : "r"(v) : "memory")
+#else
+#define llm__fp_spill(v) ((void)(v))
+#endif
 /* tokens per tile of a product by w's type: more for f32 and f16, whose
  * tile needs fewer registers per (row, token) pair than q8_0's */
 static int llm__tile_tokens(int type) {
@@ -234,13 +262,36 @@ static int llm__tile_tokens(int type) {
 #ifndef LLM__L1_TILE_BYTES
 #define LLM__L1_TILE_BYTES (32 * 1024)
 #endif
+/* cur[a][b] += rows a of w . tokens b of x over columns j0, j0 + S, ... < j1
+ * (one half of each step: llm__tile_fp's passes), prefetching the next
+ * panel's rows with pre */
+LLM__INLINE void llm__fp_pass(llm__vf cur[LLM__NR][LLM__NC_FP], const void *w, int f16, const float *x, int n, int nr,
+                              int nc, int j0, int j1, int S, int pre) {
+    const float *w32 = (const float *)w;
+    const uint16_t *w16 = (const uint16_t *)w;
+    for (int j = j0; j < j1; j += S) {
+        llm__vf xv[LLM__NC_FP];
+        LLM__UNROLL for (int b = 0; b < nc; b++) { xv[b] = llm__vload(x + (size_t)b * n + j); llm__vkeep(xv[b]); }
+        LLM__UNROLL for (int a = 0; a < nr; a++) {
+            llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
+            if (pre) LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
+            LLM__UNROLL for (int b = 0; b < nc; b++) cur[a][b] = llm__vfma(wv, xv[b], cur[a][b]);
+        }
+    }
+}
 /* Out[b][a] = W[a] . X[b] for nr rows of W (n values each, f32 or, with
  * f16 = 1, f16) and nc tokens of X. Inlined where nr, nc and f16 are
  * constants, so the accumulators live in registers and the load is one.
  * With several tokens, while the next panel's rows fit in L1 beside these
  * tokens, they are prefetched (its first pass brings W from L3 or DRAM);
  * with one, W's stream whole tiles ahead (llm__pf_ahead).
- * Columns k0..k1 only (k0 a multiple of the vector width; k1 too, or n):
+ * Each (row, token) accumulator is llm__fp_halves(f16) vectors (above)
+ * over steps of as many vectors' columns, added half by half before llm__vsum.
+ * One token's halves advance side by side (independent chains); several
+ * tokens' take one half at a time over a pass of LLM__FP_PASS columns, the
+ * other halves' accumulators waiting in memory, so the registers hold the
+ * accumulators of one half (each half its own chain: the same bits).
+ * Columns k0..k1 only (k0 a multiple of a step; k1 too, or n):
  * the lane accumulators start from part (k0 > 0) and go back to it (k1 < n),
  * so a row taken in column chunks adds the same lanes in the same order. */
 LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const float *x, int n, int nr, int nc,
@@ -250,40 +301,82 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
     size_t eb = f16 ? 2 : 4;
     int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * eb) <= LLM__L1_TILE_BYTES;
     size_t pf = nc == 1 ? llm__pf_ahead((size_t)nr * n * eb) : 0;   /* decode's prefetch distance */
-    llm__vf acc[LLM__NR][LLM__NC_FP];
-    for (int a = 0; a < nr; a++)
-        for (int b = 0; b < nc; b++) acc[a][b] = k0 ? part[a * LLM__NC_FP + b] : llm__vzero();
-    int nv = k1 < n ? k1 : n - n % LLM__VL;
-    for (int j = k0; j < nv; j += LLM__VL) {
-        llm__vf xv[LLM__NC_FP];
-        LLM__UNROLL for (int b = 0; b < nc; b++) { xv[b] = llm__vload(x + (size_t)b * n + j); llm__vkeep(xv[b]); }
-        LLM__UNROLL for (int a = 0; a < nr; a++) {
-            llm__vf wv = f16 ? llm__vload_f16(w16 + (size_t)a * n + j) : llm__vload(w32 + (size_t)a * n + j);
-            if (ahead) LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
-            if (nc == 1 && (size_t)j * eb % 64 < LLM__VL * eb)   /* one per cache line */
-                LLM__PREFETCH_AHEAD((const char *)w + ((size_t)a * n + j) * eb + pf, pf);
-            LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
+    const int H = llm__fp_halves(f16), S = H * LLM__VL;
+    llm__vf acc[LLM__FP_HALVES_MAX][LLM__NR][LLM__NC_FP];
+    for (int h = 0; h < H; h++)
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) acc[h][a][b] = k0 ? part[LLM__FP_PART(h, a, b)] : llm__vzero();
+    int nv = k1 < n ? k1 : n - n % S;
+    if (H == 1 || nc == 1) {   /* every half each step */
+        for (int j = k0; j < nv; j += S) {
+            LLM__UNROLL for (int h = 0; h < H; h++) {
+                llm__vf xv[LLM__NC_FP];
+                LLM__UNROLL for (int b = 0; b < nc; b++) { xv[b] = llm__vload(x + (size_t)b * n + j + h * LLM__VL); llm__vkeep(xv[b]); }
+                LLM__UNROLL for (int a = 0; a < nr; a++) {
+                    size_t at = (size_t)a * n + j + h * LLM__VL;
+                    llm__vf wv = f16 ? llm__vload_f16(w16 + at) : llm__vload(w32 + at);
+                    if (h == 0 && ahead)
+                        LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
+                    if (h == 0 && nc == 1 && (size_t)j * eb % 64 < (size_t)S * eb)   /* one per cache line */
+                        LLM__PREFETCH_AHEAD((const char *)w + ((size_t)a * n + j) * eb + pf, pf);
+                    LLM__UNROLL for (int b = 0; b < nc; b++) acc[h][a][b] = llm__vfma(wv, xv[b], acc[h][a][b]);
+                }
+            }
         }
+    } else {                   /* a half at a time */
+#if LLM__FP_HALVES_MAX > 1
+        llm__vf wait[LLM__FP_HALVES_MAX][LLM__NR][LLM__NC_FP];   /* the halves not in registers */
+        for (int h = 0; h < H; h++)
+            for (int a = 0; a < nr; a++)
+                for (int b = 0; b < nc; b++) wait[h][a][b] = acc[h][a][b];
+        for (int jb = k0; jb < nv; jb += LLM__FP_PASS) {
+            int je = nv - jb < LLM__FP_PASS ? nv : jb + LLM__FP_PASS;
+            for (int h = 0; h < H; h++) {
+                llm__vf cur[LLM__NR][LLM__NC_FP];
+                llm__fp_spill(wait);
+                for (int a = 0; a < nr; a++)
+                    for (int b = 0; b < nc; b++) cur[a][b] = wait[h][a][b];
+                if (ahead && h == 0) llm__fp_pass(cur, w, f16, x, n, nr, nc, jb, je, S, 1);
+                else llm__fp_pass(cur, w, f16, x, n, nr, nc, jb + h * LLM__VL, je, S, 0);
+                for (int a = 0; a < nr; a++)
+                    for (int b = 0; b < nc; b++) wait[h][a][b] = cur[a][b];
+                llm__fp_spill(wait);
+            }
+        }
+        for (int h = 0; h < H; h++)
+            for (int a = 0; a < nr; a++)
+                for (int b = 0; b < nc; b++) acc[h][a][b] = wait[h][a][b];
+#endif
     }
     if (k1 < n) { /* more columns to come */
-        for (int a = 0; a < nr; a++)
-            for (int b = 0; b < nc; b++) part[a * LLM__NC_FP + b] = acc[a][b];
+        for (int h = 0; h < H; h++)
+            for (int a = 0; a < nr; a++)
+                for (int b = 0; b < nc; b++) part[LLM__FP_PART(h, a, b)] = acc[h][a][b];
         return;
     }
-    if (nv < n) { /* the last columns, zero-padded to a whole vector */
-        llm__vf xv[LLM__NC_FP];
-        LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + nv, n - nv);
-        LLM__UNROLL for (int a = 0; a < nr; a++) {
-            llm__vf wv = f16 ? llm__vload_f16_part(w16 + (size_t)a * n + nv, n - nv)
-                             : llm__vload_part(w32 + (size_t)a * n + nv, n - nv);
-            LLM__UNROLL for (int b = 0; b < nc; b++) acc[a][b] = llm__vfma(wv, xv[b], acc[a][b]);
+    if (nv < n) { /* the last columns, zero-padded to a whole step */
+        LLM__UNROLL for (int h = 0; h < H; h++) {
+            int len = n - nv - h * LLM__VL, at = nv + h * LLM__VL;   /* this half's columns: none, some or all */
+            len = len < 0 ? 0 : len > LLM__VL ? LLM__VL : len;
+            llm__vf xv[LLM__NC_FP];
+            LLM__UNROLL for (int b = 0; b < nc; b++) xv[b] = llm__vload_part(x + (size_t)b * n + at, len);
+            LLM__UNROLL for (int a = 0; a < nr; a++) {
+                llm__vf wv = f16 ? llm__vload_f16_part(w16 + (size_t)a * n + at, len)
+                                 : llm__vload_part(w32 + (size_t)a * n + at, len);
+                LLM__UNROLL for (int b = 0; b < nc; b++) acc[h][a][b] = llm__vfma(wv, xv[b], acc[h][a][b]);
+            }
         }
     }
+#if LLM__FP_HALVES_MAX > 1
+    for (int h = 1; h < H; h++)
+        for (int a = 0; a < nr; a++)
+            for (int b = 0; b < nc; b++) acc[0][a][b] = llm__vadd(acc[0][a][b], acc[h][a][b]);
+#endif
     for (int b = 0; b < nc; b++) {
         if (nr == 4)
-            llm__vsum4(out + (size_t)b * ldo, acc[0][b], acc[1][b], acc[2][b], acc[3][b]);
+            llm__vsum4(out + (size_t)b * ldo, acc[0][0][b], acc[0][1][b], acc[0][2][b], acc[0][3][b]);
         else
-            for (int a = 0; a < nr; a++) out[(size_t)b * ldo + a] = llm__vsum(acc[a][b]);
+            for (int a = 0; a < nr; a++) out[(size_t)b * ldo + a] = llm__vsum(acc[0][a][b]);
     }
 }
 
@@ -504,6 +597,9 @@ LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, 
     (void)x;
     xq += (size_t)t * n;
     xs += (size_t)t * groups;
+#ifdef LLM__HAVE_Q8_PANELS
+    if (nc == 1 && wt->panels) { llm__tile_q8_panels(out, wt, r, nr, xq, xs); return; }   /* decode: x86.h, repack.h */
+#endif
     if (G == 32 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, 32, nr, nc, 1);
     else if (G % 32 == 0 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 1);
     else llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 0);
@@ -714,7 +810,7 @@ const char *llm_simd_name(void) {
 #define LLM__KC_ROWS 32                /* rows per block: part is 8 panels' accumulators */
 static void llm__gemm_fp_chunked(float *out, const llm_tensor *w, const float *x, int r0, int r1, int t0, int t1) {
     int d = w->rows, n = w->cols, f16 = w->type == LLM_TYPE_F16;
-    llm__vf part[LLM__KC_ROWS / LLM__NR][LLM__NR * LLM__NC_FP];
+    llm__vf part[LLM__KC_ROWS / LLM__NR][LLM__FP_HALVES_MAX * LLM__NR * LLM__NC_FP];
     for (int rb = r0; rb < r1; rb += LLM__KC_ROWS) {
         int rb1 = r1 - rb < LLM__KC_ROWS ? r1 : rb + LLM__KC_ROWS;
         for (int t = t0; t < t1; t += LLM__NC_FP) {

@@ -66,7 +66,8 @@ LLM__STATIC_ASSERT(LLM__Q5_0_SLOT == LLM__Q5_1_BYTES, q5_slots);
 /* the panels' runs for the types read whole rows at a time: eight groups
  * (eight q4_0 blocks, one q4_K block) */
 #define LLM__PANEL_RUN 144
-LLM__STATIC_ASSERT(LLM__PANEL_RUN == 8 * LLM__Q4_0_BYTES && LLM__PANEL_RUN == LLM__Q4_K_BYTES, panel_run);
+LLM__STATIC_ASSERT(LLM__PANEL_RUN == 8 * LLM__Q4_0_BYTES && LLM__PANEL_RUN == 8 * LLM__IQ4_NL_BYTES &&
+                   LLM__PANEL_RUN == LLM__Q4_K_BYTES, panel_run);
 
 /* Values (per element) and scales (per block, stored after all the
  * values: LLMW's q8_0 layout) of a tensor of each type. */
@@ -89,7 +90,7 @@ typedef struct llm__type_traits {
     /* GGUF's block types: elements and bytes of one stored block (values and
      * scales together, a row a run of blocks); 0 for the others */
     int qblock, qblock_bytes;
-    /* rows of W a prefill tile takes (0: LLM__NR): q8_0, q5_0, q5_1, q4_0, q4_K and q6_K
+    /* rows of W a prefill tile takes (0: LLM__NR): q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K
      * unpack a group's weights for sixteen rows (x86_gguf.h; AVX2's
      * panels are eight, two to a tile) and run them against the tile's
      * tokens, so they take sixteen; a type with
@@ -158,10 +159,10 @@ static const llm__type_traits llm__traits[LLM_TYPE_COUNT] = {
     LLM__BLK_ROW("gguf-q4_1", blk_q4_1, LLM__ACT_Q16, 32, LLM__Q4_1_BYTES, 0, 0, 0),
     LLM__BLK_ROW("gguf-q5_0", blk_q5_0, LLM__ACT_Q16, 32, LLM__Q5_0_BYTES, 16, LLM__Q5_0_BYTES, LLM__Q5_0_SLOT),
     LLM__BLK_ROW("gguf-q5_1", blk_q5_1, LLM__ACT_Q16, 32, LLM__Q5_1_BYTES, 16, LLM__Q5_1_BYTES, LLM__Q5_1_BYTES),
-    LLM__BLK_ROW("gguf-iq4_nl", blk_iq4_nl, LLM__ACT_Q16, 32, LLM__IQ4_NL_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-iq4_nl", blk_iq4_nl, LLM__ACT_Q16, 32, LLM__IQ4_NL_BYTES, 16, 0, LLM__PANEL_RUN),
     LLM__BLK_ROW("gguf-q2_K", blk_q2_K, LLM__ACT_Q16, LLM__QK, LLM__Q2_K_BYTES, 0, 0, 0),
     LLM__BLK_ROW("gguf-q3_K", blk_q3_K, LLM__ACT_Q16, LLM__QK, LLM__Q3_K_BYTES, 0, 0, 0),
-    LLM__BLK_ROW("gguf-q5_K", blk_q5_K, LLM__ACT_Q16, LLM__QK, LLM__Q5_K_BYTES, 0, 0, 0),
+    LLM__BLK_ROW("gguf-q5_K", blk_q5_K, LLM__ACT_Q16, LLM__QK, LLM__Q5_K_BYTES, 16, 0, LLM__Q5_K_BYTES),
     LLM__BLK_ROW("gguf-iq4_xs", blk_iq4_xs, LLM__ACT_Q16, LLM__QK, LLM__IQ4_XS_BYTES, 0, 0, 0),
 #undef LLM__BLK_ROW
 };

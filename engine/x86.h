@@ -63,10 +63,22 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
  * 15M f32 216 -> 461 tok/s, 42M f32 73 -> 161, 42M f16 131 -> 194, 15M f16
  * 430 -> 519; four rows side by side left llama.cpp's AVX2 build 2x ahead */
 #define LLM__NR_DECODE 1
-/* LLMW q8_0 decode two rows side by side, not eight. Zen 4, AVX2 build, one
+/* LLMW q8_0 decode (where it has no panels: --repack off, groups other than
+ * 32; else llm__tile_q8_panels below) two rows side by side, not eight. Zen 4, AVX2 build, one
  * thread, three interleaved runs, decode tok/s with 8 / 4 / 2 / 1 rows:
  * 15M 825 / 1075 / 1047 / 787, 42M 183 / 210 / 227 / 279 */
 #define LLM__Q8_DECODE_ROWS 2
+/* f16: two ymm per (row, token), AVX-512's sixteen lanes and its sum
+ * (simd.h), so the same bits as the AVX-512 build, and two chains a row in
+ * decode. Zen 4, one thread, bench.py (medians of 3, a quiet run each),
+ * decode tok/s: 15M 555 -> 729 (llama.cpp's AVX2 build 760 / 794), 42M 200
+ * -> 290 (273 / 271); prefill alike (5579 / 5411, 1451 / 1415). f32 keeps
+ * eight lanes (LLM__F32_HALVES 1): two ymm there took decode up (15M 224 ->
+ * 256, 42M 135 -> 146) but prefill down, its half-at-a-time passes over
+ * twice f16's bytes (15M 5152 -> 4816, 42M 1407 -> 1269; passes of 256 or
+ * 1024 columns alike; Zen 4, runs in ABBA order, load 2.6) */
+#define LLM__F16_HALVES 2
+#define llm__vadd(a, b) _mm256_add_ps(a, b)
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
 #define llm__vload(p) _mm256_loadu_ps(p)
@@ -415,4 +427,97 @@ LLM__INLINE __m256 llm__q8_steps8(__m256 acc, const __m256i *v, const float *sca
     __m256 s = _mm256_setr_ps(scale[0], scale[1], scale[2], scale[3], scale[4], scale[5], scale[6], scale[7]);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), s, acc);
 }
+
+/* LLMW q8_0 decode from panels (repack.h): P = LLM__VL rows (sixteen with
+ * AVX-512 VNNI, eight with AVX2; the GGUF panels' count), groups of 32.
+ * A panel holds, group by group, the P rows' f32 scales (one vector), then
+ * the group's eight code words, word k of the P rows in vector k (row i in
+ * lane i), all in one stream in address order. A group's P integer sums come
+ * out in the lanes (no horizontal add), and its step is one vector step of
+ * ref.h's order, acc = fma(isum, ws * xs, acc), a row per lane: the twin's
+ * bits. Where the file's rows came as many short streams (the 16 x 1 tile:
+ * sixteen, the two-row one on AVX2: two, each beside its scales' stream),
+ * the panel is one, which the hardware prefetcher follows. */
+#if LLM__VL == 16 && defined(__AVX512VNNI__) || LLM__VL == 8
+#define LLM__HAVE_Q8_PANELS 1
+#define LLM__Q8_PANEL_SLOT 36          /* a group in a panel row: its scale, then its 32 codes */
+#if LLM__VL == 16
+/* codes stored plus 128 (unsigned, dpbusd's first operand): (w + 128) x less
+ * 128 x is w x exactly, the 128 x a group's one correction for all rows */
+#define LLM__Q8_PANEL_BIAS 0x80
+#else
+#define LLM__Q8_PANEL_BIAS 0
+#endif
+/* the four bytes at p in lane 0 (a broadcast folds the load into itself) */
+LLM__INLINE __m128i llm__word(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm_cvtsi32_si128(v);
+}
+/* lanes lo..hi-1 of one panel's products with one token over ng groups
+ * (from p, x, xs), into o[0..hi-lo); cont: each lane's accumulator starts
+ * from o (the groups before, whose steps came first), else from zero. neg[g]:
+ * -128 times the sum of group g's activation codes (AVX-512) */
+static void llm__q8_panel_dot(float *o, const unsigned char *p, int lo, int hi, const int8_t *x, const float *xs,
+                              const int32_t *neg, int ng, int cont) {
+    float lane[LLM__VL];
+    for (int i = 0; i < LLM__VL; i++) lane[i] = cont && i >= lo && i < hi ? o[i - lo] : 0.0f;
+#if LLM__VL == 16
+    __m512 acc = _mm512_loadu_ps(lane);
+    for (int g = 0; g < ng; g++, p += 16 * LLM__Q8_PANEL_SLOT, x += 32) {
+        __m512i s0 = _mm512_set1_epi32(neg[g]), s1 = _mm512_setzero_si512();   /* two chains, exact integers */
+        LLM__UNROLL for (int k = 0; k < 8; k += 2) {
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512((const void *)(p + 64 * (k + 1))), _mm512_broadcastd_epi32(llm__word(x + 4 * k)));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512((const void *)(p + 64 * (k + 2))), _mm512_broadcastd_epi32(llm__word(x + 4 * k + 4)));
+        }
+        __m512 sc = _mm512_mul_ps(_mm512_loadu_ps((const float *)(const void *)p), _mm512_set1_ps(xs[g]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc);
+    }
+    _mm512_storeu_ps(lane, acc);
+#else
+    __m256 acc = _mm256_loadu_ps(lane);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int g = 0; g < ng; g++, p += 8 * LLM__Q8_PANEL_SLOT, x += 32) {
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        LLM__UNROLL for (int k = 0; k < 8; k += 2) {   /* |w| times x with w's sign: pairs fit in int16 */
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * (k + 1)));
+            __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * (k + 2)));
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(_mm256_broadcastd_epi32(llm__word(x + 4 * k)), w0));
+            __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(_mm256_broadcastd_epi32(llm__word(x + 4 * k + 4)), w1));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, ones));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, ones));
+        }
+        __m256 sc = _mm256_mul_ps(_mm256_loadu_ps((const float *)(const void *)p), _mm256_set1_ps(xs[g]));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), sc, acc);
+    }
+    _mm256_storeu_ps(lane, acc);
+    (void)neg;
+#endif
+    for (int i = lo; i < hi; i++) o[i - lo] = lane[i];
+}
+/* groups whose corrections a call holds at once (longer rows: in runs of
+ * these, each row's accumulator carried through out between runs) */
+#define LLM__Q8_PANEL_GRUN 256
+/* rows r..r+nr-1 of w (from its panels; any r and nr) times one token's
+ * codes xq and scales xs (groups of 32) into out[0..nr) */
+static void llm__tile_q8_panels(float *out, const llm_tensor *w, int r, int nr, const int8_t *xq, const float *xs) {
+    const int P = LLM__VL;
+    int groups = w->cols / 32;
+    size_t group_bytes = (size_t)P * LLM__Q8_PANEL_SLOT, panel_bytes = (size_t)groups * group_bytes;
+    int32_t neg[LLM__Q8_PANEL_GRUN];
+    for (int g0 = 0; g0 < groups; g0 += LLM__Q8_PANEL_GRUN) {
+        int ng = groups - g0 < LLM__Q8_PANEL_GRUN ? groups - g0 : LLM__Q8_PANEL_GRUN;
+        for (int g = 0; LLM__Q8_PANEL_BIAS && g < ng; g++) {
+            int32_t sum = 0;
+            for (int j = 0; j < 32; j++) sum += xq[(size_t)(g0 + g) * 32 + j];
+            neg[g] = -LLM__Q8_PANEL_BIAS * sum;
+        }
+        for (int a = r - r % P; a < r + nr; a += P) {
+            int lo = a < r ? r - a : 0, hi = r + nr - a < P ? r + nr - a : P;
+            const unsigned char *p = (const unsigned char *)w->panels + (size_t)(a / P) * panel_bytes + (size_t)g0 * group_bytes;
+            llm__q8_panel_dot(out + (a + lo - r), p, lo, hi, xq + (size_t)g0 * 32, xs + g0, neg, ng, g0 > 0);
+        }
+    }
+}
+#endif
 #endif

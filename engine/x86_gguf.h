@@ -1,5 +1,5 @@
 /* engine/x86_gguf.h -- the x86 tiles of GGUF's block types: group sums by
- * VNNI or madd, eight rows per tile; and for q8_0, q5_0, q5_1, q4_0, q4_K and q6_K the rows
+ * VNNI or madd, eight rows per tile; and for q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K the rows
  * in the lanes from repack.h's panels, sixteen (AVX-512 VNNI) or eight
  * (AVX2) at a time. Each gives ref.h's twin's bits (tests/test_kernels.c). */
 
@@ -335,8 +335,6 @@ LLM__INLINE __m256 llm__blk_d8(const unsigned char *const *rc, size_t off) {   /
 #define LLM__HAVE_BLK_TILE_IQ4_NL 1
 #define LLM__HAVE_BLK_TILE_Q5_K 1
 LLM__BLK_TILE8(llm__tile_blk_q4_1, q4_1, 1, LLM__BLK_DOFF_q4_1, int16_t)
-LLM__BLK_TILE8(llm__tile_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
-LLM__BLK_TILE8(llm__tile_blk_q5_K, q5_K, 1, LLM__BLK_DOFF_q5_K, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q3_K, q3_K, 0, LLM__BLK_DOFF_q3_K, int16_t)
 /* q2_K: LLM__BLK_TILE8 with a second sum per (row, group), the mins' msum,
  * and the twin's two steps: fma(isum, d xs, acc), fma(msum, -(dmin xs), acc) */
@@ -402,6 +400,8 @@ LLM__BLK_TILE8(llm__tile8_blk_q5_1, q5_1, 1, LLM__BLK_DOFF_q5_1, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile8_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_q5_K, q5_K, 1, LLM__BLK_DOFF_q5_K, int16_t)
+LLM__BLK_TILE8(llm__tile8_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
 #else
 LLM__BLK_TILE8(llm__tile_blk_q8_0, q8_0, 0, LLM__BLK_DOFF_q8_0, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q5_0, q5_0, 0, LLM__BLK_DOFF_q5_0, int16_t)
@@ -409,12 +409,14 @@ LLM__BLK_TILE8(llm__tile_blk_q5_1, q5_1, 1, LLM__BLK_DOFF_q5_1, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q4_0, q4_0, 0, LLM__BLK_DOFF_q4_0, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q4_K, q4_K, 1, LLM__BLK_DOFF_q4_K, int16_t)
 LLM__BLK_TILE8(llm__tile_blk_q6_K, q6_K, 0, LLM__BLK_DOFF_q6_K, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_q5_K, q5_K, 1, LLM__BLK_DOFF_q5_K, int16_t)
+LLM__BLK_TILE8(llm__tile_blk_iq4_nl, iq4_nl, 0, LLM__BLK_DOFF_iq4_nl, int16_t)
 #endif
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 16
-#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, q4_K and q6_K read from repack.h's panels too */
-/* q8_0, q5_0, q5_1, q4_0, q4_K and q6_K sixteen rows at a time with the rows in the lanes, so no
+#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K read from repack.h's panels too */
+/* q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K sixteen rows at a time with the rows in the lanes, so no
  * group sum needs a horizontal add: the sixteen rows' code bytes are
  * transposed (32-bit words: word m of every row in one vector), each word's
  * nibbles become four vectors of int16 code pairs, and dpwssd multiplies
@@ -507,12 +509,36 @@ LLM__INLINE void llm__q4_0_codes16(__m512 *acc, int nb, const __m512i *t, __m512
         acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
     }
 }
-/* one group, blk its block in the first row */
+/* iq4_nl group (q4_0's layout, each nibble indexing llm__iq4_values):
+ * acc[b] = fma(isum, d * xs[b], acc[b]) for sixteen rows, each code pair
+ * the table's values looked up by vpermw, whose index is the low five bits
+ * of each int16 (the table twice over: the fifth bit, the next nibble's,
+ * picks the same value), from the word shifted down by 0, 4, 8 or 12 */
+LLM__INLINE void llm__iq4_nl_codes16(__m512 *acc, int nb, const __m512i *t, __m512 d, const int16_t *xp, const float *xs) {
+    const __m512i kv = _mm512_cvtepi8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values)));
+    __m512i s[LLM__TB][2];
+    LLM__UNROLL for (int b = 0; b < nb; b++) s[b][0] = s[b][1] = _mm512_setzero_si512();
+    for (int m = 0; m < 4; m++) {
+        __m512i c[4] = { _mm512_permutexvar_epi16(t[m], kv), _mm512_permutexvar_epi16(_mm512_srli_epi16(t[m], 4), kv),
+                         _mm512_permutexvar_epi16(_mm512_srli_epi16(t[m], 8), kv),
+                         _mm512_permutexvar_epi16(_mm512_srli_epi16(t[m], 12), kv) };
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b][e & 1] = _mm512_dpwssd_epi32(s[b][e & 1], c[e], LLM__PAIR(xw, 4 * m + e));
+        }
+    }
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m512i isum = _mm512_add_epi32(s[b][0], s[b][1]);
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* one group, blk its block in the first row (nl: iq4_nl's, else q4_0's) */
 LLM__INLINE void llm__q4_0_group16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                   const int32_t *xsum, const float *xs) {
+                                   const int32_t *xsum, const float *xs, int nl) {
     __m512i t[4];
     llm__words16(t, blk + 2, rb);
-    llm__q4_0_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xsum, xs);
+    if (nl) llm__iq4_nl_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xs);
+    else llm__q4_0_codes16(acc, nb, t, llm__f16_rows16(blk, rb), xp, xsum, xs);
 }
 /* (a >> 16) | (b << 16) in each 32-bit lane: the word two bytes on */
 LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
@@ -529,7 +555,7 @@ LLM__INLINE __m512i llm__word_at2(__m512i a, __m512i b) {
  * for odd g two bytes past one, so d is the high half of the word before
  * and the code words are whole. */
 LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
-                                   const int32_t *xsum, const float *xs, int ng) {
+                                   const int32_t *xsum, const float *xs, int ng, int nl) {
     __m512i wd[36];   /* wd[k]: lane i is row i's bytes 4k..4k+3 */
     for (int k = 0; k < 9; k++) llm__words16(wd + 4 * k, LLM__AT(blk, rb, 16 * k), rb);
     LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: wd's indices constants, wd in registers */
@@ -545,7 +571,8 @@ LLM__INLINE void llm__q4_0_octet16(__m512 *acc, int nb, const unsigned char *blk
             dw = _mm512_srli_epi32(wd[w0 - 1], 16);
         }
         __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
-        llm__q4_0_codes16(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+        if (nl) llm__iq4_nl_codes16(acc, nb, t, d, xp + g * LLM__GQ, xs + g);
+        else llm__q4_0_codes16(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
     }
 }
 
@@ -743,6 +770,68 @@ LLM__INLINE void llm__q4_K_block16(__m512 *acc, int nb, const unsigned char *blk
     }
 }
 
+/* q5_K block of 256 (eight groups) for sixteen rows: q4_K's, each code
+ * joined to its fifth bit. Sub-blocks 2p and 2p + 1 are the low and high
+ * nibbles of qs words 12 + 8p .. 19 + 8p, their fifth bits bits 2p and
+ * 2p + 1 of qh word m (4 .. 11: its bytes are elements 4m .. 4m + 3, as
+ * the qs word's). Each code pair is made where q4_K's nibble sits (1, 16,
+ * 256 times the code, or shifted down), its bit moved to bit 4 of the
+ * code: 256 times a code of up to 31 against sixteen activations of at
+ * most LLM__Q16_MAX is below 2^31, so the sums are exact; then the twin's
+ * two steps per sub-block, as q4_K's. */
+LLM__INLINE __m512i llm__shift16(__m512i v, int by) {   /* v << by, or >> -by, per int16 */
+    return by >= 0 ? _mm512_slli_epi16(v, (unsigned)by) : _mm512_srli_epi16(v, (unsigned)-by);
+}
+LLM__INLINE void llm__q5_K_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
+                                   const int32_t *xsum, const float *xs) {
+    __m512i h[4], qh[8], t[4];
+    llm__words16(h, blk, rb);          /* d | dmin << 16, then the 12 scale bytes */
+    llm__words16(qh, LLM__AT(blk, rb, 16), rb);
+    llm__words16(qh + 4, LLM__AT(blk, rb, 32), rb);
+    __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    for (int p = 0; p < 4; p++) {
+        __m512i s[LLM__TB][4];
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            for (int e = 0; e < 4; e++) s[b][e] = _mm512_setzero_si512();
+        for (int half = 0; half < 2; half++) {
+            llm__words16(t, LLM__AT(blk, rb, 48 + 32 * p + 16 * half), rb);
+            for (int mm = 0; mm < 4; mm++) {
+                int m = 4 * half + mm;
+                /* the fifth bits: element 4m's (and 4m + 2's) bit j at bit j of an int16, 4m + 1's at 8 + j */
+                __m512i e0 = llm__shift16(qh[m], 4 - 2 * p);   /* bit 2p to 4 and 12 */
+                __m512i c[4] = {
+                    _mm512_or_si512(LLM__NIB0(t[mm]), _mm512_and_si512(e0, _mm512_set1_epi16(0x0010))),
+                    _mm512_or_si512(LLM__NIB1(t[mm]), _mm512_and_si512(_mm512_slli_epi16(qh[m], (unsigned)(7 - 2 * p)),
+                                                                         _mm512_set1_epi16(0x0100))),
+                    _mm512_or_si512(LLM__NIB2(t[mm]), _mm512_and_si512(e0, _mm512_set1_epi16(0x1000))),
+                    _mm512_or_si512(LLM__NIB3(t[mm]), _mm512_and_si512(_mm512_srli_epi16(qh[m], (unsigned)(5 + 2 * p)),
+                                                                         _mm512_set1_epi16(0x0010))) };
+                LLM__UNROLL for (int b = 0; b < nb; b++) {
+                    const int *x0 = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 64 * p), *x1 = x0 + 16;
+                    s[b][0] = _mm512_dpwssd_epi32(s[b][0], c[0], LLM__PAIR(x0, 2 * m));
+                    s[b][2] = _mm512_dpwssd_epi32(s[b][2], c[2], LLM__PAIR(x0, 2 * m + 1));
+                    s[b][1] = _mm512_dpwssd_epi32(s[b][1], c[1], LLM__PAIR(x1, 2 * m));
+                    s[b][3] = _mm512_dpwssd_epi32(s[b][3], c[3], LLM__PAIR(x1, 2 * m + 1));
+                }
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            int j = 2 * p + k;
+            __m512i sc, m;
+            llm__q4_K_scale_min16(h, j, &sc, &m);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
+                                 : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
+                __m512 xsv = _mm512_set1_ps(xs[64 * b + j]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum)), _mm512_mul_ps(d, xsv), acc[b]);
+                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[64 * b + j]))),
+                                         _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc[b]);
+            }
+        }
+    }
+}
+
 /* q6_K block of 256 (eight groups) for sixteen rows. Group k = 4h + c takes
  * the low (c < 2) or high nibbles of ql[64h + 32(c & 1) + l] and bits 2c,
  * 2c + 1 of qh[32h + l]; per 16 values (a quarter q, one scale) the three
@@ -817,7 +906,7 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
 #ifndef LLM__PANEL_AHEAD
 #define LLM__PANEL_AHEAD 2
 #endif
-/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4) or q5_1 (5) for nr >= 16
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4), q5_1 (5), q5_K (6) or iq4_nl (7) for nr >= 16
  * rows and nb (1 or LLM__TB) of the nc tokens at a time: a chunk of up to
  * 64 groups' activation pairs at a time, sixteen rows over it; gb8 bytes a
  * row for eight groups (a q4_0 or q8_0 block is one group, a K-quant block
@@ -835,7 +924,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
     size_t blocks8 = (size_t)(8 * LLM__GQ / tr->qblock);
     size_t gb8 = blocks8 * (size_t)(pan && tr->panel_unit ? tr->panel_slot : tr->qblock_bytes);
     size_t panel_bytes = 16 * llm__panel_row_bytes(w);
-    const __m512i order = llm__pair_order(kind != 0 && kind < 4);
+    const __m512i order = llm__pair_order(kind == 1 || kind == 2 || kind == 3 || kind == 6);
     int16_t xp[LLM__TB * LLM__XP_STRIDE];   /* each token's chunk of up to 64 groups' pairs */
     int32_t xsum[LLM__TB * 64];             /* their sums */
     float xsc[LLM__TB * 64];                /* and scales */
@@ -858,7 +947,7 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                 acc[b] = c0 && b < nc ? _mm512_maskz_loadu_ps(fresh, out + (size_t)b * ldo + a0) : _mm512_setzero_ps();
             for (int g = 0, span; g < cg; g += span) {   /* eight groups at a time, q4_0's last few one by one */
                 const unsigned char *blk = LLM__AT(rows, rb, (size_t)g * gb8 / 8);
-                span = kind || pan || cg - g >= 8 ? 8 : 1;
+                span = (kind && kind != 7) || pan || cg - g >= 8 ? 8 : 1;
                 /* sixteen row streams defeat the hardware prefetcher: fetch the
                  * next sixteen rows meanwhile, in address order where one
                  * chunk is the whole row (their 16 gb8 / 8 bytes a group),
@@ -875,19 +964,20 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                 } else if (G <= 64) {
                     size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
                     for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
-                } else if ((!kind || kind >= 3) && span == 8) {   /* q4_0's, q8_0's, q5_0's eight groups: gb8 bytes of each row */
+                } else if ((!kind || kind >= 3) && span == 8) {   /* q4_0's, q8_0's, q5_0's, q5_K's eight groups: gb8 bytes of each row */
                     for (int i = 0; i < 16 && i < ahead; i++)
                         for (size_t k = 0; k < gb8; k += 64) LLM__PREFETCH(blk + (size_t)(16 + i) * rb + k);
                 } else {
                     for (int i = g & 1; i < 16 && i < ahead; i += kind ? 1 : 2) LLM__PREFETCH(blk + (size_t)(16 + i) * rb);
                 }
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind >= 4) llm__q5_octet16(acc, nb, blk, rb, gb8 / 8, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 5);
+                if (kind == 4 || kind == 5) llm__q5_octet16(acc, nb, blk, rb, gb8 / 8, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 5);
                 else if (kind == 3) llm__q8_0_octet16(acc, nb, blk, rb, gb8 / 8, xg, xsc + g, cg - g < 8 ? cg - g : 8);
                 else if (kind == 2) llm__q6_K_block16(acc, nb, blk, rb, xg, xsc + g);
                 else if (kind == 1) llm__q4_K_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
-                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
-                else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else if (kind == 6) llm__q5_K_block16(acc, nb, blk, rb, xg, xsum + g, xsc + g);
+                else if (span == 8) llm__q4_0_octet16(acc, nb, blk, rb, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 7);
+                else llm__q4_0_group16(acc, nb, blk, rb, xg, xsum + g, xsc + g, kind == 7);
             }
             LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm512_mask_storeu_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
         }
@@ -929,12 +1019,14 @@ LLM__TILE16_OF(q5_1, 5)
 LLM__TILE16_OF(q4_0, 0)
 LLM__TILE16_OF(q4_K, 1)
 LLM__TILE16_OF(q6_K, 2)
+LLM__TILE16_OF(q5_K, 6)
+LLM__TILE16_OF(iq4_nl, 7)
 #undef LLM__TILE16_OF
 #endif
 
 #if defined(LLM__HAVE_BLK_TILES) && defined(LLM__PANEL_ROWS) && LLM__PANEL_ROWS == 8
-#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, q4_K and q6_K read from repack.h's panels too */
-/* AVX2's form of the panel tiles above: q8_0, q5_0, q5_1, q4_0, q4_K, q6_K eight rows at a
+#define LLM__HAVE_PANELS 1   /* q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K and q6_K read from repack.h's panels too */
+/* AVX2's form of the panel tiles above: q8_0, q5_0, q5_1, q4_0, iq4_nl, q4_K, q5_K, q6_K eight rows at a
  * time from repack.h's eight-row panels, row i in lane i, so no group sum
  * needs a horizontal add. Each panel vector is word m of the eight rows;
  * its nibbles (q6_K's with their high bits) become vectors of int16 code
@@ -1000,8 +1092,45 @@ LLM__INLINE void llm__q4_0_codes8(__m256 *acc, int nb, const __m256i *t, __m256 
  * word 9g/2 and each code word straddles two words; for odd g two bytes
  * past one, so d is the high half of the word before and the code words
  * are whole. */
+/* iq4_nl group (q4_0's layout, each nibble indexing llm__iq4_values) from
+ * its code words t and the rows' d: each word's bytes' low and high
+ * nibbles looked up by pshufb in the table plus 128 (1..241, a byte), each
+ * int16's low and high byte then the pairs (4m, 4m+2), (4m+16, 4m+18),
+ * (4m+1, 4m+3), (4m+17, 4m+19) of q4_0's order; isum = sum code * x less
+ * 128 sum(x) (the offset), then the twin's step fma(isum, d * xs, acc) */
+LLM__INLINE void llm__iq4_nl_codes8(__m256 *acc, int nb, const __m256i *t, __m256 d, const int16_t *xp,
+                                    const int32_t *xsum, const float *xs) {
+    const __m256i kv = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)llm__iq4_values)),
+                                       _mm256_set1_epi8(-128));
+    __m256i s[LLM__TB], s1 = _mm256_setzero_si256();   /* s1: one token's second chain */
+    LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+    for (int m = 0; m < 4; m++) {
+        __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(t[m], _mm256_set1_epi8(15)));
+        __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(t[m], 4), _mm256_set1_epi8(15)));
+        __m256i c[4] = { _mm256_and_si256(lo, LLM__C16(0x00FF)), _mm256_and_si256(hi, LLM__C16(0x00FF)),
+                         _mm256_srli_epi16(lo, 8), _mm256_srli_epi16(hi, 8) };
+        if (nb == 1) {
+            const int *xw = (const int *)(const void *)xp;
+            s[0] = llm__dot16_i16(s[0], c[0], LLM__PAIR8(xw, 4 * m));
+            s1 = llm__dot16_i16(s1, c[1], LLM__PAIR8(xw, 4 * m + 1));
+            s[0] = llm__dot16_i16(s[0], c[2], LLM__PAIR8(xw, 4 * m + 2));
+            s1 = llm__dot16_i16(s1, c[3], LLM__PAIR8(xw, 4 * m + 3));
+            continue;
+        }
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE);
+            for (int e = 0; e < 4; e++) s[b] = llm__dot16_i16(s[b], c[e], LLM__PAIR8(xw, 4 * m + e));
+        }
+    }
+    if (nb == 1) s[0] = _mm256_add_epi32(s[0], s1);
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        __m256i isum = _mm256_sub_epi32(s[b], _mm256_set1_epi32(128 * xsum[64 * b]));
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xs[64 * b])), acc[b]);
+    }
+}
+/* (nl: iq4_nl's groups, else q4_0's) */
 LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, const int16_t *xp, const int32_t *xsum,
-                                const float *xs, int ng) {
+                                const float *xs, int ng, int nl) {
     LLM__UNROLL for (int g = 0; g < 8; g++) {   /* unrolled: the words' indices constants */
         if (g == ng) break;
         __m256i t[4];
@@ -1020,7 +1149,8 @@ LLM__INLINE void llm__q4_0_run8(__m256 *acc, int nb, const unsigned char *run, c
             d = llm__f16_lo8(_mm256_srli_epi32(LLM__PW8(run, w0 - 1), 16));
             for (int m = 0; m < 4; m++) t[m] = LLM__PW8(run, w0 + m);
         }
-        llm__q4_0_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+        if (nl) llm__iq4_nl_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
+        else llm__q4_0_codes8(acc, nb, t, d, xp + g * LLM__GQ, xsum + g, xs + g);
     }
 }
 
@@ -1198,6 +1328,68 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
     }
 }
 
+/* q5_K block of 256 (eight groups; 176 bytes a row, 44 words) for eight
+ * rows: q4_K_block8's, each code joined to its fifth bit. Sub-block
+ * j = 2p + k is the low (k 0) or high nibbles of words 12 + 8p .. 19 + 8p,
+ * its fifth bits bit j of each byte of words 4 .. 11 (word 4 + mm: the
+ * elements of qs word mm). One token (decode): q4_K's codes in place (1,
+ * 16, 256 times the code), each with its bit moved to bit 4 of the code
+ * (256 times a code of up to 31 against sixteen activations of at most
+ * LLM__Q16_MAX stays below 2^31: the sums are exact). Several: a
+ * sub-block at a time, the codes shifted down. Then q4_K's steps, the
+ * twin's. */
+LLM__INLINE __m256i llm__shift16x8(__m256i v, int by) {   /* v << by, or >> -by, per int16 */
+    return by >= 0 ? _mm256_sll_epi16(v, _mm_cvtsi32_si128(by)) : _mm256_srl_epi16(v, _mm_cvtsi32_si128(-by));
+}
+LLM__INLINE void llm__q5_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp,
+                                  const int32_t *xsum, const float *xs) {
+    __m256i h[4];
+    for (int k = 0; k < 4; k++) h[k] = LLM__PW8(blk, k);   /* d | dmin << 16, then the 12 scale bytes */
+    __m256 d = llm__f16_lo8(h[0]), dmin = llm__f16_lo8(_mm256_srli_epi32(h[0], 16));
+    if (nb == 1) {
+        for (int p = 0; p < 4; p++) {
+            const int *x0 = (const int *)(const void *)(xp + LLM__GQ * 2 * p), *x1 = x0 + LLM__GQ / 2;
+            __m256i e[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+            for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) of sub-blocks 2p and 2p + 1 */
+                __m256i t = LLM__PW8(blk, 12 + 8 * p + mm), hq = LLM__PW8(blk, 4 + mm);
+                __m256i e0 = llm__shift16x8(hq, 4 - 2 * p);   /* bit 2p to 4 and 12 */
+                __m256i c0 = _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x000F)), _mm256_and_si256(e0, LLM__C16(0x0010)));
+                __m256i c2 = _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x0F00)), _mm256_and_si256(e0, LLM__C16(0x1000)));
+                __m256i c1 = _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x00F0)),
+                                             _mm256_and_si256(llm__shift16x8(hq, 7 - 2 * p), LLM__C16(0x0100)));
+                __m256i c3 = _mm256_or_si256(_mm256_srli_epi16(t, 12),
+                                             _mm256_and_si256(llm__shift16x8(hq, -(5 + 2 * p)), LLM__C16(0x0010)));
+                e[0] = llm__dot16_i16(e[0], c0, LLM__PAIR8(x0, 2 * mm));
+                e[2] = llm__dot16_i16(e[2], c2, LLM__PAIR8(x0, 2 * mm + 1));
+                e[1] = llm__dot16_i16(e[1], c1, LLM__PAIR8(x1, 2 * mm));
+                e[3] = llm__dot16_i16(e[3], c3, LLM__PAIR8(x1, 2 * mm + 1));
+            }
+            __m256i s0 = _mm256_add_epi32(e[0], _mm256_srai_epi32(e[2], 8)), s1 = _mm256_add_epi32(_mm256_srai_epi32(e[1], 4), e[3]);
+            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p, &s0, xsum, xs);
+            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p + 1, &s1, xsum, xs);
+        }
+        return;
+    }
+    for (int j = 0; j < 8; j++) {
+        int sh = 4 * (j & 1);   /* (b0, b2) at bit sh of each int16, (b1, b3) at 8 + sh; their bits at j, 8 + j */
+        __m256i s[LLM__TB];
+        LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+        for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) */
+            __m256i t = LLM__PW8(blk, 12 + 8 * (j / 2) + mm), hq = LLM__PW8(blk, 4 + mm);
+            __m256i c0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, sh), LLM__C16(15)),
+                                         _mm256_and_si256(llm__shift16x8(hq, 4 - j), LLM__C16(16)));
+            __m256i c1 = sh ? _mm256_srli_epi16(t, 12) : _mm256_and_si256(_mm256_srli_epi16(t, 8), LLM__C16(15));
+            c1 = _mm256_or_si256(c1, _mm256_and_si256(llm__shift16x8(hq, -(4 + j)), LLM__C16(16)));
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * j);
+                s[b] = llm__dot16_i16(s[b], c0, LLM__PAIR8(xw, 2 * mm));
+                s[b] = llm__dot16_i16(s[b], c1, LLM__PAIR8(xw, 2 * mm + 1));
+            }
+        }
+        llm__q4_K_step8(acc, nb, h, d, dmin, j, s, xsum, xs);
+    }
+}
+
 /* q6_K block of 256 (eight groups; 212 bytes a row, 53 words) for eight
  * rows. Group k = 4h + c takes the low (c < 2) or high nibbles of ql words
  * 16h + 8(c & 1) + wm and bits 2c, 2c + 1 of qh words 32 + 8h + wm (wm
@@ -1325,7 +1517,7 @@ LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16
 LLM__INLINE __m256i llm__lanes_below(int na) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(na), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4) or q5_1 (5) for nr rows
+/* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4), q5_1 (5), q5_K (6) or iq4_nl (7) for nr rows
  * from w's panels (r a multiple of 8, any nr) and nb (1 or LLM__TB) of the
  * nc tokens at a time: a chunk of up to 64 groups' activation pairs at a
  * time, eight rows over it, one stream in address order. gb8: a panel
@@ -1342,7 +1534,7 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
     float xsc[LLM__TB * 64];                /* and scales */
     for (int c0 = 0; c0 < G; c0 += 64) {
         int cg = G - c0 < 64 ? G - c0 : 64;
-        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind != 0 && kind < 4, kind == 2);
+        llm__pairs8(xp, xsum, xsc, xb, sb, n, G, c0, cg, nb, nc, kind == 1 || kind == 2 || kind == 3 || kind == 6, kind == 2);
         for (int a0 = 0; a0 < nr; a0 += 8) {
             __m256i fresh = llm__lanes_below(nr - a0);   /* a panel's rows past the matrix are zeros, not stored */
             const unsigned char *rows = (const unsigned char *)w->panels + (size_t)(r + a0) / 8 * panel_bytes + (size_t)c0 * gb8;
@@ -1360,11 +1552,12 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
                 if (nb == 1) for (size_t k = 0; k < 8 * gb8; k += 64) LLM__PREFETCH(next + k);
 #endif
                 const int16_t *xg = xp + g * LLM__GQ;
-                if (kind >= 4) llm__q5_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 5);
+                if (kind == 4 || kind == 5) llm__q5_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 5);
+                else if (kind == 6) llm__q5_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else if (kind == 3) llm__q8_0_run8(acc, nb, run, xg, xsc + g, cg - g < 8 ? cg - g : 8);
                 else if (kind == 2) llm__q6_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
                 else if (kind == 1) llm__q4_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
-                else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8);
+                else llm__q4_0_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 7);
             }
             LLM__UNROLL for (int b = 0; b < nb && b < nc; b++) _mm256_maskstore_ps(out + (size_t)b * ldo + a0, fresh, acc[b]);
         }
@@ -1395,5 +1588,7 @@ LLM__TILE8P_OF(q5_1, 5)
 LLM__TILE8P_OF(q4_0, 0)
 LLM__TILE8P_OF(q4_K, 1)
 LLM__TILE8P_OF(q6_K, 2)
+LLM__TILE8P_OF(q5_K, 6)
+LLM__TILE8P_OF(iq4_nl, 7)
 #undef LLM__TILE8P_OF
 #endif

@@ -3,6 +3,7 @@ f16 and q8_0; LLMW files with LayerNorm biases and a Hugging Face directory
 against the PyTorch reference; llama2.c's ak42 files; and every malformed LLMW
 file refused with a clear error (also under the asan build)."""
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -146,6 +147,41 @@ def test_q8_0_logits_same_bits_every_build_every_kv_cache():
                 os.remove(out)
             assert len(outs[0]) == 80 * 512 * 4 and outs[0] == outs[1], \
                 f"kv {kv} {mode}: logits differ from the optimised build's (rel diff {rel_bytes(outs[0], outs[1]):.3g})"
+
+
+def test_f16_logits_same_bits_avx2_and_avx512():
+    """f16 products take AVX-512's sixteen lanes and the tree of its sum in the
+    AVX2 build too (engine/simd.h: two ymm a (row, token) accumulator), and the
+    rest of the forward pass is one order on every target, so an f16
+    checkpoint's logits, decoded and prefilled, are the same bits in an AVX2
+    build as in an AVX-512 one (the avx2 variant against the optimised build
+    on an AVX-512 CPU; any two builds of one vector ISA too). A build with
+    other lanes (scalar, NEON) keeps its own order: there within TOL_F16."""
+    path = exported("f16")   # rows of 64 and 172: 172 ends in a part of a second half
+    tokens = [1] + [(i * 53 + 7) % 512 for i in range(79)]
+    reference = os.path.join(common.ROOT, "build", "logits")
+    kernels = []
+    for binary in (common.RUN, os.path.join(common.ROOT, "run")):   # LOGITS is built as RUN is, build/logits as ./run
+        rc, _, err = run([path, "--info"], binary=binary)
+        assert rc == 0, err
+        kernels.append(re.search(r", (\S+) kernels\n", err).group(1))
+    x86 = all(k.startswith(("avx2", "avx512")) for k in kernels)
+    for mode in ("decode", "prefill"):
+        outs = []
+        for binary in (LOGITS, reference):
+            out = scratch(f"fmt_f16_bits_{mode}_{len(outs)}_{os.getpid()}.f32")
+            rc, so, se = run([path, "--tokens", ",".join(map(str, tokens)), "--mode", mode, "--threads", 1,
+                              "--out", out], binary=binary)
+            assert rc == 0, se
+            with open(out, "rb") as f:
+                outs.append(f.read())
+            os.remove(out)
+        assert len(outs[0]) == 80 * 512 * 4 == len(outs[1])
+        d = rel_bytes(outs[0], outs[1])
+        if x86:
+            assert outs[0] == outs[1], f"{mode}: {kernels[0]} logits differ from {kernels[1]}'s (rel diff {d:.3g})"
+        else:
+            assert d <= TOL_F16, f"{mode}: {kernels[0]} logits {d:.3g} from {kernels[1]}'s (tolerance {TOL_F16})"
 
 
 def rel_bytes(a, b):

@@ -472,10 +472,10 @@ def test_prefill_equals_decode_bit_for_bit():
 
 def test_repack_flag_and_info():
     """--repack: where the kernels are AVX-512 VNNI's or AVX2's, --info names
-    the RAM the repacked q4_0, q4_K, q6_K, q8_0, q5_0 and q5_1 matrices take (each
+    the RAM the repacked q4_0, q4_K, q6_K, q8_0, q5_0, q5_1, q5_K and iq4_nl matrices take (each
     matrix's rows in panels of sixteen (AVX-512) or eight (AVX2), a row padded
-    to whole runs of 144 bytes, a q6_K block's 210 bytes in 212, a q8_0
-    block's 34 in 36, a q5_0 block's 22 in 24, q5_1's 24 as they are; each
+    (q4_0's, q4_K's, iq4_nl's) to whole runs of 144 bytes, a q6_K block's 210 bytes in 212, a q8_0
+    block's 34 in 36, a q5_0 block's 22 in 24, q5_1's 24 and q5_K's 176 as they are; each
     matrix 64-aligned); with NEON's dotprod kernels q4_0 and q4_K only (and
     iq4_nl), in panels of four rows, 80 bytes a q4_0 block of four rows, 672
     a q4_K one; none with --repack off or in
@@ -491,7 +491,7 @@ def test_repack_flag_and_info():
     with open(text, "w") as f:
         f.write("Once upon a time, there was a little girl named Lily. She liked to play outside.\n")
     for qtype, block, block_bytes in ((gw.Q4_0, 32, 18), (gw.Q4_K, 256, 144), (gw.Q6_K, 256, 210), (gw.Q8_0, 32, 34),
-                                     (gw.Q5_0, 32, 22), (gw.Q5_1, 32, 24)):
+                                     (gw.Q5_0, 32, 22), (gw.Q5_1, 32, 24), (gw.Q5_K, 256, 176), (gw.IQ4_NL, 32, 18)):
         path = random_gguf(qtype, tok512=True)
         rc, out, err = run([path, "--info"])
         assert rc == 0, err
@@ -502,7 +502,7 @@ def test_repack_flag_and_info():
         want = 0
         for rows, cols in shapes:
             row_bytes = cols // block * block_bytes
-            slot = {gw.Q6_K: 212, gw.Q8_0: 36, gw.Q5_0: 24, gw.Q5_1: 24}.get(qtype)   # a block's bytes in whole words
+            slot = {gw.Q6_K: 212, gw.Q8_0: 36, gw.Q5_0: 24, gw.Q5_1: 24, gw.Q5_K: 176}.get(qtype)   # a block's bytes in whole words
             panel_row = cols // block * slot if slot else -(-row_bytes // 144) * 144
             want += align(-(-rows // (panel or 16)) * (panel or 16) * panel_row)
         four = {gw.Q4_0: 80, gw.Q4_K: 672}.get(qtype)   # NEON's four-row panels: a file block's four rows

@@ -385,6 +385,42 @@ static void test_matvec(void) {
 /* The fast product (SIMD tiles, threads) against its scalar twin, and a batch
  * of T tokens against the same tokens one at a time (which must agree bit for
  * bit: each dot product is computed the same way whatever the tile). */
+static void *attach_panels(llm_tensor *w);
+
+/* LLMW q8_0's decode from panels (x86) with rows longer than the groups one
+ * pass holds (LLM__Q8_PANEL_GRUN, 256): each row's accumulator is carried
+ * from pass to pass, so the bits stay the twin's; rows 3..36 (no panel's
+ * start: a panel's first lanes left out) and all 37, one and two threads */
+static void test_q8_panels_long_rows(void) {
+    int rows = 37, cols = 32 * 600, ng = cols / 32;
+    test_matrix t = make_matrix(LLM_TYPE_Q8_0, rows, cols, 32);
+    void *panels = attach_panels(&t.m);
+    float *x = malloc((size_t)cols * 4), *y = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4);
+    int8_t *xq = malloc(cols);
+    fill(x, cols, 1.5f);
+    llm_matvec(ys, &t.m, x, xq, xs);   /* the scalar twin */
+    for (int threads = 1; threads <= 2; threads++) {
+        llm_state s;
+        memset(&s, 0, sizeof s);
+        s.n_threads = threads;
+        s.act_q = malloc(cols);
+        s.act_scale = malloc(ng * 4);
+        llm__matmul(y, &t.m, x, 1, &s);
+        double diff = 0;
+        for (int r = 0; r < rows; r++) diff = worse(diff, fabs(y[r] - ys[r]));
+        /* rows 3.. alone: llm__tile_q8 from a row inside a panel */
+        float *yp = malloc(rows * 4);
+        llm__tile_q8(yp, rows, &t.m, 3, x, s.act_q, s.act_scale, 0, rows - 3, 1);
+        for (int r = 3; r < rows; r++) diff = worse(diff, fabs(yp[r - 3] - ys[r]));
+        char name[96];
+        snprintf(name, sizeof name, "q8_0_panels_%dx%d_threads%d_eq_twin%s", rows, cols, threads, panels ? "" : "_no_panels");
+        check(diff == 0.0, name, "max abs diff %g (want %g: bit for bit)", diff, 0.0);
+        free(yp); free(s.act_q); free(s.act_scale);
+    }
+    free(x); free(y); free(ys); free(xs); free(xq); free(panels);
+    free_matrix(&t);
+}
+
 #define TOL_SIMD 1e-6       /* |fast - scalar| / sum_j |w_j x_j|: float reassociation */
 static void test_matmul_fast(void) {
     int types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, LLM_TYPE_Q8_0 };
@@ -405,6 +441,8 @@ static void test_matmul_fast(void) {
                     int rows = 37, cols = cols_list[ci], T = Ts[k], G = groups[ti];
                     int ng = (cols + G - 1) / G;
                     test_matrix t = make_matrix(types[ti], rows, cols, G);
+                    /* q8_0 in groups of 32: its decode from panels where x86 has them */
+                    void *panels = attach_panels(&t.m);
                     llm_state s;
                     memset(&s, 0, sizeof s);
                     s.n_threads = threads;
@@ -441,6 +479,7 @@ static void test_matmul_fast(void) {
                         check(fast_vs_twin == 0.0, name, "max abs diff %g (want %g: bit for bit)", fast_vs_twin, 0.0);
                     }
                     free(s.act_q); free(s.act_scale); free(x); free(y); free(y1); free(ys); free(xs); free(xq);
+                    free(panels);
                     free_matrix(&t);
                 }
             }
@@ -826,11 +865,13 @@ int main(int argc, char **argv) {
     test_quantize_nonfinite(2);
     test_matvec();
     test_matmul_fast();
+    test_q8_panels_long_rows();
     test_gguf_blocks();
     test_gguf_tile_shapes();
     test_gguf_q4_0_odd_scales();
     test_padded_blocks();
     test_gguf_q6_K_extremes();
+    test_gguf_q5_K_extremes();
     test_tiles_awkward();
     test_attention_fast();
     test_attention_decode_heads();

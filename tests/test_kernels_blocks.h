@@ -286,6 +286,55 @@ static void test_gguf_q6_K_extremes(void) {
     free(s.act_q); free(s.act_scale); free(w);
 }
 
+/* q5_K's largest group sums: every code 31 (nibbles 15, fifth bits set),
+ * scales and mins 63, against activations all at the int16 code limit,
+ * +0.75 and -0.75: x86's panel tiles keep a code's pair at 256 times the
+ * code (16 * 256 * 31 * 16383, just below 2^31), so an overflow, or a lost
+ * fifth bit, shows. Each row (21: a 16-row tile and its edge) is
+ * 512 * 0.75 * (d * 63 * 31 - dmin * 63) with d = 1, dmin = 0.5, from
+ * the file's rows, one token and three, and from the panels where the
+ * build repacks q5_K; the twin the same. */
+static void test_gguf_q5_K_extremes(void) {
+    enum { ROWS = 21, COLS = 512, NB = COLS / 256, T = 3 };
+    const llm__type_traits *tr = &llm__traits[LLM_TYPE_GGUF_Q5_K];
+    unsigned char *w = malloc((size_t)ROWS * NB * LLM__Q5_K_BYTES);
+    uint16_t one = llm_f32_to_f16(1.0f), half = llm_f32_to_f16(0.5f);
+    for (int b = 0; b < ROWS * NB; b++) {
+        unsigned char *blk = w + (size_t)b * LLM__Q5_K_BYTES;
+        memset(blk, 0xFF, LLM__Q5_K_BYTES);   /* scales, mins 63; qh, qs all ones: codes 31 */
+        memcpy(blk, &one, 2);
+        memcpy(blk + 2, &half, 2);
+    }
+    llm_tensor t = llm__tensor(w, NULL, LLM_TYPE_GGUF_Q5_K, ROWS, COLS, 0);
+    llm_state s;
+    memset(&s, 0, sizeof s);
+    s.n_threads = 1;
+    s.act_q = malloc((size_t)T * COLS * 2);
+    s.act_scale = malloc((size_t)T * COLS / 32 * 4);
+    float *x = malloc((size_t)T * COLS * 4), y[T * ROWS], ys[ROWS], xs[COLS / 32];
+    int16_t xq[COLS];
+    for (int sign = -1; sign <= 1; sign += 2) {
+        for (int j = 0; j < T * COLS; j++) x[j] = 0.75f * (float)sign;
+        float want = (float)sign * 0.75f * COLS * (63.0f * 31.0f - 0.5f * 63.0f), worst = 0.0f;
+        for (int pan = 0; pan < 2; pan++) {
+            void *panels = pan ? attach_panels(&t) : NULL;
+            if (pan && !panels) break;
+            for (int nc = 1; nc <= T; nc += T - 1) {
+                llm__matmul(y, &t, x, nc, &s);
+                for (int i = 0; i < nc * ROWS; i++) worst = fmaxf(worst, fabsf(y[i] - want) / fabsf(want));
+            }
+            free(panels);
+            t.panels = NULL;
+        }
+        llm_matvec(ys, &t, x, (int8_t *)(void *)xq, xs);
+        for (int r = 0; r < ROWS; r++) worst = fmaxf(worst, fabsf(ys[r] - want) / fabsf(want));
+        char name[80];
+        snprintf(name, sizeof name, "gguf_q5_K_largest_sums_fit_int32_sign%+d", sign);
+        check(worst <= 1e-6f && xq[0] == sign * 16383 && tr->qblock == 256, name, "max rel diff %g (tol %g)", worst, 1e-6);
+    }
+    free(s.act_q); free(s.act_scale); free(x); free(w);
+}
+
 /* ---- every block type's tile and the f32/f16 decode rows at awkward sizes ----
  * (NEON runs q8_0, q4_0 and q4_1 eight rows at a time, the other types four, f32
  * and f16 decode eight rows side by side, sixteen columns a step: here rows
