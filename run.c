@@ -225,7 +225,7 @@ static void print_plan(const engine *e, const options *o) {
            copied ? "copied into RAM at load, on huge pages where Linux has them; --mmap on: read in place"
                   : "read in place from the file");
     if (e->repack_size)
-        printf("  repacked     %12zu bytes  %8.2f MiB  (the q8_0/q5_0/q5_1/q4_0/q4_K/q6_K matrices again, in the layouts the %s kernels read fastest; --repack off: none)\n",
+        printf("  repacked     %12zu bytes  %8.2f MiB  (block-type matrices again, in the layouts the %s kernels read fastest; --repack off: none)\n",
                e->repack_size, e->repack_size / MB, llm_simd_name());
     ull kv = p.key_cache + p.value_cache + 2 * p.kv_scales;
     printf("  kv cache     %12llu bytes  %8.2f MiB  (keys %llu, values %llu, scales 2 x %llu)\n", kv, kv / MB,
