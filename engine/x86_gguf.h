@@ -728,6 +728,37 @@ LLM__INLINE void llm__q4_K_scale_min16(const __m512i *h, int j, __m512i *sc, __m
                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], q + 6), two), 4));
     }
 }
+/* q4_K's and q5_K's products and steps for sixteen rows: one code word's
+ * four int16 pairs c (sub-block 2p's codes in c[0] and c[2], 2p + 1's in
+ * c[1] and c[3], as 1, 256 or 16 times the code, or shifted down) against
+ * word m of sub-blocks 2p and 2p + 1's activations, into s[b][0..3] */
+LLM__INLINE void llm__k_quads16(__m512i s[][4], int nb, const __m512i *c, const int16_t *xp, int p, int m) {
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        const int *x0 = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 64 * p), *x1 = x0 + 16;
+        s[b][0] = _mm512_dpwssd_epi32(s[b][0], c[0], LLM__PAIR(x0, 2 * m));
+        s[b][2] = _mm512_dpwssd_epi32(s[b][2], c[2], LLM__PAIR(x0, 2 * m + 1));
+        s[b][1] = _mm512_dpwssd_epi32(s[b][1], c[1], LLM__PAIR(x1, 2 * m));
+        s[b][3] = _mm512_dpwssd_epi32(s[b][3], c[3], LLM__PAIR(x1, 2 * m + 1));
+    }
+}
+/* then sub-blocks 2p and 2p + 1's two steps each, the twin's:
+ * fma(sc * isum, d xs) and fma(m * sum(x), -dmin xs) */
+LLM__INLINE void llm__k_steps16(__m512 *acc, int nb, __m512i s[][4], const __m512i *h, __m512 d, __m512 dmin, int p,
+                                const int32_t *xsum, const float *xs) {
+    for (int k = 0; k < 2; k++) {
+        int j = 2 * p + k;
+        __m512i sc, m;
+        llm__q4_K_scale_min16(h, j, &sc, &m);
+        LLM__UNROLL for (int b = 0; b < nb; b++) {
+            __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
+                             : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
+            __m512 xsv = _mm512_set1_ps(xs[64 * b + j]);
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum)), _mm512_mul_ps(d, xsv), acc[b]);
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[64 * b + j]))),
+                                     _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc[b]);
+        }
+    }
+}
 /* q4_K block of 256 (eight groups) for sixteen rows: per group the twin's
  * two steps, fma(sc isum, d xs, acc), then fma(m xsum, -(dmin xs), acc) */
 LLM__INLINE void llm__q4_K_block16(__m512 *acc, int nb, const unsigned char *blk, size_t rb, const int16_t *xp,
@@ -745,28 +776,10 @@ LLM__INLINE void llm__q4_K_block16(__m512 *acc, int nb, const unsigned char *blk
             for (int mm = 0; mm < 4; mm++) {
                 int m = 4 * half + mm;
                 __m512i nib[4] = { LLM__NIB0(t[mm]), LLM__NIB1(t[mm]), LLM__NIB2(t[mm]), LLM__NIB3(t[mm]) };
-                LLM__UNROLL for (int b = 0; b < nb; b++) {
-                    const int *x0 = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 64 * p), *x1 = x0 + 16;
-                    s[b][0] = _mm512_dpwssd_epi32(s[b][0], nib[0], LLM__PAIR(x0, 2 * m));
-                    s[b][2] = _mm512_dpwssd_epi32(s[b][2], nib[2], LLM__PAIR(x0, 2 * m + 1));
-                    s[b][1] = _mm512_dpwssd_epi32(s[b][1], nib[1], LLM__PAIR(x1, 2 * m));
-                    s[b][3] = _mm512_dpwssd_epi32(s[b][3], nib[3], LLM__PAIR(x1, 2 * m + 1));
-                }
+                llm__k_quads16(s, nb, nib, xp, p, m);
             }
         }
-        for (int k = 0; k < 2; k++) {
-            int j = 2 * p + k;
-            __m512i sc, m;
-            llm__q4_K_scale_min16(h, j, &sc, &m);
-            LLM__UNROLL for (int b = 0; b < nb; b++) {
-                __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
-                                 : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
-                __m512 xsv = _mm512_set1_ps(xs[64 * b + j]);
-                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum)), _mm512_mul_ps(d, xsv), acc[b]);
-                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[64 * b + j]))),
-                                         _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc[b]);
-            }
-        }
+        llm__k_steps16(acc, nb, s, h, d, dmin, p, xsum, xs);
     }
 }
 
@@ -807,28 +820,10 @@ LLM__INLINE void llm__q5_K_block16(__m512 *acc, int nb, const unsigned char *blk
                     _mm512_or_si512(LLM__NIB2(t[mm]), _mm512_and_si512(e0, _mm512_set1_epi16(0x1000))),
                     _mm512_or_si512(LLM__NIB3(t[mm]), _mm512_and_si512(_mm512_srli_epi16(qh[m], (unsigned)(5 + 2 * p)),
                                                                          _mm512_set1_epi16(0x0010))) };
-                LLM__UNROLL for (int b = 0; b < nb; b++) {
-                    const int *x0 = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + 64 * p), *x1 = x0 + 16;
-                    s[b][0] = _mm512_dpwssd_epi32(s[b][0], c[0], LLM__PAIR(x0, 2 * m));
-                    s[b][2] = _mm512_dpwssd_epi32(s[b][2], c[2], LLM__PAIR(x0, 2 * m + 1));
-                    s[b][1] = _mm512_dpwssd_epi32(s[b][1], c[1], LLM__PAIR(x1, 2 * m));
-                    s[b][3] = _mm512_dpwssd_epi32(s[b][3], c[3], LLM__PAIR(x1, 2 * m + 1));
-                }
+                llm__k_quads16(s, nb, c, xp, p, m);
             }
         }
-        for (int k = 0; k < 2; k++) {
-            int j = 2 * p + k;
-            __m512i sc, m;
-            llm__q4_K_scale_min16(h, j, &sc, &m);
-            LLM__UNROLL for (int b = 0; b < nb; b++) {
-                __m512i isum = k ? _mm512_add_epi32(_mm512_srai_epi32(s[b][1], 4), s[b][3])
-                                 : _mm512_add_epi32(s[b][0], _mm512_srai_epi32(s[b][2], 8));
-                __m512 xsv = _mm512_set1_ps(xs[64 * b + j]);
-                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc, isum)), _mm512_mul_ps(d, xsv), acc[b]);
-                acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(m, _mm512_set1_epi32(xsum[64 * b + j]))),
-                                         _mm512_xor_ps(_mm512_mul_ps(dmin, xsv), _mm512_set1_ps(-0.0f)), acc[b]);
-            }
-        }
+        llm__k_steps16(acc, nb, s, h, d, dmin, p, xsum, xs);
     }
 }
 
