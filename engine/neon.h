@@ -187,24 +187,30 @@ static void llm__blk8_q8_0(float *o, int na, const unsigned char *const *rc, con
     }
     llm__acc8_store(o, na, acc);
 }
+/* eight rows' nibble products for one group of 32: row i's 16 code bytes
+ * at rc[i] + at (low nibbles elements 0..15, high 16..31, codes 0..15)
+ * against the group's split activations (hl: 32 hi bytes, then 32 lo),
+ * into sh[i] and sl[i] */
+LLM__INLINE void llm__nib8_dots(int32x4_t *sh, int32x4_t *sl, const unsigned char *const *rc, size_t at, const int8_t *hl) {
+    const uint8x16_t m15 = vdupq_n_u8(15);
+    int8x16_t h0 = vld1q_s8(hl), h1 = vld1q_s8(hl + 16), l0 = vld1q_s8(hl + 32), l1 = vld1q_s8(hl + 48);
+    LLM__UNROLL for (int i = 0; i < 8; i++) {
+        uint8x16_t b = vld1q_u8(rc[i] + at);
+        int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+        LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
+        LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
+    }
+}
 /* q4_0 (18-byte blocks: f16 d, 16 bytes of nibbles, code - 8): isum = codes .
  * x - 8 xsum, the codes 0..15 as they are; corr[g] = -8 xsum[g] */
 static void llm__blk8_q4_0(float *o, int na, const unsigned char *const *rc, const int8_t *hl,
                           const int32_t *corr, const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
-    const uint8x16_t m15 = vdupq_n_u8(15);
     llm__acc8_load(acc, o, na, first);
     LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
-        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
-        LLM__UNROLL for (int i = 0; i < 8; i++) {
-            uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_0_BYTES * g + 2);
-            int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
-            LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
-            LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
-        }
+        llm__nib8_dots(sh, sl, rc, (size_t)LLM__Q4_0_BYTES * g + 2, hl + 64 * g);
         int32x4_t c = vld1q_dup_s32(corr + g);
         LLM__UNROLL for (int v = 0; v < 2; v++) {
             int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
@@ -222,18 +228,10 @@ static void llm__blk8_q4_1(float *o, int na, const unsigned char *const *rc, con
                           const int32_t *xsum, const float *xs, int cg, int first) {
     float32x4_t acc[2];
     int32x4_t sh[8], sl[8], prev[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
-    const uint8x16_t m15 = vdupq_n_u8(15);
     llm__acc8_load(acc, o, na, first);
     LLM__UNROLL for (int i = 0; i < 8; i++) sh[i] = sl[i] = vdupq_n_s32(0);
     for (int g = 0; g < cg; g++) {
-        int8x16_t h0 = vld1q_s8(hl + 64 * g), h1 = vld1q_s8(hl + 64 * g + 16);
-        int8x16_t l0 = vld1q_s8(hl + 64 * g + 32), l1 = vld1q_s8(hl + 64 * g + 48);
-        LLM__UNROLL for (int i = 0; i < 8; i++) {
-            uint8x16_t b = vld1q_u8(rc[i] + LLM__Q4_1_BYTES * g + 4);
-            int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(b, m15)), q1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
-            LLM__DOT16_SPLIT(sh[i], sl[i], q0, h0, l0);
-            LLM__DOT16_SPLIT(sh[i], sl[i], q1, h1, l1);
-        }
+        llm__nib8_dots(sh, sl, rc, (size_t)LLM__Q4_1_BYTES * g + 4, hl + 64 * g);
         float32x4_t sx = vdupq_n_f32((float)xsum[g]);
         LLM__UNROLL for (int v = 0; v < 2; v++) {
             int32x4_t total = vmlaq_n_s32(llm__total4(sl[4 * v], sl[4 * v + 1], sl[4 * v + 2], sl[4 * v + 3]),
