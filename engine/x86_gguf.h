@@ -1297,6 +1297,31 @@ LLM__INLINE void llm__q4_K_step8(__m256 *acc, int nb, const __m256i *h, __m256 d
                                  _mm256_xor_ps(_mm256_mul_ps(dmin, xsv), _mm256_set1_ps(-0.0f)), acc[b]);
     }
 }
+/* q4_K's and q5_K's sums for eight rows, one token: word mm's code pairs
+ * c (sub-block 2p's in c[0] and c[2], 2p + 1's in c[1] and c[3]; 1, 16 or
+ * 256 times the code) against the sub-blocks' activations x0 and x1 */
+LLM__INLINE void llm__k_quads8(__m256i *e, const __m256i *c, const int *x0, const int *x1, int mm) {
+    e[0] = llm__dot16_i16(e[0], c[0], LLM__PAIR8(x0, 2 * mm));
+    e[2] = llm__dot16_i16(e[2], c[2], LLM__PAIR8(x0, 2 * mm + 1));
+    e[1] = llm__dot16_i16(e[1], c[1], LLM__PAIR8(x1, 2 * mm));
+    e[3] = llm__dot16_i16(e[3], c[3], LLM__PAIR8(x1, 2 * mm + 1));
+}
+/* then sub-blocks 2p and 2p + 1's steps (the sums shifted down to the codes') */
+LLM__INLINE void llm__k_pair_steps8(__m256 *acc, const __m256i *h, __m256 d, __m256 dmin, int p, const __m256i *e,
+                                    const int32_t *xsum, const float *xs) {
+    __m256i s0 = _mm256_add_epi32(e[0], _mm256_srai_epi32(e[2], 8)), s1 = _mm256_add_epi32(_mm256_srai_epi32(e[1], 4), e[3]);
+    llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p, &s0, xsum, xs);
+    llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p + 1, &s1, xsum, xs);
+}
+/* several tokens: sub-block j's codes c0 (4mm, 4mm + 2) and c1 (4mm + 1,
+ * 4mm + 3) against each token's pairs */
+LLM__INLINE void llm__k_pairs8(__m256i *s, int nb, __m256i c0, __m256i c1, const int16_t *xp, int j, int mm) {
+    LLM__UNROLL for (int b = 0; b < nb; b++) {
+        const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * j);
+        s[b] = llm__dot16_i16(s[b], c0, LLM__PAIR8(xw, 2 * mm));
+        s[b] = llm__dot16_i16(s[b], c1, LLM__PAIR8(xw, 2 * mm + 1));
+    }
+}
 LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk, const int16_t *xp,
                                   const int32_t *xsum, const float *xs) {
     __m256i h[4];
@@ -1308,14 +1333,11 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
             __m256i e[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
             for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) of sub-blocks 2p and 2p + 1 */
                 __m256i t = LLM__PW8(blk, 4 + 8 * p + mm);
-                e[0] = llm__dot16_i16(e[0], _mm256_and_si256(t, LLM__C16(0x000F)), LLM__PAIR8(x0, 2 * mm));
-                e[2] = llm__dot16_i16(e[2], _mm256_and_si256(t, LLM__C16(0x0F00)), LLM__PAIR8(x0, 2 * mm + 1));
-                e[1] = llm__dot16_i16(e[1], _mm256_and_si256(t, LLM__C16(0x00F0)), LLM__PAIR8(x1, 2 * mm));
-                e[3] = llm__dot16_i16(e[3], _mm256_srli_epi16(t, 12), LLM__PAIR8(x1, 2 * mm + 1));
+                __m256i c[4] = { _mm256_and_si256(t, LLM__C16(0x000F)), _mm256_and_si256(t, LLM__C16(0x00F0)),
+                                 _mm256_and_si256(t, LLM__C16(0x0F00)), _mm256_srli_epi16(t, 12) };
+                llm__k_quads8(e, c, x0, x1, mm);
             }
-            __m256i s0 = _mm256_add_epi32(e[0], _mm256_srai_epi32(e[2], 8)), s1 = _mm256_add_epi32(_mm256_srai_epi32(e[1], 4), e[3]);
-            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p, &s0, xsum, xs);
-            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p + 1, &s1, xsum, xs);
+            llm__k_pair_steps8(acc, h, d, dmin, p, e, xsum, xs);
         }
         return;
     }
@@ -1327,11 +1349,7 @@ LLM__INLINE void llm__q4_K_block8(__m256 *acc, int nb, const unsigned char *blk,
             __m256i t = LLM__PW8(blk, 4 + 8 * (j / 2) + mm);
             __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(t, sh), LLM__C16(15));
             __m256i c1 = sh ? _mm256_srli_epi16(t, 12) : _mm256_and_si256(_mm256_srli_epi16(t, 8), LLM__C16(15));
-            LLM__UNROLL for (int b = 0; b < nb; b++) {
-                const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * j);
-                s[b] = llm__dot16_i16(s[b], c0, LLM__PAIR8(xw, 2 * mm));
-                s[b] = llm__dot16_i16(s[b], c1, LLM__PAIR8(xw, 2 * mm + 1));
-            }
+            llm__k_pairs8(s, nb, c0, c1, xp, j, mm);
         }
         llm__q4_K_step8(acc, nb, h, d, dmin, j, s, xsum, xs);
     }
@@ -1362,20 +1380,16 @@ LLM__INLINE void llm__q5_K_block8(__m256 *acc, int nb, const unsigned char *blk,
             for (int mm = 0; mm < 8; mm++) {   /* pairs (4mm, 4mm+2), (4mm+1, 4mm+3) of sub-blocks 2p and 2p + 1 */
                 __m256i t = LLM__PW8(blk, 12 + 8 * p + mm), hq = LLM__PW8(blk, 4 + mm);
                 __m256i e0 = llm__shift16x8(hq, 4 - 2 * p);   /* bit 2p to 4 and 12 */
-                __m256i c0 = _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x000F)), _mm256_and_si256(e0, LLM__C16(0x0010)));
-                __m256i c2 = _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x0F00)), _mm256_and_si256(e0, LLM__C16(0x1000)));
-                __m256i c1 = _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x00F0)),
-                                             _mm256_and_si256(llm__shift16x8(hq, 7 - 2 * p), LLM__C16(0x0100)));
-                __m256i c3 = _mm256_or_si256(_mm256_srli_epi16(t, 12),
-                                             _mm256_and_si256(llm__shift16x8(hq, -(5 + 2 * p)), LLM__C16(0x0010)));
-                e[0] = llm__dot16_i16(e[0], c0, LLM__PAIR8(x0, 2 * mm));
-                e[2] = llm__dot16_i16(e[2], c2, LLM__PAIR8(x0, 2 * mm + 1));
-                e[1] = llm__dot16_i16(e[1], c1, LLM__PAIR8(x1, 2 * mm));
-                e[3] = llm__dot16_i16(e[3], c3, LLM__PAIR8(x1, 2 * mm + 1));
+                __m256i c[4] = {
+                    _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x000F)), _mm256_and_si256(e0, LLM__C16(0x0010))),
+                    _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x00F0)),
+                                    _mm256_and_si256(llm__shift16x8(hq, 7 - 2 * p), LLM__C16(0x0100))),
+                    _mm256_or_si256(_mm256_and_si256(t, LLM__C16(0x0F00)), _mm256_and_si256(e0, LLM__C16(0x1000))),
+                    _mm256_or_si256(_mm256_srli_epi16(t, 12),
+                                    _mm256_and_si256(llm__shift16x8(hq, -(5 + 2 * p)), LLM__C16(0x0010))) };
+                llm__k_quads8(e, c, x0, x1, mm);
             }
-            __m256i s0 = _mm256_add_epi32(e[0], _mm256_srai_epi32(e[2], 8)), s1 = _mm256_add_epi32(_mm256_srai_epi32(e[1], 4), e[3]);
-            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p, &s0, xsum, xs);
-            llm__q4_K_step8(acc, 1, h, d, dmin, 2 * p + 1, &s1, xsum, xs);
+            llm__k_pair_steps8(acc, h, d, dmin, p, e, xsum, xs);
         }
         return;
     }
@@ -1389,11 +1403,7 @@ LLM__INLINE void llm__q5_K_block8(__m256 *acc, int nb, const unsigned char *blk,
                                          _mm256_and_si256(llm__shift16x8(hq, 4 - j), LLM__C16(16)));
             __m256i c1 = sh ? _mm256_srli_epi16(t, 12) : _mm256_and_si256(_mm256_srli_epi16(t, 8), LLM__C16(15));
             c1 = _mm256_or_si256(c1, _mm256_and_si256(llm__shift16x8(hq, -(4 + j)), LLM__C16(16)));
-            LLM__UNROLL for (int b = 0; b < nb; b++) {
-                const int *xw = (const int *)(const void *)(xp + (size_t)b * LLM__XP_STRIDE + LLM__GQ * j);
-                s[b] = llm__dot16_i16(s[b], c0, LLM__PAIR8(xw, 2 * mm));
-                s[b] = llm__dot16_i16(s[b], c1, LLM__PAIR8(xw, 2 * mm + 1));
-            }
+            llm__k_pairs8(s, nb, c0, c1, xp, j, mm);
         }
         llm__q4_K_step8(acc, nb, h, d, dmin, j, s, xsum, xs);
     }
