@@ -63,7 +63,7 @@ static void usage(FILE *out) {
         "  --mmap auto|on|off  on: read the weights in place from the mapped file; off:\n"
         "               copy them into RAM at load, on huge pages where Linux has them\n"
         "               (counted in --max-memory); auto (default): off for files of\n"
-        "               64 MiB and more where the OS has transparent huge pages, the\n"
+        "               16 MiB and more where the OS has transparent huge pages, the\n"
         "               copy takes at most a quarter of --max-memory and no GGUF matrix\n"
         "               is repacked, else on\n"
         "  --template NAME  chat template: llama2, llama3, llama3.1, chatml or gemma (default: the\n"

@@ -201,12 +201,14 @@ static size_t planned_repack_size(const engine *e, const options *o) {
  * Zen 5, one thread, decode mapped -> copied onto 2 MiB pages: 110M f32
  * 51-56 -> 65-72 tok/s, f16 99-109 -> 121-124, q8_0 154-160 -> 179-181;
  * 42M f32 +3%; the whole run's time the same (reading the file into the
- * copy costs what mapping and touching its pages did). Below
- * COPY_WEIGHTS_MIN the decode gains nothing sure, while the first prefill
- * pays for the fresh pages (15M f32: 9000 -> 7400 tok/s), so auto maps
- * those; and GGUFs whose matrices are repacked (those are in RAM already),
- * and copies above a quarter of the memory limit. */
-#define COPY_WEIGHTS_MIN ((size_t)64 << 20)
+ * copy costs what mapping and touching its pages did). Zen 4, one thread,
+ * five runs each: 15M f32 (58 MiB) decode 210-222 -> 357-385 tok/s, f16
+ * (29 MiB) 514-652 -> 661-786, prefill alike (4860-5179 -> 4754-5542), -n 1
+ * 10 ms longer. Below COPY_WEIGHTS_MIN the mapping's pages fit the L2 TLB
+ * (Zen 4: 3072 entries, 12 MiB of 4 KiB pages), so auto maps those; and
+ * GGUFs whose matrices are repacked (those are in RAM already), and copies
+ * above a quarter of the memory limit. */
+#define COPY_WEIGHTS_MIN ((size_t)16 << 20)
 static int copies_weights(const engine *e, const options *o) {
     if (o->mmap != MMAP_AUTO) return o->mmap == MMAP_OFF;
     size_t size = e->ckpt_file.size;

@@ -366,3 +366,45 @@ def test_mmap_flag_same_text_either_way():
     assert rc == 1 and len(line) == 1 and "--mmap off" in line[0] and str(size) in line[0], err
     rc, out, err = run(BASE + ["-n", "8", "--mmap", "maybe"])
     assert rc == 2 and "--mmap expects auto, on or off, got 'maybe'" in err, err
+
+
+def transparent_huge_pages():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            line = f.read()
+    except OSError:
+        return False
+    return "[always]" in line or "[madvise]" in line
+
+
+def test_mmap_auto_copies_files_of_16_mib():
+    """--mmap auto copies a file of 16 MiB and more into RAM where Linux has
+    transparent huge pages (decode misses the TLB less), a smaller one stays
+    mapped, and a copy above a quarter of --max-memory is mapped instead
+    (llama2.c legacy files of zero weights, dim 768, one layer)"""
+    def legacy(name, hidden):
+        dim, layers, heads, vocab, seq = 768, 1, 8, 512, 64
+        floats = (vocab * dim + 2 * layers * dim + 4 * layers * dim * dim + 3 * layers * dim * hidden + dim
+                  + seq * (dim // heads))
+        path = scratch(name)
+        with open(path, "wb") as f:   # zeros: a sparse file
+            f.write(struct.pack("<7i", dim, hidden, layers, heads, heads, vocab, seq))
+            f.truncate(28 + 4 * floats)
+        return path
+
+    mib16, short = legacy("mmap_auto_16mib.bin", 768), legacy("mmap_auto_short.bin", 512)
+    size = os.path.getsize(mib16)
+    assert os.path.getsize(short) < 16 << 20 <= size
+
+    def weights(path, *more):
+        rc, out, err = run([path, "-z", TOK, "--info", "--mmap", "auto", *more])
+        assert rc == 0, err
+        found = re.search(r"weights +(\d+) bytes .*\((.*)\)", out.decode())
+        assert found and int(found.group(1)) == os.path.getsize(path), out
+        return found.group(2)
+
+    assert weights(mib16).startswith("copied into RAM" if transparent_huge_pages() else "read in place")
+    assert weights(short).startswith("read in place")
+    assert weights(mib16, "--max-memory", str(4 * size - 4)).startswith("read in place")
+    rc, out, err = run([mib16, "-z", TOK, "-n", "4", "-t", "0", "-i", "Once", "--mmap", "auto"])
+    assert rc == 0 and out.startswith(b"Once"), (out, err)
