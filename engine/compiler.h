@@ -30,9 +30,13 @@
 /* the same for a line read once (decode's weights): x86's prefetchnta,
  * aarch64's PLDL1STRM, which leave L2 and L3 to what is read again */
 #define LLM__PREFETCH_ONCE(p) __builtin_prefetch((const void *)(p), 0, 0)
+/* the same into L2, not L1 (x86's prefetcht2): a run of lines far enough
+ * ahead to hide DRAM's latency, without holding L1's few miss buffers */
+#define LLM__PREFETCH_L2(p) __builtin_prefetch((const void *)(p), 0, 1)
 #else
 #define LLM__PREFETCH(p) ((void)0)
 #define LLM__PREFETCH_ONCE(p) ((void)0)
+#define LLM__PREFETCH_L2(p) ((void)0)
 #endif
 /* a compile-time check, in C99 */
 #define LLM__STATIC_ASSERT(cond, name) typedef char llm__assert_##name[(cond) ? 1 : -1]

@@ -898,21 +898,15 @@ LLM__INLINE void llm__pairs16(int16_t *xp, int32_t *xsum, float *xsc, const int1
     }
 }
 
+/* Decode's prefetch of a panel: the run LLM__PANEL_AHEAD runs on, into L2
+ * (LLM__PREFETCH_L2). Measured on Zen 4 (AVX-512 build, one thread, three
+ * interleaved runs each, decode tok/s): prefetcht0 two runs ahead ->
+ * prefetcht2 four runs ahead, 110M q4_0 158-172 -> 243-264, 42M q4_0 563-575
+ * -> 650-695, 42M q4_K 540-647 -> 674-726; prefetcht0 moved with where its
+ * loop fell in a 64-byte line, prefetcht2 does not. Prefill (several tokens
+ * over each run) fetches nothing: 110M q4_0 582-627 -> 717-733 tok/s */
 #ifndef LLM__PANEL_AHEAD
-#define LLM__PANEL_AHEAD 2
-#endif
-/* q4_0's panel decode moves with where its prefetch loop lands in a
- * 64-byte line: the same instructions ran at 300-400 or 450-600 tok/s (42M,
- * Zen 4, 1 thread) as code before them grew or shrank by a few bytes (nops
- * at the function's entry: 40 or 48 bytes fast, 0-32 and 56 slow; the
- * loop's 12 bytes from byte 55-63 of a line fast, from 7-47 slow). So a
- * line starts there and the loop 11 bytes of nops on (GCC 12: at byte 56),
- * the code after it no longer at the mercy of the code before. GCC only
- * (the assembler's .nops: binutils 2.31). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define LLM__PIN_LOOP() __asm__ volatile(".p2align 6\n\t.nops 11")
-#else
-#define LLM__PIN_LOOP() ((void)0)
+#define LLM__PANEL_AHEAD 4
 #endif
 /* The tile of q4_0 (kind 0), q4_K (1), q6_K (2), q8_0 (3), q5_0 (4), q5_1 (5), q5_K (6) or iq4_nl (7) for nr >= 16
  * rows and nb (1 or LLM__TB) of the nc tokens at a time: a chunk of up to
@@ -962,14 +956,13 @@ LLM__INLINE void llm__tile16_nb(float *out, int ldo, const llm_tensor *w, int r,
                  * else their same blocks, half the rows per group (q4_0:
                  * 36 bytes a row every two groups, every line). A panel is
                  * one stream, which the prefetcher follows. */
-                if (pan) {   /* the run LLM__PANEL_AHEAD runs on, in this panel or the next */
+                if (pan) {   /* decode: the run LLM__PANEL_AHEAD runs on, in this panel or the next */
                     /* q8_0: as many bytes on as q4_0's (one run of 288 bytes a
                      * row, not two; 42M q8_0 decode on Zen 4, loaded: 370 ->
                      * 405 and 309 -> 349 tok/s, medians of 5) */
                     size_t ahead_bytes = (size_t)LLM__PANEL_AHEAD * 16 * (kind == 3 ? (size_t)LLM__PANEL_RUN : gb8);
                     const unsigned char *next = blk + ahead_bytes;
-                    if (kind == 0) LLM__PIN_LOOP();
-                    for (size_t k = 0; k < 16 * gb8; k += 64) LLM__PREFETCH(next + k);
+                    if (nb == 1) for (size_t k = 0; k < 16 * gb8; k += 64) LLM__PREFETCH_L2(next + k);
                 } else if (G <= 64) {
                     size_t at = (size_t)16 * rb + (size_t)g * 2 * gb8, end = (size_t)(16 + (ahead < 16 ? ahead : 16)) * rb;
                     for (size_t k = 0; k < 2 * gb8 * (size_t)span && at + k < end; k += 64) LLM__PREFETCH(rows + at + k);
