@@ -248,11 +248,22 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 #endif
 /* tokens per tile of a product by w's type: more for f32 and f16, whose
  * tile needs fewer registers per (row, token) pair than q8_0's */
-static int llm__tile_tokens(int type) {
-#ifdef LLM__PANEL_TOKENS   /* an ISA file's panel tiles take more tokens than its q8_0 tile */
-    if (llm__traits[type].panel_rows) return LLM__PANEL_TOKENS;
+/* rows of w in one of its panels where its tiles read panels (the
+ * type's panel_rows; LLMW q8_0's, x86.h), else 0 */
+static int llm__panel_rows(const llm_tensor *w) {
+#ifdef LLM__HAVE_Q8_PANELS
+    if (w->type == LLM_TYPE_Q8_0 && w->panels) return LLM__VL;
 #endif
-    return type == LLM_TYPE_F32 || type == LLM_TYPE_F16 ? LLM__NC_FP : LLM__NC_OR_1;
+    return llm__traits[w->type].panel_rows;
+}
+static int llm__tile_tokens(const llm_tensor *w) {
+#ifdef LLM__HAVE_Q8_PANELS
+    if (w->type == LLM_TYPE_Q8_0 && w->panels) return LLM__Q8_PANEL_TB;
+#endif
+#ifdef LLM__PANEL_TOKENS   /* an ISA file's panel tiles take more tokens than its q8_0 tile */
+    if (llm__traits[w->type].panel_rows) return LLM__PANEL_TOKENS;
+#endif
+    return w->type == LLM_TYPE_F32 || w->type == LLM_TYPE_F16 ? LLM__NC_FP : LLM__NC_OR_1;
 }
 
 #ifdef LLM__VL
@@ -598,7 +609,7 @@ LLM__KERNEL void llm__tile_q8(float *out, int ldo, const llm_tensor *wt, int r, 
     xq += (size_t)t * n;
     xs += (size_t)t * groups;
 #ifdef LLM__HAVE_Q8_PANELS
-    if (nc == 1 && wt->panels) { llm__tile_q8_panels(out, wt, r, nr, xq, xs); return; }   /* decode: x86.h, repack.h */
+    if (wt->panels) { llm__tile_q8_panels(out, ldo, wt, r, nr, nc, xq, xs); return; }   /* x86.h, repack.h */
 #endif
     if (G == 32 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, 32, nr, nc, 1);
     else if (G % 32 == 0 && n % 32 == 0) llm__tiles_q8(out, ldo, w, ws, xq, xs, n, G, nr, nc, 1);
@@ -843,14 +854,14 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
      * tile passes over it; inside, a panel of rows (the type's, else 4)
      * meets a tile of tokens */
     size_t row_bytes = tr->qblock ? llm__block_row_bytes(w) : (size_t)w->cols * (size_t)tr->value_bytes;
-    int panel = tr->panel_rows ? tr->panel_rows : LLM__NR;
+    int panel = llm__panel_rows(w) ? llm__panel_rows(w) : LLM__NR;
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / panel * panel;
     if (block < panel) block = panel;
-    /* one token, or a type with panels (whose tile prepares each chunk of a
+    /* one token, or a matrix in panels (whose tile prepares each chunk of a
      * token tile's activations once for all its rows): a whole block of
      * rows per call */
-    int step = t1 - t0 == 1 || tr->panel_rows ? block : panel;
-    int tokens = llm__tile_tokens(w->type);
+    int step = t1 - t0 == 1 || llm__panel_rows(w) ? block : panel;
+    int tokens = llm__tile_tokens(w);
     for (int rb = r0; rb < r1; rb += block) {
       int rb1 = r1 - rb < block ? r1 : rb + block;
       for (int t = t0; t < t1; t += tokens) {
@@ -915,7 +926,7 @@ LLM__KERNEL void llm__matmul_after(float *out, const llm_tensor *w, const float 
         return;
     }
     if (T >= 2 * nt && !llm__split_rows(w, T)) { /* across tokens, in whole tiles */
-        int tokens = llm__tile_tokens(w->type), tiles = (T + tokens - 1) / tokens;
+        int tokens = llm__tile_tokens(w), tiles = (T + tokens - 1) / tokens;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {
             int t0 = (int)((int64_t)tiles * i / nt) * tokens, t1 = (int)((int64_t)tiles * (i + 1) / nt) * tokens;
@@ -923,7 +934,7 @@ LLM__KERNEL void llm__matmul_after(float *out, const llm_tensor *w, const float 
             if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
         });
     } else { /* across rows, in whole panels (the type's, else 4 rows) */
-        int panel = llm__traits[w->type].panel_rows ? llm__traits[w->type].panel_rows : LLM__NR;
+        int panel = llm__panel_rows(w) ? llm__panel_rows(w) : LLM__NR;
         int tiles = (d + panel - 1) / panel;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {

@@ -454,68 +454,106 @@ LLM__INLINE __m128i llm__word(const int8_t *p) {
     memcpy(&v, p, 4);
     return _mm_cvtsi32_si128(v);
 }
-/* lanes lo..hi-1 of one panel's products with one token over ng groups
- * (from p, x, xs), into o[0..hi-lo); cont: each lane's accumulator starts
- * from o (the groups before, whose steps came first), else from zero. neg[g]:
- * -128 times the sum of group g's activation codes (AVX-512) */
-static void llm__q8_panel_dot(float *o, const unsigned char *p, int lo, int hi, const int8_t *x, const float *xs,
-                              const int32_t *neg, int ng, int cont) {
-    float lane[LLM__VL];
-    for (int i = 0; i < LLM__VL; i++) lane[i] = cont && i >= lo && i < hi ? o[i - lo] : 0.0f;
+/* tokens a prefill tile of these panels takes at once */
+#define LLM__Q8_PANEL_TB 4
+/* One panel's products with nb tokens (1, or LLM__Q8_PANEL_TB: prefill)
+ * over ng groups: token b's codes x[b], scales xs[b] and (AVX-512)
+ * corrections neg[b] (-128 times the sum of each group's codes); lanes
+ * lo..hi-1 into o[b][0..hi-lo) for b < nst (the tokens from nst on copy
+ * the last, their sums dropped); cont: each lane's accumulator starts from
+ * o (the groups before, whose steps came first), else from zero. One token
+ * takes two chains of integer sums a group, several one each. */
+LLM__INLINE void llm__q8_panel_dot(float *const *o, const unsigned char *p, int lo, int hi, const int8_t *const *x,
+                                   const float *const *xs, const int32_t *const *neg, int ng, int nb, int nst, int cont) {
+    float lane[LLM__Q8_PANEL_TB][LLM__VL];
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < LLM__VL; i++) lane[b][i] = cont && b < nst && i >= lo && i < hi ? o[b][i - lo] : 0.0f;
 #if LLM__VL == 16
-    __m512 acc = _mm512_loadu_ps(lane);
-    for (int g = 0; g < ng; g++, p += 16 * LLM__Q8_PANEL_SLOT, x += 32) {
-        __m512i s0 = _mm512_set1_epi32(neg[g]), s1 = _mm512_setzero_si512();   /* two chains, exact integers */
-        LLM__UNROLL for (int k = 0; k < 8; k += 2) {
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512((const void *)(p + 64 * (k + 1))), _mm512_broadcastd_epi32(llm__word(x + 4 * k)));
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512((const void *)(p + 64 * (k + 2))), _mm512_broadcastd_epi32(llm__word(x + 4 * k + 4)));
+    __m512 acc[LLM__Q8_PANEL_TB];
+    LLM__UNROLL for (int b = 0; b < nb; b++) acc[b] = _mm512_loadu_ps(lane[b]);
+    for (int g = 0; g < ng; g++, p += 16 * LLM__Q8_PANEL_SLOT) {
+        __m512i s[LLM__Q8_PANEL_TB], s1 = _mm512_setzero_si512();   /* exact integers; s1: one token's second chain */
+        LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm512_set1_epi32(neg[b][g]);
+        LLM__UNROLL for (int k = 0; k < 8; k++) {
+            __m512i wk = _mm512_loadu_si512((const void *)(p + 64 * (k + 1)));
+            if (nb == 1 && k % 2) s1 = _mm512_dpbusd_epi32(s1, wk, _mm512_broadcastd_epi32(llm__word(x[0] + 32 * g + 4 * k)));
+            else
+                LLM__UNROLL for (int b = 0; b < nb; b++)
+                    s[b] = _mm512_dpbusd_epi32(s[b], wk, _mm512_broadcastd_epi32(llm__word(x[b] + 32 * g + 4 * k)));
         }
-        __m512 sc = _mm512_mul_ps(_mm512_loadu_ps((const float *)(const void *)p), _mm512_set1_ps(xs[g]));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, acc);
+        if (nb == 1) s[0] = _mm512_add_epi32(s[0], s1);
+        __m512 ws = _mm512_loadu_ps((const float *)(const void *)p);
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[b]), _mm512_mul_ps(ws, _mm512_set1_ps(xs[b][g])), acc[b]);
     }
-    _mm512_storeu_ps(lane, acc);
+    LLM__UNROLL for (int b = 0; b < nb; b++) _mm512_storeu_ps(lane[b], acc[b]);
 #else
-    __m256 acc = _mm256_loadu_ps(lane);
+    __m256 acc[LLM__Q8_PANEL_TB];
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int g = 0; g < ng; g++, p += 8 * LLM__Q8_PANEL_SLOT, x += 32) {
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        LLM__UNROLL for (int k = 0; k < 8; k += 2) {   /* |w| times x with w's sign: pairs fit in int16 */
-            __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * (k + 1)));
-            __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * (k + 2)));
-            __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(_mm256_broadcastd_epi32(llm__word(x + 4 * k)), w0));
-            __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(_mm256_broadcastd_epi32(llm__word(x + 4 * k + 4)), w1));
-            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, ones));
-            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, ones));
+    LLM__UNROLL for (int b = 0; b < nb; b++) acc[b] = _mm256_loadu_ps(lane[b]);
+    for (int g = 0; g < ng; g++, p += 8 * LLM__Q8_PANEL_SLOT) {
+        __m256i s[LLM__Q8_PANEL_TB], s1 = _mm256_setzero_si256();
+        LLM__UNROLL for (int b = 0; b < nb; b++) s[b] = _mm256_setzero_si256();
+        LLM__UNROLL for (int k = 0; k < 8; k++) {   /* |w| times x with w's sign: pairs fit in int16 */
+            __m256i wk = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * (k + 1))), aw = _mm256_sign_epi8(wk, wk);
+            LLM__UNROLL for (int b = 0; b < nb; b++) {
+                __m256i xk = _mm256_sign_epi8(_mm256_broadcastd_epi32(llm__word(x[b] + 32 * g + 4 * k)), wk);
+                __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xk), ones);
+                if (nb == 1 && k % 2) s1 = _mm256_add_epi32(s1, d);
+                else s[b] = _mm256_add_epi32(s[b], d);
+            }
         }
-        __m256 sc = _mm256_mul_ps(_mm256_loadu_ps((const float *)(const void *)p), _mm256_set1_ps(xs[g]));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), sc, acc);
+        if (nb == 1) s[0] = _mm256_add_epi32(s[0], s1);
+        __m256 ws = _mm256_loadu_ps((const float *)(const void *)p);
+        LLM__UNROLL for (int b = 0; b < nb; b++)
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[b]), _mm256_mul_ps(ws, _mm256_set1_ps(xs[b][g])), acc[b]);
     }
-    _mm256_storeu_ps(lane, acc);
+    LLM__UNROLL for (int b = 0; b < nb; b++) _mm256_storeu_ps(lane[b], acc[b]);
     (void)neg;
 #endif
-    for (int i = lo; i < hi; i++) o[i - lo] = lane[i];
+    for (int b = 0; b < nst; b++)
+        for (int i = lo; i < hi; i++) o[b][i - lo] = lane[b][i];
 }
 /* groups whose corrections a call holds at once (longer rows: in runs of
  * these, each row's accumulator carried through out between runs) */
 #define LLM__Q8_PANEL_GRUN 256
-/* rows r..r+nr-1 of w (from its panels; any r and nr) times one token's
- * codes xq and scales xs (groups of 32) into out[0..nr) */
-static void llm__tile_q8_panels(float *out, const llm_tensor *w, int r, int nr, const int8_t *xq, const float *xs) {
-    const int P = LLM__VL;
-    int groups = w->cols / 32;
+/* rows r..r+nr-1 of w (from its panels; any r and nr) times nc tokens'
+ * codes xq and scales xs (groups of 32; token b's at xq + b n, xs + b
+ * groups) into out (token b's at out + b ldo): a single token alone
+ * (decode), several LLM__Q8_PANEL_TB at a time, each panel read once for
+ * them */
+static void llm__tile_q8_panels(float *out, int ldo, const llm_tensor *w, int r, int nr, int nc, const int8_t *xq,
+                                const float *xs) {
+    const int P = LLM__VL, TB = LLM__Q8_PANEL_TB;
+    int n = w->cols, groups = n / 32;
     size_t group_bytes = (size_t)P * LLM__Q8_PANEL_SLOT, panel_bytes = (size_t)groups * group_bytes;
-    int32_t neg[LLM__Q8_PANEL_GRUN];
-    for (int g0 = 0; g0 < groups; g0 += LLM__Q8_PANEL_GRUN) {
-        int ng = groups - g0 < LLM__Q8_PANEL_GRUN ? groups - g0 : LLM__Q8_PANEL_GRUN;
-        for (int g = 0; LLM__Q8_PANEL_BIAS && g < ng; g++) {
-            int32_t sum = 0;
-            for (int j = 0; j < 32; j++) sum += xq[(size_t)(g0 + g) * 32 + j];
-            neg[g] = -LLM__Q8_PANEL_BIAS * sum;
-        }
-        for (int a = r - r % P; a < r + nr; a += P) {
-            int lo = a < r ? r - a : 0, hi = r + nr - a < P ? r + nr - a : P;
-            const unsigned char *p = (const unsigned char *)w->panels + (size_t)(a / P) * panel_bytes + (size_t)g0 * group_bytes;
-            llm__q8_panel_dot(out + (a + lo - r), p, lo, hi, xq + (size_t)g0 * 32, xs + g0, neg, ng, g0 > 0);
+    int32_t neg[LLM__Q8_PANEL_TB][LLM__Q8_PANEL_GRUN];
+    for (int t0 = 0; t0 < nc; t0 += TB) {
+        int nst = nc - t0 < TB ? nc - t0 : TB, nb = nst == 1 ? 1 : TB;
+        for (int g0 = 0; g0 < groups; g0 += LLM__Q8_PANEL_GRUN) {
+            int ng = groups - g0 < LLM__Q8_PANEL_GRUN ? groups - g0 : LLM__Q8_PANEL_GRUN;
+            const int8_t *x[LLM__Q8_PANEL_TB];
+            const float *s[LLM__Q8_PANEL_TB];
+            const int32_t *ng_of[LLM__Q8_PANEL_TB];
+            for (int b = 0; b < nb; b++) {
+                int bt = t0 + (b < nst ? b : nst - 1);
+                x[b] = xq + (size_t)bt * n + (size_t)g0 * 32;
+                s[b] = xs + (size_t)bt * groups + g0;
+                ng_of[b] = neg[b];
+                for (int g = 0; LLM__Q8_PANEL_BIAS && g < ng; g++) {
+                    int32_t sum = 0;
+                    for (int j = 0; j < 32; j++) sum += x[b][32 * g + j];
+                    neg[b][g] = -LLM__Q8_PANEL_BIAS * sum;
+                }
+            }
+            for (int a = r - r % P; a < r + nr; a += P) {
+                int lo = a < r ? r - a : 0, hi = r + nr - a < P ? r + nr - a : P;
+                const unsigned char *p = (const unsigned char *)w->panels + (size_t)(a / P) * panel_bytes + (size_t)g0 * group_bytes;
+                float *o[LLM__Q8_PANEL_TB];
+                for (int b = 0; b < nb; b++) o[b] = out + (size_t)(t0 + (b < nst ? b : nst - 1)) * ldo + (a + lo - r);
+                if (nb == 1) llm__q8_panel_dot(o, p, lo, hi, x, s, ng_of, ng, 1, 1, g0 > 0);
+                else llm__q8_panel_dot(o, p, lo, hi, x, s, ng_of, ng, LLM__Q8_PANEL_TB, nst, g0 > 0);
+            }
         }
     }
 }

@@ -387,35 +387,42 @@ static void test_matvec(void) {
  * bit: each dot product is computed the same way whatever the tile). */
 static void *attach_panels(llm_tensor *w);
 
-/* LLMW q8_0's decode from panels (x86) with rows longer than the groups one
- * pass holds (LLM__Q8_PANEL_GRUN, 256): each row's accumulator is carried
- * from pass to pass, so the bits stay the twin's; rows 3..36 (no panel's
- * start: a panel's first lanes left out) and all 37, one and two threads */
+/* LLMW q8_0 from panels (x86) with rows longer than the groups one pass
+ * holds (LLM__Q8_PANEL_GRUN, 256): each row's accumulator is carried from
+ * pass to pass, so the bits stay the twin's; one token (decode) and five
+ * (prefill: a whole tile of four, then one), rows 3..36 (no panel's start:
+ * a panel's first lanes left out) and all 37, one and two threads */
 static void test_q8_panels_long_rows(void) {
+    enum { T = 5 };
     int rows = 37, cols = 32 * 600, ng = cols / 32;
     test_matrix t = make_matrix(LLM_TYPE_Q8_0, rows, cols, 32);
     void *panels = attach_panels(&t.m);
-    float *x = malloc((size_t)cols * 4), *y = malloc(rows * 4), *ys = malloc(rows * 4), *xs = malloc(ng * 4);
+    float *x = malloc((size_t)T * cols * 4), *y = malloc((size_t)T * rows * 4), *ys = malloc((size_t)T * rows * 4);
+    float *xs = malloc(ng * 4);
     int8_t *xq = malloc(cols);
-    fill(x, cols, 1.5f);
-    llm_matvec(ys, &t.m, x, xq, xs);   /* the scalar twin */
+    fill(x, T * cols, 1.5f);
+    for (int b = 0; b < T; b++) llm_matvec(ys + (size_t)b * rows, &t.m, x + (size_t)b * cols, xq, xs);   /* the scalar twin */
     for (int threads = 1; threads <= 2; threads++) {
-        llm_state s;
-        memset(&s, 0, sizeof s);
-        s.n_threads = threads;
-        s.act_q = malloc(cols);
-        s.act_scale = malloc(ng * 4);
-        llm__matmul(y, &t.m, x, 1, &s);
-        double diff = 0;
-        for (int r = 0; r < rows; r++) diff = worse(diff, fabs(y[r] - ys[r]));
-        /* rows 3.. alone: llm__tile_q8 from a row inside a panel */
-        float *yp = malloc(rows * 4);
-        llm__tile_q8(yp, rows, &t.m, 3, x, s.act_q, s.act_scale, 0, rows - 3, 1);
-        for (int r = 3; r < rows; r++) diff = worse(diff, fabs(yp[r - 3] - ys[r]));
-        char name[96];
-        snprintf(name, sizeof name, "q8_0_panels_%dx%d_threads%d_eq_twin%s", rows, cols, threads, panels ? "" : "_no_panels");
-        check(diff == 0.0, name, "max abs diff %g (want %g: bit for bit)", diff, 0.0);
-        free(yp); free(s.act_q); free(s.act_scale);
+        for (int nc = 1; nc <= T; nc += T - 1) {
+            llm_state s;
+            memset(&s, 0, sizeof s);
+            s.n_threads = threads;
+            s.act_q = malloc((size_t)T * cols);
+            s.act_scale = malloc((size_t)T * ng * 4);
+            llm__matmul(y, &t.m, x, nc, &s);
+            double diff = 0;
+            for (int i = 0; i < nc * rows; i++) diff = worse(diff, fabs(y[i] - ys[i]));
+            /* rows 3.. alone: llm__tile_q8 from a row inside a panel */
+            float *yp = malloc((size_t)T * rows * 4);
+            llm__tile_q8(yp, rows, &t.m, 3, x, s.act_q, s.act_scale, 0, rows - 3, nc);
+            for (int b = 0; b < nc; b++)
+                for (int r = 3; r < rows; r++) diff = worse(diff, fabs(yp[(size_t)b * rows + r - 3] - ys[(size_t)b * rows + r]));
+            char name[112];
+            snprintf(name, sizeof name, "q8_0_panels_%dx%d_T%d_threads%d_eq_twin%s", rows, cols, nc, threads,
+                     panels ? "" : "_no_panels");
+            check(diff == 0.0, name, "max abs diff %g (want %g: bit for bit)", diff, 0.0);
+            free(yp); free(s.act_q); free(s.act_scale);
+        }
     }
     free(x); free(y); free(ys); free(xs); free(xq); free(panels);
     free_matrix(&t);
