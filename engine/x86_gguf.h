@@ -1522,9 +1522,6 @@ LLM__INLINE void llm__pairs8(int16_t *xp, int32_t *xsum, float *xsc, const int16
     }
 }
 
-#ifndef LLM__PANEL_AHEAD
-#define LLM__PANEL_AHEAD 2
-#endif
 /* the lanes below na of a mask for maskload/maskstore */
 LLM__INLINE __m256i llm__lanes_below(int na) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(na), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -1554,15 +1551,14 @@ LLM__INLINE void llm__tile8p_nb(float *out, int ldo, const llm_tensor *w, int r,
             LLM__UNROLL for (int b = 0; b < nb; b++)
                 acc[b] = c0 && b < nc ? _mm256_maskload_ps(out + (size_t)b * ldo + a0, fresh) : _mm256_setzero_ps();
             for (int g = 0; g < cg; g += 8) {   /* a run of eight groups at a time */
+                /* no software prefetch: the panel is one stream, which the
+                 * hardware prefetcher follows. Zen 4, AVX2 build, one
+                 * thread, three interleaved runs, decode tok/s, prefetcht0
+                 * two runs ahead -> none: 15M q4_0 922-990 -> 1499-1529,
+                 * 110M q4_0 185-189 -> 202-213, 15M q4_K 1213-1369 ->
+                 * 1380-1540, 42M q4_0 and q4_K alike (prefetcht2 at two to
+                 * eight runs ahead: no better) */
                 const unsigned char *run = rows + (size_t)g * gb8;
-                /* decode: the run LLM__PANEL_AHEAD runs on, in this panel or
-                 * the next (measured on Zen 4, 42M: q4_0 decode 494 -> 532
-                 * tok/s, q4_K 466 -> 492; prefill, whose four tokens take
-                 * longer over each run, ran 2-3% faster without) */
-#if LLM__PANEL_AHEAD > 0
-                const unsigned char *next = run + (size_t)LLM__PANEL_AHEAD * 8 * gb8;
-                if (nb == 1) for (size_t k = 0; k < 8 * gb8; k += 64) LLM__PREFETCH(next + k);
-#endif
                 const int16_t *xg = xp + g * LLM__GQ;
                 if (kind == 4 || kind == 5) llm__q5_run8(acc, nb, run, xg, xsum + g, xsc + g, cg - g < 8 ? cg - g : 8, kind == 5);
                 else if (kind == 6) llm__q5_K_block8(acc, nb, run, xg, xsum + g, xsc + g);
