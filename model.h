@@ -249,18 +249,17 @@ size_t llm_model_size(const void *bytes, size_t n_bytes);
  * the tensor table is carved from the arena, which must outlive the model. */
 int llm_load(llm_model *m, const void *bytes, size_t n_bytes, void *arena, size_t arena_size);
 /* Load-time repacking, for builds whose tiles read a layout faster than the
- * file's (the AVX-512 VNNI build: q4_0, q4_K and q6_K in sixteen-row
- * panels, q8_0 in LLMW's q8_0 layout for prefill; LLMW's own q8_0 in
- * groups of 32 in panels for decode, AVX2 too; engine/repack.h).
+ * file's (x86 with AVX-512 VNNI or AVX2: GGUF's q8_0, q5_0, q5_1, q4_0,
+ * iq4_nl, q4_K, q5_K and q6_K, and LLMW's own q8_0 in groups of 32, in
+ * panels of sixteen or eight rows; NEON with dotprod: q4_0, iq4_nl and
+ * q4_K in panels of four; engine/repack.h).
  * llm_repack_size: the bytes it takes (0: nothing this build repacks);
  * llm_repack copies those matrices into a 64-byte-aligned arena of that
  * size, which must outlive the model, and points their panels at it. The
  * products then read the copies, with the same bits; the file's bytes stay
  * each tensor's data (the embedding lookup, the scalar twins). A model
- * loaded again is read in place until repacked. all_logits: as the state's
- * option, 1 when forward will be asked for every token's logits; with 0 a
- * q8_0 classifier, whose copy only a batch of logits reads, is not copied
- * (the same 0 or 1 for both calls). */
+ * loaded again is read in place until repacked. all_logits: kept for the
+ * API (the same 0 or 1 for both calls); it changes nothing now. */
 size_t llm_repack_size(const llm_model *m, int all_logits);
 int llm_repack(llm_model *m, void *arena, size_t arena_size, int all_logits);
 /* Check the config after the caller changed norm settings. */

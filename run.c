@@ -206,7 +206,8 @@ static size_t planned_repack_size(const engine *e, const options *o) {
  * (29 MiB) 514-652 -> 661-786, prefill alike (4860-5179 -> 4754-5542), -n 1
  * 10 ms longer. Below COPY_WEIGHTS_MIN the mapping's pages fit the L2 TLB
  * (Zen 4: 3072 entries, 12 MiB of 4 KiB pages), so auto maps those; and
- * GGUFs whose matrices are repacked (those are in RAM already), and copies
+ * files whose matrices are repacked (GGUF block types, LLMW q8_0: the
+ * products read the copies in RAM), and copies
  * above a quarter of the memory limit. */
 #define COPY_WEIGHTS_MIN ((size_t)16 << 20)
 static int copies_weights(const engine *e, const options *o) {
