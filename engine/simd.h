@@ -46,6 +46,15 @@
 #ifndef LLM__PF_ONCE_MAX
 #define LLM__PF_ONCE_MAX (32 * 1024)
 #endif
+/* f32 decode fetches this many tiles ahead, not LLM__PF_DECODE's bytes
+ * (the shorter distance: a row of 288 to 768 floats, 1.1-3 KB). Zen 4, one
+ * thread, three interleaved runs, decode tok/s, 6 KB -> one row: 110M f32
+ * AVX-512 build 54-57 -> 63-65, AVX2 build 49 -> 58-64; 42M 119-146 ->
+ * 166-173 and 128-138 -> 138-168; 15M 343-388 -> 394-421 and 304-318 ->
+ * 338-410. f16 lost (15M 547-714 -> 508-605), so it keeps LLM__PF_DECODE. */
+#ifndef LLM__PF_F32_TILES
+#define LLM__PF_F32_TILES 1
+#endif
 /* the prefetch distance for tiles of tile_bytes */
 static inline size_t llm__pf_ahead(size_t tile_bytes) {
     return (LLM__PF_DECODE + tile_bytes - 1) / tile_bytes * tile_bytes;
@@ -311,7 +320,7 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
     const uint16_t *w16 = (const uint16_t *)w;
     size_t eb = f16 ? 2 : 4;
     int ahead = nc > 1 && (size_t)(k1 - k0) * ((size_t)nc * 4 + (size_t)nr * 2 * eb) <= LLM__L1_TILE_BYTES;
-    size_t pf = nc == 1 ? llm__pf_ahead((size_t)nr * n * eb) : 0;   /* decode's prefetch distance */
+    size_t tile = (size_t)nr * n * eb, pf = nc == 1 ? (f16 ? llm__pf_ahead(tile) : LLM__PF_F32_TILES * tile) : 0;   /* decode's prefetch distance */
     const int H = llm__fp_halves(f16), S = H * LLM__VL;
     llm__vf acc[LLM__FP_HALVES_MAX][LLM__NR][LLM__NC_FP];
     for (int h = 0; h < H; h++)
