@@ -237,6 +237,10 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 #ifndef LLM__F16_HALVES
 #define LLM__F16_HALVES 1
 #endif
+/* 1: f16 decode's prefetch goes to L2 (an ISA file's choice), else read-once */
+#ifndef LLM__PF_F16_L2
+#define LLM__PF_F16_L2 0
+#endif
 #ifndef LLM__F32_HALVES
 #define LLM__F32_HALVES 1
 #endif
@@ -248,6 +252,11 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 #ifndef LLM__FP_PASS
 #define LLM__FP_PASS 512
 #endif
+/* decode's fetch of W's line at p, pf bytes ahead */
+LLM__INLINE void llm__fp_prefetch(const char *p, size_t pf, int f16) {
+    if (f16 && LLM__PF_F16_L2) LLM__PREFETCH_L2(p);
+    else LLM__PREFETCH_AHEAD(p, pf);
+}
 /* the halves waiting their turn stay in memory, not in registers that the
  * pass of the other half needs */
 #if defined(__GNUC__)
@@ -323,9 +332,9 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
     size_t tile = (size_t)nr * n * eb, pf = nc == 1 ? (f16 ? llm__pf_ahead(tile) : LLM__PF_F32_TILES * tile) : 0;   /* decode's prefetch distance */
     const int H = llm__fp_halves(f16), S = H * LLM__VL;
     llm__vf acc[LLM__FP_HALVES_MAX][LLM__NR][LLM__NC_FP];
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < LLM__FP_HALVES_MAX; h++)   /* (halves from H on: zeros never read) */
         for (int a = 0; a < nr; a++)
-            for (int b = 0; b < nc; b++) acc[h][a][b] = k0 ? part[LLM__FP_PART(h, a, b)] : llm__vzero();
+            for (int b = 0; b < nc; b++) acc[h][a][b] = k0 && h < H ? part[LLM__FP_PART(h, a, b)] : llm__vzero();
     int nv = k1 < n ? k1 : n - n % S;
     if (H == 1 || nc == 1) {   /* every half each step */
         for (int j = k0; j < nv; j += S) {
@@ -338,7 +347,7 @@ LLM__INLINE void llm__tile_fp(float *out, int ldo, const void *w, int f16, const
                     if (h == 0 && ahead)
                         LLM__PREFETCH(f16 ? (const void *)(w16 + (size_t)(nr + a) * n + j) : (const void *)(w32 + (size_t)(nr + a) * n + j));
                     if (h == 0 && nc == 1 && (size_t)j * eb % 64 < (size_t)S * eb)   /* one per cache line */
-                        LLM__PREFETCH_AHEAD((const char *)w + ((size_t)a * n + j) * eb + pf, pf);
+                        llm__fp_prefetch((const char *)w + ((size_t)a * n + j) * eb + pf, pf, f16);
                     LLM__UNROLL for (int b = 0; b < nc; b++) acc[h][a][b] = llm__vfma(wv, xv[b], acc[h][a][b]);
                 }
             }
