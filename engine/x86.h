@@ -28,6 +28,13 @@
  * tok/s, 110M f16 76 -> 83-91, 42M f32 114-127 -> 133-150. A row's one
  * accumulator (16 lanes, 4 cycles a step) still reads 50 GB/s. */
 #define LLM__NR_DECODE 1
+/* f16 decode prefetches into L2 (prefetcht2), not read-once into L1: with
+ * prefetchnta its loop's speed hung on where it landed in the code (Zen 4,
+ * one thread, 110M f16 decode 68 or 100-114 tok/s as unrelated code moved;
+ * prefetcht2: 100-113 either way). The AVX2 build alike (15M 514-526 ->
+ * 690-704, 42M 235-250 -> 272-274, 110M 77-85 -> 95-108; three
+ * interleaved runs each) */
+#define LLM__PF_F16_L2 1
 typedef __m512 llm__vf;
 #define llm__vzero() _mm512_setzero_ps()
 #define llm__vload(p) _mm512_loadu_ps(p)
@@ -78,11 +85,7 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
  * twice f16's bytes (15M 5152 -> 4816, 42M 1407 -> 1269; passes of 256 or
  * 1024 columns alike; Zen 4, runs in ABBA order, load 2.6) */
 #define LLM__F16_HALVES 2
-/* f16 decode prefetches into L2 (prefetcht2), not read-once into L1. Zen 4,
- * AVX2 build, one thread, three interleaved runs, decode tok/s: 15M 514-526
- * -> 690-704, 42M 235-250 -> 272-274, 110M 77-85 -> 95-108 (the AVX-512
- * build's f16 alike either way, so it keeps prefetchnta) */
-#define LLM__PF_F16_L2 1
+#define LLM__PF_F16_L2 1               /* as AVX-512's (above) */
 #define llm__vadd(a, b) _mm256_add_ps(a, b)
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
