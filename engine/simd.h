@@ -254,6 +254,7 @@ static void llm__quantize_acts(const llm_tensor *w, int8_t *xq, float *xs, const
 #endif
 /* decode's fetch of W's line at p, pf bytes ahead */
 LLM__INLINE void llm__fp_prefetch(const char *p, size_t pf, int f16) {
+    (void)p; (void)pf; (void)f16;   /* (no prefetch on the boards) */
     if (f16 && LLM__PF_F16_L2) LLM__PREFETCH_L2(p);
     else LLM__PREFETCH_AHEAD(p, pf);
 }
