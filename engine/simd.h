@@ -265,8 +265,6 @@ LLM__INLINE void llm__fp_prefetch(const char *p, size_t pf, int f16) {
 #else
 #define llm__fp_spill(v) ((void)(v))
 #endif
-/* tokens per tile of a product by w's type: more for f32 and f16, whose
- * tile needs fewer registers per (row, token) pair than q8_0's */
 /* rows of w in one of its panels where its tiles read panels (the
  * type's panel_rows; LLMW q8_0's, x86.h), else 0 */
 static int llm__panel_rows(const llm_tensor *w) {
@@ -275,6 +273,12 @@ static int llm__panel_rows(const llm_tensor *w) {
 #endif
     return llm__traits[w->type].panel_rows;
 }
+/* rows a product's tiles and threads take together: a panel, else LLM__NR */
+static int llm__tile_rows(const llm_tensor *w) {
+    return llm__panel_rows(w) ? llm__panel_rows(w) : LLM__NR;
+}
+/* tokens per tile of a product by w: more for f32 and f16, whose tile
+ * needs fewer registers per (row, token) pair than q8_0's */
 static int llm__tile_tokens(const llm_tensor *w) {
 #ifdef LLM__HAVE_Q8_PANELS
     if (w->type == LLM_TYPE_Q8_0 && w->panels) return LLM__Q8_PANEL_TB;
@@ -873,7 +877,7 @@ static void llm__gemm_block(float *out, const llm_tensor *w, const float *x, con
      * tile passes over it; inside, a panel of rows (the type's, else 4)
      * meets a tile of tokens */
     size_t row_bytes = tr->qblock ? llm__block_row_bytes(w) : (size_t)w->cols * (size_t)tr->value_bytes;
-    int panel = llm__panel_rows(w) ? llm__panel_rows(w) : LLM__NR;
+    int panel = llm__tile_rows(w);
     int block = (int)(LLM__L2_BLOCK_BYTES / row_bytes) / panel * panel;
     if (block < panel) block = panel;
     /* one token, or a matrix in panels (whose tile prepares each chunk of a
@@ -953,7 +957,7 @@ LLM__KERNEL void llm__matmul_after(float *out, const llm_tensor *w, const float 
             if (t0 < t1) llm__gemm_block(out, w, x, xq, xs, 0, d, t0, t1);
         });
     } else { /* across rows, in whole panels (the type's, else 4 rows) */
-        int panel = llm__panel_rows(w) ? llm__panel_rows(w) : LLM__NR;
+        int panel = llm__tile_rows(w);
         int tiles = (d + panel - 1) / panel;
         LLM__PARALLEL_FOR(nt, 1,
         for (int i = 0; i < nt; i++) {

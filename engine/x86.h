@@ -28,13 +28,6 @@
  * tok/s, 110M f16 76 -> 83-91, 42M f32 114-127 -> 133-150. A row's one
  * accumulator (16 lanes, 4 cycles a step) still reads 50 GB/s. */
 #define LLM__NR_DECODE 1
-/* f16 decode prefetches into L2 (prefetcht2), not read-once into L1: with
- * prefetchnta its loop's speed hung on where it landed in the code (Zen 4,
- * one thread, 110M f16 decode 68 or 100-114 tok/s as unrelated code moved;
- * prefetcht2: 100-113 either way). The AVX2 build alike (15M 514-526 ->
- * 690-704, 42M 235-250 -> 272-274, 110M 77-85 -> 95-108; three
- * interleaved runs each) */
-#define LLM__PF_F16_L2 1
 typedef __m512 llm__vf;
 #define llm__vzero() _mm512_setzero_ps()
 #define llm__vload(p) _mm512_loadu_ps(p)
@@ -85,7 +78,6 @@ LLM__INLINE void llm__vsum4(float *out, __m512 a, __m512 b, __m512 c, __m512 d) 
  * twice f16's bytes (15M 5152 -> 4816, 42M 1407 -> 1269; passes of 256 or
  * 1024 columns alike; Zen 4, runs in ABBA order, load 2.6) */
 #define LLM__F16_HALVES 2
-#define LLM__PF_F16_L2 1               /* as AVX-512's (above) */
 #define llm__vadd(a, b) _mm256_add_ps(a, b)
 typedef __m256 llm__vf;
 #define llm__vzero() _mm256_setzero_ps()
@@ -111,6 +103,16 @@ LLM__INLINE void llm__vsum4(float *out, __m256 a, __m256 b, __m256 c, __m256 d) 
     _mm_storeu_ps(out, _mm_unpacklo_ps(_mm_shuffle_ps(lo, lo, 0x08), _mm_shuffle_ps(hi, hi, 0x08)));
 }
 #define llm__vstore(p, v) _mm256_storeu_ps(p, v)
+#endif
+
+#ifdef LLM__VL   /* both x86 builds */
+/* f16 decode prefetches into L2 (prefetcht2), not read-once into L1: with
+ * prefetchnta its loop's speed hung on where it landed in the code (Zen 4,
+ * one thread, 110M f16 decode 68 or 100-114 tok/s as unrelated code moved;
+ * prefetcht2: 100-113 either way). AVX2 alike (15M 514-526 ->
+ * 690-704, 42M 235-250 -> 272-274, 110M 77-85 -> 95-108; three
+ * interleaved runs each) */
+#define LLM__PF_F16_L2 1
 #endif
 
 #if defined(LLM__VL) && defined(__GNUC__)
@@ -436,7 +438,7 @@ LLM__INLINE __m256 llm__q8_steps8(__m256 acc, const __m256i *v, const float *sca
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), s, acc);
 }
 
-/* LLMW q8_0 decode from panels (repack.h): P = LLM__VL rows (sixteen with
+/* LLMW q8_0 decode and prefill from panels (repack.h): P = LLM__VL rows (sixteen with
  * AVX-512 VNNI, eight with AVX2; the GGUF panels' count), groups of 32.
  * A panel holds, group by group, the P rows' f32 scales (one vector), then
  * the group's eight code words, word k of the P rows in vector k (row i in
@@ -537,16 +539,16 @@ static void llm__tile_q8_panels(float *out, int ldo, const llm_tensor *w, int r,
     size_t group_bytes = (size_t)P * LLM__Q8_PANEL_SLOT, panel_bytes = (size_t)groups * group_bytes;
     int32_t neg[LLM__Q8_PANEL_TB][LLM__Q8_PANEL_GRUN];
     for (int t0 = 0; t0 < nc; t0 += TB) {
-        int nst = nc - t0 < TB ? nc - t0 : TB, nb = nst == 1 ? 1 : TB;
+        int nst = nc - t0 < TB ? nc - t0 : TB, nb = nst == 1 ? 1 : TB, bt[LLM__Q8_PANEL_TB];
+        for (int b = 0; b < nb; b++) bt[b] = t0 + (b < nst ? b : nst - 1);   /* the tile's tokens */
         for (int g0 = 0; g0 < groups; g0 += LLM__Q8_PANEL_GRUN) {
             int ng = groups - g0 < LLM__Q8_PANEL_GRUN ? groups - g0 : LLM__Q8_PANEL_GRUN;
             const int8_t *x[LLM__Q8_PANEL_TB];
             const float *s[LLM__Q8_PANEL_TB];
             const int32_t *ng_of[LLM__Q8_PANEL_TB];
             for (int b = 0; b < nb; b++) {
-                int bt = t0 + (b < nst ? b : nst - 1);
-                x[b] = xq + (size_t)bt * n + (size_t)g0 * 32;
-                s[b] = xs + (size_t)bt * groups + g0;
+                x[b] = xq + (size_t)bt[b] * n + (size_t)g0 * 32;
+                s[b] = xs + (size_t)bt[b] * groups + g0;
                 ng_of[b] = neg[b];
                 for (int g = 0; LLM__Q8_PANEL_BIAS && g < ng; g++) {
                     int32_t sum = 0;
@@ -558,7 +560,7 @@ static void llm__tile_q8_panels(float *out, int ldo, const llm_tensor *w, int r,
                 int lo = a < r ? r - a : 0, hi = r + nr - a < P ? r + nr - a : P;
                 const unsigned char *p = (const unsigned char *)w->panels + (size_t)(a / P) * panel_bytes + (size_t)g0 * group_bytes;
                 float *o[LLM__Q8_PANEL_TB];
-                for (int b = 0; b < nb; b++) o[b] = out + (size_t)(t0 + (b < nst ? b : nst - 1)) * ldo + (a + lo - r);
+                for (int b = 0; b < nb; b++) o[b] = out + (size_t)bt[b] * ldo + (a + lo - r);
                 if (nb == 1) llm__q8_panel_dot(o, p, lo, hi, x, s, ng_of, ng, 1, 1, g0 > 0);
                 else llm__q8_panel_dot(o, p, lo, hi, x, s, ng_of, ng, LLM__Q8_PANEL_TB, nst, g0 > 0);
             }
